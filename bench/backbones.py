@@ -1,0 +1,109 @@
+"""Feature extractors, registered in `registries.BACKBONES` by family.
+
+- `pixels`: flattened pixels, each image standardised to zero mean and unit variance. It needs no
+  weights and is meaningful on small images such as digits; it learns nothing from data, so it
+  leaks nothing across steps.
+- `timm:<model>`: any timm model by name, with the classifier removed (`num_classes=0`), e.g.
+  `timm:vit_base_patch16_224.dino` (the paper's DINO ViT-B/16). `backbone.pretrained` is True
+  (timm's hub weights), False (random init, for tests) or the path of a local weights file.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+from torch import nn
+
+from bench.errors import BenchError, unknown
+from registries import BACKBONES
+
+
+class Backbone(nn.Module):
+    """Maps preprocessed images (N×C×H×W floats) to features (N×D).
+
+    `input_size` is the square size the model expects (None: the dataset's native size);
+    `channels` the number of input channels; `normalize` whether the dataset's mean/std apply.
+    """
+
+    feature_dim: int
+    input_size: int | None = None
+    channels: int | None = None
+    normalize: bool = True
+
+
+@BACKBONES.register_module(name="pixels")
+class Pixels(Backbone):
+    """Flattened pixels, each image standardised (no weights; for small images such as digits)."""
+
+    normalize = False
+
+    def __init__(self, image_shape: tuple[int, int, int], **_: Any) -> None:
+        super().__init__()
+        h, w, c = image_shape
+        self.feature_dim = h * w * c
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.flatten(1)
+        return (flat - flat.mean(1, keepdim=True)) / (flat.std(1, keepdim=True) + 1e-6)
+
+
+@BACKBONES.register_module(name="timm")
+class TimmBackbone(Backbone):
+    """Any timm model by name, classifier removed; pretrained from the hub or a local file."""
+
+    channels = 3
+
+    def __init__(self, model_name: str, pretrained: bool | str = True, kwargs: Mapping[str, Any] | None = None,
+                 **_: Any) -> None:
+        super().__init__()
+        import timm
+
+        kwargs = dict(kwargs or {})
+        if not timm.is_model(model_name.split(".")[0]):
+            raise BenchError(f"unknown timm model {model_name!r}; see timm.list_models() for valid names")
+        self.model = _create_timm(model_name, pretrained, kwargs)
+        self.feature_dim = int(self.model.num_features if getattr(self.model, "num_classes", 0) == 0
+                               else self.model.num_classes)
+        size = self.model.pretrained_cfg.get("input_size", (3, 224, 224))[-1]
+        self.input_size = int(kwargs.get("img_size", size))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(x)
+
+
+def _create_timm(model_name: str, pretrained: bool | str, kwargs: dict[str, Any]) -> nn.Module:
+    import timm
+
+    kwargs.setdefault("num_classes", 0)
+    if isinstance(pretrained, str):
+        path = Path(pretrained).expanduser()
+        if not path.is_file():
+            raise BenchError(f"backbone weights file not found: {path}; set backbone.pretrained to an existing "
+                             ".pth/.safetensors file, True (timm's hub weights) or False (random init)")
+        return timm.create_model(model_name, pretrained=True, pretrained_cfg_overlay=dict(file=str(path)), **kwargs)
+    if not pretrained:
+        return timm.create_model(model_name, pretrained=False, **kwargs)
+    try:
+        return timm.create_model(model_name, pretrained=True, **kwargs)
+    except Exception as err:  # huggingface_hub raises several types when offline or unreachable
+        offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
+        raise BenchError(
+            f"could not load pretrained weights for timm model {model_name!r}"
+            f"{' (HF_HUB_OFFLINE is set)' if offline else ''}: {type(err).__name__}. Provide them with "
+            f"--cfg-options backbone.pretrained=/path/to/weights.pth (a local .pth or .safetensors file), "
+            f"or populate the Hugging Face cache on a machine with network access; "
+            f"backbone.pretrained=False uses random weights") from None
+
+
+def build_backbone(name: str, options: Mapping[str, Any], image_shape: tuple[int, int, int]) -> Backbone:
+    family, _, model_name = name.partition(":")
+    cls = BACKBONES.get(family)
+    if cls is None:
+        raise unknown("backbone", name, [*BACKBONES.module_dict, "timm:<model name>"])
+    if family == "timm" and not model_name:
+        raise BenchError("backbone 'timm' needs a model name, e.g. timm:vit_base_patch16_224.dino")
+    model = cls(model_name=model_name, image_shape=image_shape, pretrained=options.get("pretrained", True),
+                kwargs=options.get("kwargs", {}))
+    return model.eval().requires_grad_(False)

@@ -1,0 +1,219 @@
+"""The `bench` command: run, list and report.
+
+Every user error (unknown names, bad options, missing data, unwritable directories) is a
+`BenchError` and is printed as one line on stderr with exit status 2; no traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from bench.errors import BenchError
+
+DEFAULT_RESULTS = Path("results")
+LIST_KINDS = ("methods", "datasets", "splits", "backbones", "grids")
+
+
+def _parse_options(pairs: Sequence[str]) -> dict[str, Any]:
+    """`k=v` pairs; values parsed as Python literals where possible (`3`, `1e-4`, `True`, `[1,2]`)."""
+    import ast
+
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise BenchError(f"bad --cfg-options item {pair!r}: use section.key=value, e.g. method.epochs=10")
+        try:
+            options[key] = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            options[key] = raw
+    return options
+
+
+def _add_selection(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--grid", default="demo", help="grid name (see `bench list grids`); default: demo")
+    p.add_argument("--methods", nargs="+", metavar="M", help="methods to run, optionally with a preset: Baseline:code")
+    p.add_argument("--datasets", nargs="+", metavar="D")
+    p.add_argument("--splits", nargs="+", metavar="S")
+    p.add_argument("--seeds", nargs="+", type=int, metavar="N")
+    p.add_argument("--backbone", nargs="+", dest="backbones", metavar="B",
+                   help="backbone(s): pixels, timm:<model> (e.g. timm:vit_base_patch16_224.dino)")
+    p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="results root (default: ./results)")
+    p.add_argument("--data-root", help="directory holding the datasets (else $BENCH_DATA_ROOT)")
+    p.add_argument("--cfg-options", nargs="+", default=[], metavar="K=V",
+                   help="override config keys, e.g. method.epochs=10 features.views=4")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bench", description="class-iNCD benchmark harness")
+    sub = parser.add_subparsers(dest="command", metavar="{run,list,report}")
+
+    run = sub.add_parser("run", help="run a grid (default: the embedded demo grid, locally)")
+    _add_selection(run)
+    run.add_argument("--cluster", default="local", help="local (subprocesses) or debug (in-process)")
+    run.add_argument("--jobs", type=int, default=None, help="local runs at a time (default: CPU cores)")
+    run.add_argument("--device", help="cpu, cuda, cuda:1 … (default: cuda if available)")
+    run.add_argument("--force", action="store_true", help="re-run runs that are already done")
+    run.add_argument("--dry-run", action="store_true", help="print what would run, run nothing")
+
+    lst = sub.add_parser("list", help="show what is registered")
+    lst.add_argument("kind", choices=LIST_KINDS)
+
+    rep = sub.add_parser("report", help="tables and plots of a grid's finished runs")
+    _add_selection(rep)
+    rep.add_argument("--format", default="latex", choices=("latex", "markdown", "csv"))
+    rep.add_argument("--out", type=Path, help="output directory (default: <results>/reports/<grid>)")
+    return parser
+
+
+def _expand(args: argparse.Namespace) -> tuple[Any, list[Any]]:
+    from bench.spec import expand, load_grid
+    from registries import load_all
+
+    load_all()
+    grid = load_grid(args.grid)
+    location = {"data_root": args.data_root or os.environ.get("BENCH_DATA_ROOT")}
+    if getattr(args, "device", None):
+        location["device"] = args.device
+    specs = expand(grid, methods=args.methods, datasets=args.datasets, splits=args.splits, seeds=args.seeds,
+                   backbones=args.backbones, options=_parse_options(args.cfg_options), location=location)
+    return grid, specs
+
+
+def _check_splits(specs: Sequence[Any]) -> None:
+    """A split with more tasks than the dataset has classes is refused before anything runs."""
+    from bench.data import declared_num_classes
+
+    for spec in specs:
+        n = declared_num_classes(spec.dataset, spec.config["dataset"])
+        if n is not None and spec.n_steps > n:
+            raise BenchError(f"split {spec.split!r} has {spec.n_steps} tasks but dataset {spec.dataset!r} has only "
+                             f"{n} classes; choose a split with at most {n} tasks")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from bench.runner import check_writable, is_done
+    from bench.scheduler import CLUSTERS, run_specs
+
+    if args.cluster not in CLUSTERS:
+        raise BenchError(f"unknown cluster {args.cluster!r}; choose from {', '.join(CLUSTERS)}")
+    grid, specs = _expand(args)
+    _check_splits(specs)
+    done = [s for s in specs if is_done(args.results, s)]
+    pending = specs if args.force else [s for s in specs if s not in done]
+    if args.dry_run:
+        print(f"grid {grid.name}: {len(specs)} runs, {len(done)} done, {len(pending)} would run")
+        for spec in pending:
+            print(f"  {spec.run_id}  {spec.describe()}")
+        return 0
+    check_writable(args.results)
+    if not pending:
+        print(f"grid {grid.name}: all {len(specs)} runs already done, nothing to run (--force re-runs them)")
+        _print_leaderboard(args.results, specs)
+        return 0
+    print(f"grid {grid.name}: {len(specs)} runs, {len(specs) - len(pending)} already done, "
+          f"running {len(pending)} on {args.cluster}")
+    start = time.monotonic()
+    outcome = run_specs(pending, args.results, cluster=args.cluster, max_parallel=args.jobs)
+    print(f"{len(outcome.done)} done, {len(outcome.failed)} failed in {time.monotonic() - start:.1f}s")
+    _print_leaderboard(args.results, specs)
+    if outcome.failed:
+        from bench.runner import run_dir
+
+        print(f"\n{len(outcome.failed)} run(s) failed; their error.txt says why:", file=sys.stderr)
+        for spec, reason in outcome.failed:
+            print(f"  {run_dir(args.results, spec)}/error.txt  ({reason})", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _load_frame(results: Path, specs: Sequence[Any]) -> Any:
+    from bench.report.load import load_metrics
+    from bench.runner import run_dir
+
+    return load_metrics(run_dir(results, s) for s in specs)
+
+
+def _print_leaderboard(results: Path, specs: Sequence[Any]) -> None:
+    from bench.report.aggregate import final_scores
+    from bench.report.table import leaderboard
+
+    frame = _load_frame(results, specs)
+    if len(frame):
+        print()
+        print(leaderboard(final_scores(frame)))
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from bench.spec import SPLITS, grid_names, load_grid
+    from registries import BACKBONES, DATASETS, METHODS, load_all
+
+    load_all()
+    if args.kind == "methods":
+        for name, cls in sorted(METHODS.module_dict.items()):
+            role = "reference, sees past steps" if cls.sees_past_steps else "incremental"
+            print(f"{name:<18} {cls.inputs:<9} {role}; presets: paper, code")
+    elif args.kind == "datasets":
+        for name, cls in sorted(DATASETS.module_dict.items()):
+            print(f"{name:<14} {_first_doc_line(cls)}")
+    elif args.kind == "splits":
+        for name, n in SPLITS.items():
+            print(f"{name:<9} {n} tasks of contiguous classes in the dataset's canonical order")
+    elif args.kind == "backbones":
+        for name, cls in sorted(BACKBONES.module_dict.items()):
+            shown = "timm:<model name>" if name == "timm" else name
+            print(f"{shown:<20} {_first_doc_line(cls) or cls.__name__}")
+    else:
+        for name in grid_names():
+            g = load_grid(name)
+            n = len(g.methods) * len(g.datasets) * len(g.splits) * len(g.seeds) * len(g.backbones)
+            print(f"{name:<8} {n:>4} runs: {', '.join(g.methods)} on {', '.join(g.datasets)}; "
+                  f"{', '.join(g.splits)}; seeds {', '.join(map(str, g.seeds))}")
+    return 0
+
+
+def _first_doc_line(obj: Any) -> str:
+    return (obj.__doc__ or "").strip().splitlines()[0] if obj.__doc__ else ""
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from bench.report import write_report
+    from registries import METHODS
+
+    grid, specs = _expand(args)
+    frame = _load_frame(args.results, specs)
+    if not len(frame):
+        raise BenchError(f"no finished runs of grid {grid.name!r} under {args.results}; run `bench run --grid {grid.name}` first")
+    out = args.out or Path(args.results) / "reports" / grid.name
+    order = {"split": list(dict.fromkeys(s.split for s in specs)),
+             "dataset": list(dict.fromkeys(s.dataset for s in specs)),
+             "label": list(dict.fromkeys(s.label for s in specs))}
+    references = [s.label for s in specs if METHODS.get(s.method).sees_past_steps]
+    paths = write_report(frame, out, args.format, title=f"grid {grid.name}", order=order,
+                         exclude_from_best=tuple(dict.fromkeys(references)))
+    finished = frame["run_id"].nunique()
+    print(f"report of grid {grid.name}: {finished}/{len(specs)} runs finished; wrote {len(paths)} files to {out}")
+    for path in paths:
+        print(f"  {path}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv or ["run"])
+    if args.command is None:
+        args = parser.parse_args(["run", *argv])
+    try:
+        return {"run": cmd_run, "list": cmd_list, "report": cmd_report}[args.command](args)
+    except BenchError as err:
+        print(f"bench: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""Dataset readers, registered in `registries.DATASETS` by name.
+
+A reader is a class built with its options (`root` for on-disk datasets) whose `load()` returns a
+`LoadedDataset`. `build_dataset` is the one place that turns a name and options into data.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any, Mapping
+
+from bench.data.base import DatasetError, ImageSet, LoadedDataset
+from bench.data import toy  # noqa: F401  (registers digits and synthetic)
+from bench.errors import BenchError, unknown
+
+__all__ = ["DatasetError", "ImageSet", "LoadedDataset", "build_dataset", "declared_num_classes", "make_reader"]
+
+
+def make_reader(name: str, options: Mapping[str, Any], root: str | None = None) -> Any:
+    """The configured reader; building it reads nothing from disk (`load()` does)."""
+    from registries import DATASETS
+
+    cls = DATASETS.get(name)
+    if cls is None:
+        DATASETS.import_from_location()
+        raise unknown("dataset", name, DATASETS.module_dict)
+    params = inspect.signature(cls.__init__).parameters
+    valid = [p for p in params if p not in ("self", "root")]
+    bad = [k for k in options if k not in valid]
+    if bad:
+        raise BenchError(f"dataset {name!r} has no option {bad[0]!r}; valid options: {', '.join(valid) or 'none'}")
+    kwargs = dict(options)
+    if "root" in params:
+        kwargs["root"] = root
+    return cls(**kwargs)
+
+
+def build_dataset(name: str, options: Mapping[str, Any], root: str | None = None) -> LoadedDataset:
+    return make_reader(name, options, root).load()
+
+
+def declared_num_classes(name: str, options: Mapping[str, Any]) -> int | None:
+    """The class count a reader declares (`num_classes`), known without reading the data."""
+    n = getattr(make_reader(name, options), "num_classes", None)
+    return n if isinstance(n, int) else None

@@ -1,0 +1,77 @@
+"""What every dataset reader returns, whatever its on-disk format.
+
+A reader turns a root directory into a `LoadedDataset`: images and labels for the train, test and
+(optionally) val partitions, with labels already in the dataset's canonical class order
+(methods-spec §4.2), so that task t is the contiguous label range the split assigns to it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from bench.errors import BenchError
+
+
+class DatasetError(BenchError):
+    """A dataset is missing, incomplete or corrupt; the message says what and where."""
+
+
+@dataclass
+class ImageSet:
+    """Images of one partition with their labels.
+
+    `images` is either a uint8 array N×H×W×C held in memory (CIFAR, TinyImageNet, digits,
+    synthetic) or a sequence of N image file paths decoded on demand (CUB, Herbarium).
+    """
+
+    images: np.ndarray | Sequence[Path]
+    labels: np.ndarray  # int64, class index in canonical order
+
+    def __post_init__(self) -> None:
+        self.labels = np.asarray(self.labels, dtype=np.int64)
+        if len(self.images) != len(self.labels):
+            raise DatasetError(f"{len(self.images)} images but {len(self.labels)} labels")
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    @property
+    def in_memory(self) -> bool:
+        return isinstance(self.images, np.ndarray)
+
+    def subset(self, mask: np.ndarray) -> "ImageSet":
+        index = np.flatnonzero(mask)
+        if self.in_memory:
+            return ImageSet(self.images[index], self.labels[index])
+        return ImageSet([self.images[i] for i in index], self.labels[index])
+
+
+@dataclass
+class LoadedDataset:
+    """A dataset as the protocol needs it.
+
+    `val` is the partition used to freeze each task's cluster-to-class mapping (methods-spec §1.2);
+    None means "use the training images with the test transform", as the authors do for CIFAR and
+    TinyImageNet.
+    """
+
+    name: str
+    class_names: list[str]
+    train: ImageSet
+    test: ImageSet
+    val: ImageSet | None = None
+    mean: tuple[float, ...] = (0.5, 0.5, 0.5)
+    std: tuple[float, ...] = (0.5, 0.5, 0.5)
+    augmentation: str = "shift"  # the name of the training-view policy (bench.augment)
+    root: str = ""  # the resolved path it was read from, recorded in the run spec
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+    def val_or_train(self) -> ImageSet:
+        return self.val if self.val is not None else self.train

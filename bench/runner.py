@@ -1,0 +1,227 @@
+"""One job = one RunSpec: build the task sequence, the features and the method, then learn and
+evaluate step by step, checkpointing after every step so that a killed or requeued run resumes
+from its last finished step with the same final metrics.
+
+The protocol is enforced here: a method receives `Step`s holding the unlabelled training data of
+the current step (and earlier steps only if it declares `sees_past_steps`); labels stay with the
+evaluator.
+"""
+from __future__ import annotations
+
+import os
+import random
+import socket
+import subprocess
+import time
+import traceback
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from mmengine.config import Config
+
+import bench
+from bench.backbones import build_backbone
+from bench.data import build_dataset
+from bench.errors import BenchError
+from bench.evaluate import Evaluator, MetricRow, TaskLayout
+from bench.features import FeatureViews, extract
+from bench.spec import RunSpec, write_atomic
+
+DONE, ERROR, CHECKPOINT, METRICS = "DONE", "error.txt", "checkpoint.pt", "metrics.parquet"
+
+
+def run_dir(results: Path, spec: RunSpec) -> Path:
+    return Path(results) / "runs" / spec.run_id
+
+
+def is_done(results: Path, spec: RunSpec) -> bool:
+    return (run_dir(results, spec) / DONE).exists()
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(bench.__file__).parent, capture_output=True,
+                             text=True, timeout=5)
+        return out.stdout.strip() if out.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _device(spec: RunSpec) -> torch.device:
+    wanted = spec.location.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(wanted)
+
+
+class Log:
+    """Appends timestamped lines to the run's log.txt (and echoes them for the job's stdout)."""
+
+    def __init__(self, path: Path, echo: bool) -> None:
+        self.path, self.echo = path, echo
+
+    def __call__(self, message: str) -> None:
+        line = f"{_now()} {message}"
+        with self.path.open("a") as fh:
+            fh.write(line + "\n")
+        if self.echo:
+            print(line, flush=True)
+
+
+def execute(spec: RunSpec, results: Path, *, echo: bool = False) -> Path:
+    """Run `spec` to completion under `results/runs/<run_id>/`, resuming from a checkpoint if one
+    exists. On failure the error and traceback go to `error.txt` and the exception propagates."""
+    out = run_dir(results, spec)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / ERROR).unlink(missing_ok=True)
+    log = Log(out / "log.txt", echo)
+    try:
+        _run(spec, out, log)
+    except BaseException as err:
+        write_atomic(out / ERROR, f"{type(err).__name__}: {err}\n\n{traceback.format_exc()}")
+        log(f"FAILED: {type(err).__name__}: {err}")
+        raise
+    return out
+
+
+def _run(spec: RunSpec, out: Path, log: Log) -> None:
+    from registries import METHODS
+
+    write_atomic(out / "spec.json", spec.to_json())
+    Config(dict(spec.config)).dump(str(out / "config.py"))
+    device = _device(spec)
+    clock = time.monotonic()
+    log(f"run {spec.run_id}: {spec.describe()} on {device}")
+
+    data = build_dataset(spec.dataset, spec.config["dataset"], spec.location.get("data_root"))
+    layout = TaskLayout.contiguous(data.num_classes, spec.n_steps)
+    backbone = build_backbone(spec.backbone, spec.config["backbone"], data.train.images[0].shape).to(device)
+    feat = spec.config["features"]
+    views = feat["views"] if METHODS.get(spec.method).inputs == "features" else 0
+    train = extract(backbone, data.train, data, views=views, seed=spec.seed, batch_size=feat["batch_size"],
+                    device=device)
+    test = extract(backbone, data.test, data, views=0, seed=spec.seed, batch_size=feat["batch_size"], device=device)
+    val_images = data.val_or_train()
+    val = train if data.val is None else extract(backbone, val_images, data, views=0, seed=spec.seed,
+                                                 batch_size=feat["batch_size"], device=device)
+    log(f"features: train {tuple(train.views.shape)}, test {tuple(test.plain.shape)}, {time.monotonic() - clock:.1f}s")
+
+    method = METHODS.build(dict(type=spec.method, feature_dim=backbone.feature_dim, seed=spec.seed,
+                                **spec.config["method"]))
+    evaluator = Evaluator(layout)
+    rows: list[MetricRow] = []
+    first_step, started_at, spent = 0, _now(), 0.0
+    if (out / CHECKPOINT).exists():
+        state = torch.load(out / CHECKPOINT, weights_only=False)
+        method.load_state_dict(state["method"])
+        evaluator.load_state_dict(state["evaluator"])
+        rows = [MetricRow(**r) for r in state["rows"]]
+        first_step, started_at, spent = state["step"] + 1, state["started_at"], state["duration_s"]
+        log(f"resuming after step {state['step']}")
+
+    train_task = layout.task_of(data.train.labels)
+    test_task = layout.task_of(data.test.labels)
+    val_task = layout.task_of(val_images.labels)
+    for t in range(first_step, spec.n_steps):
+        seed_everything(spec.seed * 1000 + t)
+        offset, n_classes = layout.offsets[t], layout.sizes[t]
+        past = [train.subset(np.flatnonzero(train_task == s)).to(device) for s in range(t)] \
+            if method.sees_past_steps else []
+        step_data = train.subset(np.flatnonzero(train_task == t)).to(device)
+        method.learn(_make_step(t, n_classes, offset, step_data, past, device))
+
+        val_idx = np.flatnonzero(val_task == t)
+        val_pred = _argmax(method.task_logits, val.subset(val_idx).plain, device, t)
+        evaluator.freeze_mapping(t, val_images.labels[val_idx], val_pred)
+        seen = np.flatnonzero(test_task <= t)
+        unified = _argmax(method.logits, test.subset(seen).plain, device)
+        current = np.flatnonzero(test_task[seen] == t)
+        task_pred = _argmax(method.task_logits, test.subset(seen[current]).plain, device, t)
+        step_rows = evaluator.evaluate(t, data.test.labels[seen], unified, task_pred)
+        rows.extend(step_rows)
+        acc = {(r.group, r.flavour): r.value for r in step_rows if r.metric == "acc"}
+        log(f"step {t + 1}/{spec.n_steps}: task-specific {acc[(f'task_{t}', 'task')]:.1f}, "
+            f"all wo {acc[('all', 'wo')]:.1f}, all w {acc[('all', 'w')]:.1f}")
+        state = {"step": t, "method": method.state_dict(), "evaluator": evaluator.state_dict(),
+                 "rows": [asdict(r) for r in rows], "started_at": started_at,
+                 "duration_s": spent + time.monotonic() - clock}
+        _save_checkpoint(out / CHECKPOINT, state)
+
+    rows.extend(evaluator.summary(rows, spec.n_steps))
+    frame = _frame(spec, rows, device, started_at, spent + time.monotonic() - clock)
+    tmp = out / f".{METRICS}.tmp"
+    frame.to_parquet(tmp, index=False)
+    tmp.replace(out / METRICS)
+    write_atomic(out / DONE, _now() + "\n")
+    (out / CHECKPOINT).unlink(missing_ok=True)
+    summary = {(r.flavour, r.metric): r.value for r in rows if r.group == "summary"}
+    flavour = method.primary_flavour
+    log(f"done: A={summary[(flavour, 'A')]:.1f} F={summary[(flavour, 'F')]:.1f} ({flavour})")
+
+
+def _make_step(t: int, n_classes: int, offset: int, data: FeatureViews, past: list[FeatureViews],
+               device: torch.device) -> Any:
+    from methods.base import Step
+
+    return Step(index=t, n_classes=n_classes, offset=offset, train=data, past=past, device=device)
+
+
+@torch.no_grad()
+def _argmax(fn: Any, x: torch.Tensor, device: torch.device, *args: int) -> np.ndarray:
+    out = [fn(x[i: i + 4096].to(device), *args).argmax(1).cpu() for i in range(0, len(x), 4096)]
+    return torch.cat(out).numpy() if out else np.empty(0, dtype=np.int64)
+
+
+def _save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    torch.save(state, tmp)
+    tmp.replace(path)
+
+
+def _frame(spec: RunSpec, rows: list[MetricRow], device: torch.device, started_at: str, duration: float) -> pd.DataFrame:
+    from registries import METHODS
+
+    frame = pd.DataFrame([asdict(r) for r in rows])
+    identity = dict(run_id=spec.run_id, method=spec.method, preset=spec.preset, label=spec.label,
+                    dataset=spec.dataset, split=spec.split, n_steps=spec.n_steps, backbone=spec.backbone,
+                    seed=spec.seed, primary_flavour=METHODS.get(spec.method).primary_flavour)
+    provenance = dict(
+        bench_version=bench.__version__, git_commit=_git_commit(), host=socket.gethostname(),
+        device=torch.cuda.get_device_name(device) if device.type == "cuda" else device.type,
+        slurm_job_id=_slurm_job_id(), started_at=started_at, ended_at=_now(), duration_s=float(duration))
+    for key, value in {**identity, **provenance}.items():
+        frame[key] = value
+    frame = frame[list(identity) + ["step", "group", "flavour", "metric", "value"] + list(provenance)]
+    return frame.astype({"step": "int64", "n_steps": "int64", "seed": "int64", "value": "float64"})
+
+
+def _slurm_job_id() -> str:
+    job = os.environ.get("SLURM_ARRAY_JOB_ID")
+    if job:
+        return f"{job}_{os.environ.get('SLURM_ARRAY_TASK_ID', '')}"
+    return os.environ.get("SLURM_JOB_ID", "")
+
+
+def check_writable(results: Path) -> None:
+    """Fail early, with one line, when the results directory cannot be written."""
+    try:
+        (Path(results) / "runs").mkdir(parents=True, exist_ok=True)
+        probe = Path(results) / "runs" / f".write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        raise BenchError(f"results directory {results} is not writable ({err.strerror}); "
+                         f"choose another with --results DIR") from None

@@ -1,0 +1,285 @@
+"""Run specs and grids: the unit of work and how a grid expands into it.
+
+A grid (an mmengine config file in `registries/grids/`) names methods (optionally with a preset,
+`Baseline:code`), datasets, splits, seeds and a backbone. Expansion is plain data: a sorted list of
+frozen `RunSpec`s whose canonical JSON hashes to the `run_id`.
+
+A run's configuration has four sections, resolved in this order (later wins): the method's preset
+(`registries/presets/<slug>.py`, `paper` or `code`, with its per-dataset/split `overrides`), the
+grid's `cfg`, then `--cfg-options section.key=value` from the command line:
+
+- `method`: the method's hyper-parameters (valid keys: those of its `paper` preset);
+- `dataset`: options of the dataset reader (e.g. `num_classes` for `synthetic`);
+- `backbone`: `pretrained`, `kwargs` passed to the model factory, `batch_size` for extraction;
+- `features`: `views` (augmented views per training image) and `batch_size`.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from mmengine.config import Config
+
+from bench.errors import BenchError, unknown
+
+SPLITS: dict[str, int] = {"2-step": 2, "5-step": 5, "10-step": 10}
+PRESETS = ("paper", "code")
+
+DEFAULT_SECTIONS: dict[str, dict[str, Any]] = {
+    "dataset": {},
+    "backbone": {"pretrained": True, "kwargs": {}, "batch_size": 256},
+    "features": {"views": 8, "batch_size": 512},
+}
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One (method, preset, dataset, split, backbone, seed) job with its resolved config.
+
+    `location` holds where things are (data root, device): recorded in `spec.json` but kept out
+    of the run id, so moving a dataset or changing GPU does not invalidate finished runs.
+    """
+
+    method: str
+    preset: str
+    dataset: str
+    split: str
+    n_steps: int
+    backbone: str
+    seed: int
+    config: Mapping[str, Any]
+    location: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def label(self) -> str:
+        return self.method if self.preset == "paper" else f"{self.method} [{self.preset}]"
+
+    def identity(self) -> dict[str, Any]:
+        ident = asdict(self)
+        ident.pop("location")
+        return ident
+
+    @property
+    def run_id(self) -> str:
+        canonical = json.dumps(self.identity(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+    def to_json(self) -> str:
+        return json.dumps({**asdict(self), "run_id": self.run_id, "label": self.label}, indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "RunSpec":
+        data = json.loads(text)
+        data.pop("run_id", None)
+        data.pop("label", None)
+        return cls(**data)
+
+    def describe(self) -> str:
+        return f"{self.label} · {self.dataset} · {self.split} · {self.backbone} · seed {self.seed}"
+
+
+@dataclass(frozen=True)
+class Grid:
+    name: str
+    methods: tuple[str, ...]
+    datasets: tuple[str, ...]
+    splits: tuple[str, ...]
+    seeds: tuple[int, ...]
+    backbones: tuple[str, ...]
+    cfg: Mapping[str, Any]
+
+
+def n_steps_of(split: str) -> int:
+    if split not in SPLITS:
+        raise unknown("split", split, SPLITS)
+    return SPLITS[split]
+
+
+def grid_names() -> list[str]:
+    from registries import GRIDS_DIR
+
+    return sorted(p.stem for p in GRIDS_DIR.glob("*.py") if not p.stem.startswith("_"))
+
+
+def load_grid(name: str) -> Grid:
+    from registries import GRIDS_DIR
+
+    path = GRIDS_DIR / f"{name}.py"
+    if not path.is_file():
+        raise unknown("grid", name, grid_names())
+    cfg = Config.fromfile(str(path)).to_dict()
+    backbones = cfg.get("backbones", [cfg.get("backbone", "pixels")])
+    return Grid(
+        name=name,
+        methods=tuple(cfg["methods"]),
+        datasets=tuple(cfg["datasets"]),
+        splits=tuple(cfg["splits"]),
+        seeds=tuple(int(s) for s in cfg["seeds"]),
+        backbones=tuple(backbones),
+        cfg=cfg.get("cfg", {}),
+    )
+
+
+def parse_method(entry: str) -> tuple[str, str]:
+    """`Baseline` → (Baseline, paper); `Baseline:code` → (Baseline, code)."""
+    name, _, preset = entry.partition(":")
+    preset = preset or "paper"
+    if preset not in PRESETS:
+        raise unknown(f"preset of {name}", preset, PRESETS)
+    return name, preset
+
+
+def load_preset(method: str, preset: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The method's hyper-parameters for a preset, and its per-dataset/split overrides."""
+    from registries import METHODS, PRESETS_DIR
+
+    cls = METHODS.get(method)
+    if cls is None:
+        METHODS.import_from_location()
+        raise unknown("method", method, METHODS.module_dict)
+    path = PRESETS_DIR / f"{cls.preset_file}.py"
+    cfg = Config.fromfile(str(path)).to_dict()
+    params = dict(cfg["paper"])
+    params.update(cfg.get(preset, {}))
+    overrides = cfg.get("overrides", {}).get(preset, {})
+    return params, overrides
+
+
+def deep_merge(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in update.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def apply_options(config: dict[str, Any], options: Mapping[str, Any], *, allow_new: Sequence[str] = ()) -> dict[str, Any]:
+    """Apply dotted `section.key=value` options, refusing keys the section does not know.
+
+    Sections named in `allow_new` take any key (dataset reader options are checked by the reader).
+    """
+    out = copy.deepcopy(config)
+    for dotted, value in options.items():
+        parts = dotted.split(".")
+        section = parts[0]
+        if section not in out:
+            raise BenchError(f"bad --cfg-options key {dotted!r}: unknown section {section!r}; valid sections: {', '.join(sorted(out))}")
+        if len(parts) < 2:
+            raise BenchError(f"bad --cfg-options key {dotted!r}: use section.key=value, e.g. method.epochs=10")
+        node = out[section]
+        for i, part in enumerate(parts[1:], start=1):
+            last = i == len(parts) - 1
+            free = section in allow_new or (section == "backbone" and parts[1] == "kwargs")
+            if part not in node and not free:
+                valid = ", ".join(f"{'.'.join(parts[:i])}.{k}" for k in sorted(node))
+                raise BenchError(f"bad --cfg-options key {dotted!r}: {part!r} is not a known key; valid keys: {valid}")
+            if last:
+                node[part] = value
+            else:
+                node = node.setdefault(part, {})
+                if not isinstance(node, dict):
+                    raise BenchError(f"bad --cfg-options key {dotted!r}: {'.'.join(parts[:i + 1])} is not a section")
+    return out
+
+
+def _matching_overrides(overrides: Mapping[str, Any], dataset: str, split: str) -> dict[str, Any]:
+    """Preset overrides keyed `dataset`, `dataset/split` or `*/split` (most specific last)."""
+    merged: dict[str, Any] = {}
+    for key in (f"*/{split}", dataset, f"{dataset}/{split}"):
+        merged.update(overrides.get(key, {}))
+    return merged
+
+
+def resolve_config(method: str, preset: str, dataset: str, split: str,
+                   grid_cfg: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's config. A `method.<key>` setting (from the grid or the command line) applies to
+    every method whose preset has that key and is skipped by the others, so `method.epochs=5`
+    shortens every trained method of a grid and leaves K-means alone; `expand` refuses a key that
+    no selected method knows."""
+    params, overrides = load_preset(method, preset)
+    params.update(_matching_overrides(overrides, dataset, split))
+    config = {"method": params, **copy.deepcopy(DEFAULT_SECTIONS)}
+    for source in (_flatten(grid_cfg), options):
+        relevant = {k: v for k, v in source.items()
+                    if not (k.startswith("method.") and k.split(".")[1] not in params)}
+        config = apply_options(config, relevant, allow_new=("dataset",))
+    return config
+
+
+def _check_method_keys(options: Mapping[str, Any], methods: Sequence[tuple[str, str]]) -> None:
+    known: set[str] = set()
+    for method, preset in methods:
+        known.update(load_preset(method, preset)[0])
+    for key in options:
+        parts = key.split(".")
+        if parts[0] == "method" and (len(parts) < 2 or parts[1] not in known):
+            valid = ", ".join(f"method.{k}" for k in sorted(known))
+            raise BenchError(f"bad --cfg-options key {key!r}: no selected method has it; valid keys: {valid}")
+
+
+def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value and not dotted.startswith("backbone.kwargs."):
+            flat.update(_flatten(value, dotted + "."))
+        else:
+            flat[dotted] = value
+    return flat
+
+
+_SPLIT_RE = re.compile(r"^\d+-step$")
+
+
+def expand(grid: Grid, *, methods: Sequence[str] | None = None, datasets: Sequence[str] | None = None,
+           splits: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
+           backbones: Sequence[str] | None = None, options: Mapping[str, Any] | None = None,
+           location: Mapping[str, Any] | None = None) -> list[RunSpec]:
+    """Every (method, dataset, split, backbone, seed) of the grid, filtered by the CLI's selections.
+
+    A selection may name entries outside the grid (e.g. `--datasets synthetic` on the demo grid):
+    the selection replaces that axis.
+    """
+    from registries import BACKBONES, DATASETS, METHODS
+
+    options = dict(options or {})
+    selected = [parse_method(entry) for entry in methods or grid.methods]
+    for method, _ in selected:
+        if METHODS.get(method) is None:
+            raise unknown("method", method, METHODS.module_dict)
+    _check_method_keys(options, selected)
+    specs: list[RunSpec] = []
+    for method, preset in selected:
+        for dataset in datasets or grid.datasets:
+            if DATASETS.get(dataset) is None:
+                raise unknown("dataset", dataset, DATASETS.module_dict)
+            for split in splits or grid.splits:
+                n_steps = n_steps_of(split)
+                for backbone in backbones or grid.backbones:
+                    _check_backbone(backbone, BACKBONES)
+                    config = resolve_config(method, preset, dataset, split, grid.cfg, options)
+                    for seed in seeds if seeds is not None else grid.seeds:
+                        specs.append(RunSpec(method, preset, dataset, split, n_steps, backbone, int(seed),
+                                             config, dict(location or {})))
+    specs.sort(key=lambda s: (s.method, s.preset, s.dataset, s.n_steps, s.backbone, s.seed))
+    return specs
+
+
+def _check_backbone(name: str, registry: Any) -> None:
+    family = name.split(":", 1)[0]
+    if registry.get(family) is None:
+        raise unknown("backbone", name, [*registry.module_dict, "timm:<model name>"])
+
+
+def write_atomic(path: Path, data: bytes | str) -> None:
+    """Write to a temporary sibling and rename, so readers never see a half-written file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data.encode() if isinstance(data, str) else data)
+    tmp.replace(path)

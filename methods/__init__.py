@@ -1,0 +1,2 @@
+"""The method zoo: one module per method, registered in `registries.METHODS` on import."""
+from methods import baseline, kmeans  # noqa: F401

@@ -1,0 +1,60 @@
+"""The hook API every method implements, and what the runner hands it at each step."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+
+from bench.features import FeatureViews
+
+
+@dataclass
+class Step:
+    """Step `index` of the sequence: the UNLABELLED training data of this step's classes.
+
+    `offset` is the first class index of the step and `n_classes` its class count (known to the
+    method, as in the paper). `past` holds earlier steps' data and is filled only for methods that
+    declare `sees_past_steps` (the references); for every other method it stays empty.
+    """
+
+    index: int
+    n_classes: int
+    offset: int
+    train: FeatureViews
+    past: list[FeatureViews] = field(default_factory=list)
+    device: torch.device = torch.device("cpu")
+
+
+class Method:
+    """Base class. Subclasses are registered with `@METHODS.register_module(name=...)`.
+
+    `hparams` are the resolved `method` section of the run's config (the preset's keys).
+    """
+
+    inputs: ClassVar[str] = "features"
+    sees_past_steps: ClassVar[bool] = False
+    primary_flavour: ClassVar[str] = "wo"  # the flavour its A and F are reported in
+    preset_file: ClassVar[str]  # registries/presets/<preset_file>.py
+
+    def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
+        self.feature_dim = feature_dim
+        self.seed = seed
+        self.hparams = hparams
+
+    def learn(self, step: Step) -> None:
+        raise NotImplementedError
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        """Unified head over every class seen so far (N × Σ C_s)."""
+        raise NotImplementedError
+
+    def task_logits(self, x: torch.Tensor, task: int) -> torch.Tensor:
+        """Task-specific head of `task` (N × C_task)."""
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        raise NotImplementedError

@@ -1,0 +1,58 @@
+"""Baseline ("direct concat", methods-spec §3.1).
+
+Frozen backbone features; at step t a new cosine head h^t with C_t outputs is trained with the
+swapped Sinkhorn-Knopp cross-entropy on two views per image. Only the heads are kept between
+steps; task-agnostic inference concatenates [h^1; …; h^t] and takes the argmax.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from methods.base import Method, Step
+from methods.blocks import CosineHead, train_head_swapped
+from registries import METHODS
+
+
+@METHODS.register_module(name="Baseline")
+class Baseline(Method):
+    preset_file = "baseline"
+
+    def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
+        super().__init__(feature_dim, seed, **hparams)
+        self.heads: list[CosineHead] = []
+        self.losses: list[list[float]] = []
+
+    def new_head(self, n_classes: int) -> CosineHead:
+        return CosineHead(self.feature_dim, n_classes, self.hparams["normalize_weights"])
+
+    def learn(self, step: Step) -> None:
+        hp = self.hparams
+        head = self.new_head(step.n_classes).to(step.device)
+        gen = torch.Generator().manual_seed(self.seed * 1000 + step.index)
+        epochs = hp["epochs_per_step"][step.index] if hp.get("epochs_per_step") else hp["epochs"]
+        self.losses.append(train_head_swapped(
+            head, step.train, epochs=epochs, batch_size=hp["batch_size"], lr=hp["lr"],
+            momentum=hp["momentum"], weight_decay=hp["weight_decay"], eta_min=hp["eta_min"],
+            temperature=hp["temperature"], sk_epsilon=hp["sk_epsilon"], sk_iters=hp["sk_iters"], gen=gen))
+        self.heads.append(head)
+
+    @torch.no_grad()
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([head(x) for head in self.heads], dim=1)
+
+    @torch.no_grad()
+    def task_logits(self, x: torch.Tensor, task: int) -> torch.Tensor:
+        return self.heads[task](x)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"heads": [h.weight.detach().cpu().clone() for h in self.heads], "losses": self.losses}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.heads = []
+        for weight in state["heads"]:
+            head = self.new_head(weight.shape[0])
+            head.weight.data.copy_(weight)
+            self.heads.append(head.eval())
+        self.losses = list(state["losses"])

@@ -1,0 +1,120 @@
+"""Building blocks shared by the methods (methods-spec §2): the cosine-normalised head,
+Sinkhorn-Knopp pseudo-labels, the swapped-prediction loss and the schedule."""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bench.features import FeatureViews
+
+
+class CosineHead(nn.Module):
+    """Linear head without bias on L2-normalised features (§2.2).
+
+    With `normalize_weights` the rows of W are L2-normalised in place before every training forward
+    (the authors' `--apply_l2weights`) and at inference, so logits are cosines in [-1, 1]. Without
+    it (the "w/o CosNorm" ablation) only the features are normalised.
+    """
+
+    def __init__(self, in_dim: int, n_out: int, normalize_weights: bool = True) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(n_out, in_dim))
+        nn.init.trunc_normal_(self.weight, std=0.02)
+        self.normalize_weights = normalize_weights
+
+    @torch.no_grad()
+    def renormalize(self) -> None:
+        if self.normalize_weights:
+            self.weight.copy_(F.normalize(self.weight, dim=1, eps=1e-12))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = F.normalize(self.weight, dim=1, eps=1e-12) if (self.normalize_weights and not self.training) else self.weight
+        return F.normalize(x, dim=1, eps=1e-12) @ w.t()
+
+
+@torch.no_grad()
+def sinkhorn_knopp(logits: torch.Tensor, epsilon: float = 0.05, n_iters: int = 3) -> torch.Tensor:
+    """Soft equal-partition assignments B×K from logits B×K (§2.3, the UNO/SwAV variant).
+
+    Rows are first normalised to the uniform class marginal 1/K, then columns to 1/B; the returned
+    rows (one per sample) sum to 1.
+    """
+    # One global max is subtracted, so every entry is exp(<=0) and no infinity can arise.
+    q = torch.exp((logits - logits.max()) / epsilon).t()  # K×B
+    q /= q.sum()
+    k, b = q.shape
+    for _ in range(n_iters):
+        q /= q.sum(dim=1, keepdim=True)
+        q /= k
+        q /= q.sum(dim=0, keepdim=True)
+        q /= b
+    return (q / q.sum(dim=0, keepdim=True)).t()
+
+
+def soft_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Mean over rows of −Σ_k y_k log softmax(l/τ)_k, the log clamped at 1e-8 as in the authors' code."""
+    probs = F.softmax(logits / temperature, dim=1)
+    return -(targets * torch.log(probs.clamp_min(1e-8))).sum(1).mean()
+
+
+def swapped_prediction_loss(logits1: torch.Tensor, logits2: torch.Tensor, temperature: float,
+                            epsilon: float, n_iters: int) -> torch.Tensor:
+    """§2.4: each view is trained towards the Sinkhorn assignment of the other view; averaged over
+    the 2B rows (the code's reduction, half of the paper's sum of two cross-entropies)."""
+    t1 = sinkhorn_knopp(logits2.detach(), epsilon, n_iters)
+    t2 = sinkhorn_knopp(logits1.detach(), epsilon, n_iters)
+    return soft_cross_entropy(torch.cat([logits1, logits2]), torch.cat([t1, t2]), temperature)
+
+
+def cosine_lr(epoch: int, epochs: int, lr: float, eta_min: float) -> float:
+    """CosineAnnealingLR(T_max=epochs) stepped at the START of each epoch, as in the authors'
+    code: epoch e (0-based) runs at the schedule's value for e+1, the last epoch at eta_min."""
+    return eta_min + (lr - eta_min) * (1 + math.cos(math.pi * (epoch + 1) / epochs)) / 2
+
+
+def two_views(data: FeatureViews, index: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two different stored views per sample (the plain feature twice when no views are stored)."""
+    v = data.views.shape[1]
+    if v == 0:
+        x = data.plain[index]
+        return x, x
+    if v == 1:
+        x = data.views[index, 0]
+        return x, x
+    first = torch.randint(0, v, (len(index),), generator=gen)
+    second = (first + torch.randint(1, v, (len(index),), generator=gen)) % v
+    return data.views[index, first].float(), data.views[index, second].float()
+
+
+def train_head_swapped(head: CosineHead, data: FeatureViews, *, epochs: int, batch_size: int, lr: float,
+                       momentum: float, weight_decay: float, eta_min: float, temperature: float,
+                       sk_epsilon: float, sk_iters: int, gen: torch.Generator) -> list[float]:
+    """Train a cosine head with the swapped Sinkhorn loss on stored features (Baseline's step).
+
+    Tensors are indexed directly (no DataLoader); batches are shuffled every epoch and the last
+    partial batch is kept (`drop_last=False`, as in the code). Returns the mean loss per epoch.
+    """
+    head.train()
+    opt = torch.optim.SGD(head.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
+    n = len(data)
+    losses = []
+    for epoch in range(epochs):
+        for group in opt.param_groups:
+            group["lr"] = cosine_lr(epoch, epochs, lr, eta_min)
+        order = torch.randperm(n, generator=gen)
+        total = 0.0
+        for start in range(0, n, batch_size):
+            index = order[start: start + batch_size]
+            x1, x2 = two_views(data, index, gen)
+            head.renormalize()
+            loss = swapped_prediction_loss(head(x1), head(x2), temperature, sk_epsilon, sk_iters)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            total += float(loss) * len(index)
+        losses.append(total / n)
+    head.eval()
+    return losses

@@ -1,0 +1,63 @@
+"""K-means reference ("pseudo lower bound", methods-spec §3.3).
+
+On L2-normalised frozen plain features, at step t: a single k-means on D^t with C_t clusters (the
+task-specific "head") and a joint k-means on D^1..D^t with Σ C clusters (the unified "head"). It is a
+reference method and sees earlier steps' data. Logits are negative squared distances to centroids.
+Its joint cluster ids are unrelated to the per-task mappings, so its A and F are reported with
+one Hungarian match ("w"), as the paper's numbers imply.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from methods.base import Method, Step
+from registries import METHODS
+
+
+@METHODS.register_module(name="K-means")
+class KMeansReference(Method):
+    preset_file = "kmeans"
+    sees_past_steps = True
+    primary_flavour = "w"
+
+    def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
+        super().__init__(feature_dim, seed, **hparams)
+        self.task_centroids: list[torch.Tensor] = []
+        self.joint_centroids: torch.Tensor | None = None
+
+    def _fit(self, x: torch.Tensor, k: int, step: int) -> torch.Tensor:
+        from sklearn.cluster import KMeans
+
+        hp = self.hparams
+        km = KMeans(n_clusters=k, init=hp["init"], n_init=hp["n_init"], max_iter=hp["max_iter"],
+                    algorithm="lloyd", random_state=self.seed * 1000 + step)
+        km.fit(F.normalize(x.float(), dim=1).cpu().numpy().astype(np.float64))
+        return torch.as_tensor(km.cluster_centers_, dtype=torch.float32)
+
+    def learn(self, step: Step) -> None:
+        self.task_centroids.append(self._fit(step.train.plain, step.n_classes, step.index))
+        union = torch.cat([past.plain for past in step.past] + [step.train.plain])
+        k_total = step.offset + step.n_classes
+        self.joint_centroids = self._fit(union, k_total, step.index)
+
+    @staticmethod
+    def _neg_distance(x: torch.Tensor, centroids: torch.Tensor) -> torch.Tensor:
+        return -torch.cdist(F.normalize(x.float(), dim=1), centroids.to(x.device)) ** 2
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        assert self.joint_centroids is not None, "learn() first"
+        return self._neg_distance(x, self.joint_centroids)
+
+    def task_logits(self, x: torch.Tensor, task: int) -> torch.Tensor:
+        return self._neg_distance(x, self.task_centroids[task])
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"task_centroids": self.task_centroids, "joint_centroids": self.joint_centroids}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.task_centroids = list(state["task_centroids"])
+        self.joint_centroids = state["joint_centroids"]

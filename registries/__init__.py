@@ -1,0 +1,27 @@
+"""The mmengine registries of `bench`, all in the explicit scope ``bench``.
+
+Entries live where they are implemented (methods in `methods/`, dataset readers in `bench/data/`,
+backbones in `bench/backbones.py`); each registry names those modules as its lazy-import
+locations, and `load_all()` forces the imports before anything lists or builds.
+Method presets and grids are mmengine config files beside this module (`presets/`, `grids/`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from mmengine.registry import Registry
+
+SCOPE = "bench"
+
+METHODS = Registry("method", scope=SCOPE, locations=["methods"])
+DATASETS = Registry("dataset", scope=SCOPE, locations=["bench.data"])
+BACKBONES = Registry("backbone", scope=SCOPE, locations=["bench.backbones"])
+
+PRESETS_DIR = Path(__file__).parent / "presets"
+GRIDS_DIR = Path(__file__).parent / "grids"
+
+
+def load_all() -> None:
+    """Import every registry location, so listing shows all entries (mmengine imports lazily)."""
+    for registry in (METHODS, DATASETS, BACKBONES):
+        registry.import_from_location()
