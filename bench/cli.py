@@ -50,15 +50,26 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bench", description="class-iNCD benchmark harness")
-    sub = parser.add_subparsers(dest="command", metavar="{run,list,report}")
+    sub = parser.add_subparsers(dest="command", metavar="{run,status,cancel,list,report}")
 
     run = sub.add_parser("run", help="run a grid (default: the embedded demo grid, locally)")
     _add_selection(run)
-    run.add_argument("--cluster", default="local", help="local (subprocesses) or debug (in-process)")
+    run.add_argument("--cluster", default="local",
+                     help="local (subprocesses, default), debug (in-process) or slurm (job arrays)")
     run.add_argument("--jobs", type=int, default=None, help="local runs at a time (default: CPU cores)")
     run.add_argument("--device", help="cpu, cuda, cuda:1 … (default: cuda if available)")
     run.add_argument("--force", action="store_true", help="re-run runs that are already done")
+    run.add_argument("--retry-failed", action="store_true", help="run only the runs that failed")
     run.add_argument("--dry-run", action="store_true", help="print what would run, run nothing")
+    run.add_argument("--profile", default="default", help="SLURM resource profile in slurm/profiles/ (default: default)")
+    run.add_argument("--slurm-options", nargs="+", default=[], metavar="K=V",
+                     help="override profile keys, e.g. slurm_partition=gpu timeout_min=600")
+    run.add_argument("--wait", action="store_true", help="with --cluster slurm: follow the jobs until they end")
+
+    st = sub.add_parser("status", help="what of a grid is pending, running, done, failed, cancelled")
+    _add_selection(st)
+    cancel = sub.add_parser("cancel", help="cancel a grid's queued and running SLURM jobs")
+    _add_selection(cancel)
 
     lst = sub.add_parser("list", help="show what is registered")
     lst.add_argument("kind", choices=LIST_KINDS)
@@ -85,26 +96,41 @@ def _expand(args: argparse.Namespace) -> tuple[Any, list[Any]]:
 
 
 def _check_splits(specs: Sequence[Any]) -> None:
-    """A split with more tasks than the dataset has classes is refused before anything runs."""
+    """A split the dataset's classes cannot fill (more tasks than classes, or an empty last task
+    under the authors' ceil(K/T) rule) is refused before anything runs."""
     from bench.data import declared_num_classes
+    from bench.evaluate import TaskLayout
 
     for spec in specs:
         n = declared_num_classes(spec.dataset, spec.config["dataset"])
-        if n is not None and spec.n_steps > n:
-            raise BenchError(f"split {spec.split!r} has {spec.n_steps} tasks but dataset {spec.dataset!r} has only "
-                             f"{n} classes; choose a split with at most {n} tasks")
+        if n is None:
+            continue
+        try:
+            TaskLayout.contiguous(n, spec.n_steps)
+        except ValueError as err:
+            raise BenchError(f"split {spec.split!r} does not fit dataset {spec.dataset!r} ({n} classes): {err}") from None
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from bench.runner import check_writable, is_done
-    from bench.scheduler import CLUSTERS, run_specs
+    from bench.runner import check_writable, invalidate, is_done
+    from bench.scheduler import CLUSTERS
 
-    if args.cluster not in CLUSTERS:
-        raise BenchError(f"unknown cluster {args.cluster!r}; choose from {', '.join(CLUSTERS)}")
+    clusters = (*CLUSTERS, "slurm")
+    if args.cluster not in clusters:
+        raise BenchError(f"unknown cluster {args.cluster!r}; choose from {', '.join(clusters)}")
     grid, specs = _expand(args)
     _check_splits(specs)
     done = [s for s in specs if is_done(args.results, s)]
-    pending = specs if args.force else [s for s in specs if s not in done]
+    if args.force:
+        pending = specs
+    elif args.retry_failed:
+        from bench.runner import ERROR, run_dir
+
+        pending = [s for s in specs if s not in done and (run_dir(args.results, s) / ERROR).exists()]
+    else:
+        pending = [s for s in specs if s not in done]
+    if args.cluster == "slurm":
+        return _run_slurm(args, grid, specs, pending)
     if args.dry_run:
         print(f"grid {grid.name}: {len(specs)} runs, {len(done)} done, {len(pending)} would run")
         for spec in pending:
@@ -112,22 +138,107 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     check_writable(args.results)
     if not pending:
-        print(f"grid {grid.name}: all {len(specs)} runs already done, nothing to run (--force re-runs them)")
+        what = "no failed runs to retry" if args.retry_failed else "nothing to run (--force re-runs them)"
+        print(f"grid {grid.name}: {len(done)} of {len(specs)} runs already done, {what}"
+              if len(done) < len(specs) else f"grid {grid.name}: all {len(specs)} runs already done, {what}")
         _print_leaderboard(args.results, specs)
         return 0
+    for spec in pending if args.force else ():
+        invalidate(args.results, spec)
     print(f"grid {grid.name}: {len(specs)} runs, {len(specs) - len(pending)} already done, "
           f"running {len(pending)} on {args.cluster}")
     start = time.monotonic()
-    outcome = run_specs(pending, args.results, cluster=args.cluster, max_parallel=args.jobs)
-    print(f"{len(outcome.done)} done, {len(outcome.failed)} failed in {time.monotonic() - start:.1f}s")
-    _print_leaderboard(args.results, specs)
-    if outcome.failed:
-        from bench.runner import run_dir
+    from bench.scheduler import run_specs
 
-        print(f"\n{len(outcome.failed)} run(s) failed; their error.txt says why:", file=sys.stderr)
-        for spec, reason in outcome.failed:
-            print(f"  {run_dir(args.results, spec)}/error.txt  ({reason})", file=sys.stderr)
-        return 1
+    outcome = run_specs(pending, args.results, cluster=args.cluster, max_parallel=args.jobs)
+    busy = f", {len(outcome.busy)} skipped (being run elsewhere)" if outcome.busy else ""
+    print(f"{len(outcome.done)} done, {len(outcome.failed)} failed{busy} in {time.monotonic() - start:.1f}s")
+    _print_leaderboard(args.results, specs)
+    return _report_failures(args.results, outcome.failed)
+
+
+def _report_failures(results: Path, failed: Sequence[tuple[Any, str]]) -> int:
+    from bench.runner import run_dir
+
+    if not failed:
+        return 0
+    print(f"\n{len(failed)} run(s) failed; their error.txt says why:", file=sys.stderr)
+    for spec, reason in failed:
+        print(f"  {run_dir(results, spec)}/error.txt  ({reason})", file=sys.stderr)
+    return 1
+
+
+def _run_slurm(args: argparse.Namespace, grid: Any, specs: Sequence[Any], pending: Sequence[Any]) -> int:
+    from bench import slurm
+    from bench.runner import check_writable, invalidate
+
+    profile = slurm.load_profile(args.profile)
+    overrides = _parse_options(args.slurm_options)
+    start = time.monotonic()
+    chunks = slurm.plan(pending, profile, overrides)
+    if args.dry_run:
+        print(f"grid {grid.name}: {len(specs)} runs, {len(specs) - len(pending)} done, {len(pending)} would be "
+              f"submitted as {len(chunks)} job array(s) with profile {profile.name} "
+              f"(planned in {time.monotonic() - start:.2f}s)")
+        for params, members in chunks:
+            print(f"  array of {len(members):>4} runs: {slurm._summary(params)}")
+        return 0
+    check_writable(args.results)
+    if not pending:
+        print(f"grid {grid.name}: all {len(specs)} runs already done, nothing to submit")
+        _print_leaderboard(args.results, specs)
+        return 0
+    for spec in pending if args.force else ():
+        invalidate(args.results, spec)
+    sub = slurm.submit(pending, args.results, profile, overrides, grid.name)
+    submitted = sum(n for _, n, _ in sub.arrays)
+    print(f"grid {grid.name}: submitted {submitted} runs in {len(sub.arrays)} job array(s) "
+          f"({sub.skipped_active} already queued or running) in {time.monotonic() - start:.1f}s")
+    for job_id, n, summary in sub.arrays:
+        print(f"  job {job_id}: {n} runs ({summary})")
+    if not args.wait:
+        print(f"follow with: bench status --grid {grid.name}" + (f" --results {args.results}" if args.results != DEFAULT_RESULTS else ""))
+        return 0
+    final = slurm.wait(args.results, specs)
+    _print_leaderboard(args.results, specs)
+    failed = [(s, _error_line(args.results, s)) for s in final.states.get("failed", [])]
+    return _report_failures(args.results, failed)
+
+
+def _error_line(results: Path, spec: Any) -> str:
+    from bench.runner import ERROR, run_dir
+
+    path = run_dir(results, spec) / ERROR
+    return path.read_text().splitlines()[0] if path.exists() else "no error.txt: see the job's submitit log"
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from bench import slurm
+    from bench.runner import run_dir
+
+    grid, specs = _expand(args)
+    current = slurm.status(args.results, specs)
+    counts = current.counts()
+    print(f"grid {grid.name}: {len(specs)} runs: " + ", ".join(f"{n} {state}" for state, n in counts.items()))
+    if not current.accounting:
+        print("(no SLURM accounting reachable: states come from the run directories)")
+    failed = current.states.get("failed", [])
+    if failed:
+        from tabulate import tabulate
+
+        jobs = slurm.latest_jobs(args.results)
+        rows = [(s.describe(), jobs.get(s.run_id, {}).get("job_id", "-"), _error_line(args.results, s),
+                 str(run_dir(args.results, s) / "log.txt")) for s in failed]
+        print(tabulate(rows, headers=("failed run", "job", "error", "log"), tablefmt="github"))
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    from bench import slurm
+
+    grid, specs = _expand(args)
+    ids = slurm.cancel(args.results, specs)
+    print(f"grid {grid.name}: cancelled {len(ids)} job(s)" + (f": {', '.join(ids)}" if ids else ""))
     return 0
 
 
@@ -209,7 +320,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         args = parser.parse_args(["run", *argv])
     try:
-        return {"run": cmd_run, "list": cmd_list, "report": cmd_report}[args.command](args)
+        commands = {"run": cmd_run, "status": cmd_status, "cancel": cmd_cancel, "list": cmd_list, "report": cmd_report}
+        return commands[args.command](args)
     except BenchError as err:
         print(f"bench: error: {err}", file=sys.stderr)
         return 2

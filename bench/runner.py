@@ -8,6 +8,7 @@ evaluator.
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import socket
@@ -41,6 +42,14 @@ def run_dir(results: Path, spec: RunSpec) -> Path:
 
 def is_done(results: Path, spec: RunSpec) -> bool:
     return (run_dir(results, spec) / DONE).exists()
+
+
+def invalidate(results: Path, spec: RunSpec) -> None:
+    """Make a finished run pending again (`--force`): its DONE marker and checkpoint go, the rest is
+    overwritten when it finishes."""
+    out = run_dir(results, spec)
+    (out / DONE).unlink(missing_ok=True)
+    (out / CHECKPOINT).unlink(missing_ok=True)
 
 
 def seed_everything(seed: int) -> None:
@@ -81,19 +90,36 @@ class Log:
             print(line, flush=True)
 
 
+class RunBusy(BenchError):
+    """Another process holds this run's lock (two overlapping `bench run`s): this one stands aside."""
+
+
 def execute(spec: RunSpec, results: Path, *, echo: bool = False) -> Path:
     """Run `spec` to completion under `results/runs/<run_id>/`, resuming from a checkpoint if one
-    exists. On failure the error and traceback go to `error.txt` and the exception propagates."""
+    exists. On failure the error and traceback go to `error.txt` and the exception propagates.
+
+    An exclusive lock on the run directory keeps two processes from running the same run at once;
+    the second raises `RunBusy` and touches nothing. A run already DONE is not run again."""
     out = run_dir(results, spec)
     out.mkdir(parents=True, exist_ok=True)
-    (out / ERROR).unlink(missing_ok=True)
-    log = Log(out / "log.txt", echo)
-    try:
-        _run(spec, out, log)
-    except BaseException as err:
-        write_atomic(out / ERROR, f"{type(err).__name__}: {err}\n\n{traceback.format_exc()}")
-        log(f"FAILED: {type(err).__name__}: {err}")
-        raise
+    with (out / ".lock").open("a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunBusy(f"run {spec.run_id} is being run by another process") from None
+        if (out / DONE).exists():
+            return out
+        (out / ERROR).unlink(missing_ok=True)
+        log = Log(out / "log.txt", echo)
+        try:
+            _run(spec, out, log)
+        except Exception as err:
+            write_atomic(out / ERROR, f"{type(err).__name__}: {err}\n\n{traceback.format_exc()}")
+            log(f"FAILED: {type(err).__name__}: {err}")
+            raise
+        except BaseException as err:  # SystemExit from submitit's requeue handler, Ctrl-C: not a failure
+            log(f"interrupted ({type(err).__name__}); the next attempt resumes from the last checkpoint")
+            raise
     return out
 
 

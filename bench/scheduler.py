@@ -15,16 +15,18 @@ from typing import Callable
 
 import submitit
 
-from bench.runner import ERROR, execute, run_dir
+from bench.runner import ERROR, RunBusy, execute, run_dir
 from bench.spec import RunSpec
 
 CLUSTERS = ("local", "debug")
+BUSY = "busy"  # the run is being run by another process: neither done here nor failed
 
 
 @dataclass
 class Outcome:
     done: list[RunSpec] = field(default_factory=list)
     failed: list[tuple[RunSpec, str]] = field(default_factory=list)
+    busy: list[RunSpec] = field(default_factory=list)
 
 
 def job(spec_json: str, results: str, threads: int) -> str:
@@ -32,7 +34,11 @@ def job(spec_json: str, results: str, threads: int) -> str:
     import torch
 
     torch.set_num_threads(max(1, threads))
-    return str(execute(RunSpec.from_json(spec_json), Path(results), echo=True))
+    try:
+        execute(RunSpec.from_json(spec_json), Path(results), echo=True)
+    except RunBusy:
+        return BUSY
+    return "done"
 
 
 def _first_line(text: str) -> str:
@@ -65,7 +71,10 @@ def run_specs(specs: list[RunSpec], results: Path, *, cluster: str, max_parallel
             finished += 1
             error = handle.exception()  # runs a debug job; never drops into pdb, unlike result()
             seconds = time.monotonic() - start
-            if error is None:
+            if error is None and handle.result() == BUSY:
+                outcome.busy.append(spec)
+                progress(f"[{finished:>{len(str(total))}}/{total}] skipped {spec.describe()}: being run by another process")
+            elif error is None:
                 outcome.done.append(spec)
                 progress(f"[{finished:>{len(str(total))}}/{total}] done    {spec.describe()}  ({seconds:.1f}s)")
             else:

@@ -114,7 +114,7 @@ def train_head_swapped(head: CosineHead, data: FeatureViews, *, epochs: int, bat
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            total += float(loss) * len(index)
+            total += loss.item() * len(index)
         losses.append(total / n)
     head.eval()
     return losses

@@ -1,0 +1,38 @@
+"""`bench report`: load → aggregate → render. Pure functions over the long metrics table."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import pandas as pd
+
+from bench.report.aggregate import final_scores, step_curves
+from bench.report.plots import curve_plot, radar_plot
+from bench.report.table import escape_latex, render_table
+
+SUFFIX = {"latex": "tex", "markdown": "md", "csv": "csv"}
+
+
+def write_report(frame: pd.DataFrame, out_dir: Path, fmt: str, title: str,
+                 order: Mapping[str, Sequence[str]] | None = None, exclude_from_best: Sequence[str] = ()) -> list[Path]:
+    """Write the table, the radar plots and the per-step curves; returns the files written."""
+    if fmt not in SUFFIX:
+        raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(SUFFIX)}")
+    if frame.empty:
+        raise ValueError("no finished runs to report")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    scores = final_scores(frame, order)
+    seeds = sorted(set(scores["n"]))
+    caption = (f"{escape_latex(title)}: forgetting F (lower is better) and accuracy A (higher is better), "
+               f"in \\%, mean $\\pm$ std over {'/'.join(map(str, seeds))} seed(s); best per column in bold")
+    table = out_dir / f"table.{SUFFIX[fmt]}"
+    table.write_text(render_table(scores, fmt, caption=caption, exclude_from_best=exclude_from_best))
+    paths = [table]
+    for split in scores["split"].cat.categories:
+        if (scores["split"] == split).any():
+            paths += radar_plot(scores, split, out_dir / f"radar_{split}")
+    curves = step_curves(frame, order)
+    for (dataset, split), _ in curves.groupby(["dataset", "split"], observed=True):
+        paths += curve_plot(curves, dataset, split, out_dir / f"curve_{dataset}_{split}")
+    return paths

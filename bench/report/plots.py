@@ -1,0 +1,96 @@
+"""Figures: a radar plot per split and per-step accuracy curves, PNG and PDF, paper style."""
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+# One fixed colour per paper method, the same in every figure (tab10 + two extras).
+PALETTE = {
+    "Baseline": "#1f77b4", "Baseline++": "#d62728", "K-means": "#7f7f7f", "Joint (frozen)": "#2ca02c",
+    "Joint (unfrozen)": "#98df8a", "EwC": "#ff7f0e", "LwF": "#9467bd", "DER": "#8c564b", "ResTune": "#e377c2",
+    "FRoST": "#bcbd22", "CaSSLe": "#17becf",
+}
+EXTRA = ["#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354"]
+
+
+def method_colour(label: str) -> str:
+    """The paper methods' fixed colours; a preset variant (`Baseline [code]`) keeps its method's
+    colour (drawn dashed), any other label a stable colour from its name's hash."""
+    base = label.split(" [")[0]
+    if base in PALETTE:
+        return PALETTE[base]
+    return EXTRA[int(hashlib.sha1(base.encode()).hexdigest(), 16) % len(EXTRA)]
+
+
+def _style(label: str) -> str:
+    return "--" if " [" in label else "-"
+
+
+def _save(fig: plt.Figure, stem: Path) -> list[Path]:
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    paths = [stem.with_suffix(".png"), stem.with_suffix(".pdf")]
+    fig.savefig(paths[0], dpi=150, bbox_inches="tight")
+    fig.savefig(paths[1], bbox_inches="tight")
+    plt.close(fig)
+    return paths
+
+
+def radar_plot(scores: pd.DataFrame, split: str, stem: Path) -> list[Path]:
+    """One axis per dataset×metric (A, and 100−F so that outward is better on every axis), each
+    axis divided by its best method's value."""
+    rows = scores[scores["split"] == split]
+    datasets = [d for d in rows["dataset"].unique()]
+    axes = [(d, m) for d in datasets for m in ("A", "F")]
+    labels = list(dict.fromkeys(rows["label"]))
+    values = {}
+    for label in labels:
+        vals = []
+        for dataset, metric in axes:
+            hit = rows[(rows["label"] == label) & (rows["dataset"] == dataset) & (rows["metric"] == metric)]
+            v = float(hit["mean"].iloc[0]) if len(hit) else np.nan
+            vals.append(100.0 - v if metric == "F" else v)
+        values[label] = np.array(vals)
+    best = np.nanmax(np.vstack(list(values.values())), axis=0)
+    best[~np.isfinite(best) | (best <= 0)] = 1.0
+    angles = np.linspace(0, 2 * math.pi, len(axes), endpoint=False).tolist()
+    fig, ax = plt.subplots(figsize=(6, 6), subplot_kw={"projection": "polar"})
+    ax.set_theta_offset(math.pi / 2)
+    ax.set_theta_direction(-1)
+    for label, vals in values.items():
+        norm = np.nan_to_num(vals / best, nan=0.0).tolist()
+        colour = method_colour(label)
+        ax.plot(angles + angles[:1], norm + norm[:1], _style(label), color=colour, linewidth=1.8, label=label)
+        ax.fill(angles + angles[:1], norm + norm[:1], color=colour, alpha=0.08)
+    ax.set_thetagrids(np.degrees(angles), [f"{d}\n{'A' if m == 'A' else '100−F'}" for d, m in axes])
+    ax.set_ylim(0, 1.05)
+    ax.set_rlabel_position(180 / max(len(axes), 1))
+    ax.set_title(f"{split}: A and 100−F per dataset, each axis relative to its best method", fontsize=10, pad=22)
+    ax.legend(loc="upper right", bbox_to_anchor=(1.35, 1.1), fontsize=8, frameon=False)
+    return _save(fig, stem)
+
+
+def curve_plot(curves: pd.DataFrame, dataset: str, split: str, stem: Path) -> list[Path]:
+    """Accuracy on all classes seen so far after each step, mean ± std over seeds."""
+    rows = curves[(curves["dataset"] == dataset) & (curves["split"] == split)]
+    fig, ax = plt.subplots(figsize=(4.5, 3.4))
+    for label, group in rows.groupby("label", observed=True, sort=False):
+        steps = group["step"].to_numpy() + 1
+        mean, std = group["mean"].to_numpy(), np.nan_to_num(group["std"].to_numpy())
+        colour = method_colour(str(label))
+        ax.plot(steps, mean, _style(str(label)), marker="o", markersize=4, color=colour, label=str(label))
+        ax.fill_between(steps, mean - std, mean + std, color=colour, alpha=0.15, linewidth=0)
+    ax.set_xlabel("step")
+    ax.set_ylabel("accuracy on all seen classes (%)")
+    ax.set_xticks(sorted(rows["step"].unique() + 1))
+    ax.set_title(f"{dataset}, {split}", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, frameon=False)
+    return _save(fig, stem)

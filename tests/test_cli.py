@@ -1,0 +1,92 @@
+"""The command line: listing, running, skipping, reporting and every user error."""
+from __future__ import annotations
+
+import pytest
+
+from bench.cli import main
+
+TINY = ["method.epochs=3", "features.views=2", "dataset.num_classes=6", "dataset.image_size=8",
+        "dataset.train_per_class=10", "dataset.test_per_class=5"]
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("kind, expected", [("methods", "K-means"), ("datasets", "digits"), ("splits", "5-step"),
+                                            ("backbones", "timm:<model name>"), ("grids", "smoke")])
+def test_list(capsys, kind, expected):
+    code, out, _ = run(capsys, "list", kind)
+    assert code == 0 and expected in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--methods", "Basline"], "unknown method 'Basline'; known: Baseline, K-means"),
+    (["--methods", "Baseline:papr"], "unknown preset of Baseline 'papr'; known: code, paper"),
+    (["--datasets", "cifar1O"], "unknown dataset 'cifar1O'; known: "),
+    (["--splits", "3-step"], "unknown split '3-step'; known: 10-step, 2-step, 5-step"),
+    (["--backbone", "resnet"], "unknown backbone 'resnet'; known: "),
+    (["--grid", "nope"], "unknown grid 'nope'; known: demo, smoke"),
+    (["--cfg-options", "method.epochz=3"], "bad --cfg-options key 'method.epochz': no selected method has it; valid keys: "),
+    (["--cfg-options", "featurez.views=3"], "unknown section 'featurez'; valid sections: "),
+    (["--cfg-options", "features.viewz=3"], "'viewz' is not a known key; valid keys: features.batch_size, features.views"),
+    (["--cfg-options", "novalue"], "bad --cfg-options item 'novalue'"),
+    (["--splits", "10-step", "--datasets", "synthetic", "--cfg-options", "dataset.num_classes=5"],
+     "split '10-step' does not fit dataset 'synthetic' (5 classes)"),
+    (["--datasets", "synthetic", "--cfg-options", "dataset.colour=1"], "dataset 'synthetic' has no option 'colour'"),
+])
+def test_user_errors_are_one_clear_line(capsys, tmp_path, argv, message):
+    code, out, err = run(capsys, "run", "--results", str(tmp_path), *argv)
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_unwritable_results_directory(capsys, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code, _, err = run(capsys, "run", "--grid", "smoke", "--results", str(blocker / "results"))
+    assert code == 2 and "is not writable" in err and "--results DIR" in err
+
+
+def test_missing_pretrained_weights_fail_fast_with_instructions(capsys, tmp_path):
+    code, out, err = run(capsys, "run", "--grid", "smoke", "--methods", "K-means", "--cluster", "debug",
+                         "--backbone", "timm:vit_tiny_patch16_224", "--results", str(tmp_path),
+                         "--cfg-options", "backbone.pretrained=/nonexistent/weights.pth")
+    assert code == 1
+    assert "backbone weights file not found: /nonexistent/weights.pth" in err + out
+
+
+def test_run_skip_rerun_and_report(capsys, tmp_path):
+    argv = ["run", "--grid", "smoke", "--cluster", "debug", "--results", str(tmp_path), "--cfg-options", *TINY]
+    code, out, _ = run(capsys, *argv)
+    assert code == 0
+    assert "2 done, 0 failed" in out
+    assert "| split" in out and "Baseline" in out and "K-means" in out  # the leaderboard
+
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and "all 2 runs already done, nothing to run" in out
+
+    code, out, _ = run(capsys, *argv, "--dry-run", "--force")
+    assert code == 0 and "2 would run" in out
+
+    code, out, _ = run(capsys, "report", "--grid", "smoke", "--results", str(tmp_path), "--format", "markdown",
+                       "--cfg-options", *TINY)
+    assert code == 0
+    table = (tmp_path / "reports" / "smoke" / "table.md").read_text()
+    assert "Baseline" in table and "K-means" in table
+    assert (tmp_path / "reports" / "smoke" / "radar_2-step.png").stat().st_size > 0
+
+
+def test_report_without_runs_says_what_to_do(capsys, tmp_path):
+    code, _, err = run(capsys, "report", "--grid", "smoke", "--results", str(tmp_path))
+    assert code == 2 and "bench run --grid smoke" in err
+
+
+def test_local_cluster_runs_in_subprocesses(capsys, tmp_path):
+    code, out, _ = run(capsys, "run", "--grid", "smoke", "--cluster", "local", "--results", str(tmp_path),
+                       "--cfg-options", *TINY)
+    assert code == 0 and "2 done, 0 failed" in out
+    assert list((tmp_path / "submitit").iterdir())  # it really went through submitit's local executor

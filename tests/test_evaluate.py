@@ -1,0 +1,124 @@
+"""The evaluator's formulas on hand-computed cases (expected numbers worked out by hand)."""
+import numpy as np
+import pytest
+
+from bench.evaluate import Evaluator, MetricRow, TaskLayout, clustering_accuracy, hungarian_mapping
+
+
+def value(rows, step, group, flavour, metric):
+    (hit,) = [r.value for r in rows if (r.step, r.group, r.flavour, r.metric) == (step, group, flavour, metric)]
+    return hit
+
+
+@pytest.mark.parametrize("k, t, sizes", [(10, 5, (2, 2, 2, 2, 2)), (683, 5, (137, 137, 137, 137, 135)),
+                                         (683, 2, (342, 341)), (100, 2, (50, 50)), (7, 7, (1,) * 7)])
+def test_contiguous_layout(k, t, sizes):
+    layout = TaskLayout.contiguous(k, t)
+    assert layout.sizes == sizes
+    assert layout.offsets == tuple(int(sum(sizes[:i])) for i in range(t))
+
+
+def test_contiguous_layout_errors():
+    with pytest.raises(ValueError, match="need at least 5 classes"):
+        TaskLayout.contiguous(3, 5)
+    with pytest.raises(ValueError, match="last task\\s+would be empty|would be empty"):
+        TaskLayout.contiguous(6, 5)  # ceil(6/5)=2 → 0-2, 2-4, 4-6, then nothing
+    with pytest.raises(ValueError, match="at least 1 task"):
+        TaskLayout.contiguous(10, 0)
+
+
+def test_task_of():
+    assert TaskLayout((0, 3, 5), (3, 2, 2)).task_of(np.array([0, 2, 3, 4, 5, 6])).tolist() == [0, 0, 1, 1, 2, 2]
+
+
+def test_hungarian_on_a_permuted_clustering():
+    y = np.array([0, 0, 1, 1, 2, 2])
+    p = np.array([2, 2, 0, 0, 1, 1])
+    assert hungarian_mapping(y, p) == {2: 0, 0: 1, 1: 2}
+    assert clustering_accuracy(y, p) == 100.0
+    # one sample of class 2 lands in class 0's cluster: 5 of 6 right.
+    assert clustering_accuracy(y, np.array([2, 2, 0, 0, 1, 2])) == pytest.approx(500 / 6)
+
+
+def two_task_evaluator():
+    layout = TaskLayout((0, 2), (2, 2))
+    ev = Evaluator(layout)
+    # Task 0's head calls class 0 "cluster 1" and class 1 "cluster 0" on its val images.
+    ev.freeze_mapping(0, np.array([0, 0, 1, 1]), np.array([1, 1, 0, 0]))
+    return ev
+
+
+def test_wrong_routing_is_right_with_clustering_but_wrong_task_agnostically():
+    ev = two_task_evaluator()
+    ev.freeze_mapping(1, np.array([2, 3]), np.array([0, 1]))
+    labels = np.array([0, 0, 1, 1, 2, 2, 3, 3])
+    # The unified head separates all four classes perfectly, but puts task 0's images into task 1's
+    # segment (clusters 2, 3) and task 1's into task 0's (clusters 0, 1).
+    unified = np.array([3, 3, 2, 2, 0, 0, 1, 1])
+    rows = ev.evaluate(1, labels, unified, task_pred=np.array([0, 0, 1, 1]))
+    assert value(rows, 1, "task_0", "w", "acc") == 100.0
+    assert value(rows, 1, "task_0", "wo", "acc") == 0.0
+    assert value(rows, 1, "all", "w", "acc_sample") == 100.0
+    assert value(rows, 1, "all", "wo", "acc") == 0.0
+    assert value(rows, 1, "task_1", "task", "acc") == 100.0
+    assert value(rows, 1, "all", "w", "nmi") == pytest.approx(1.0)
+    assert value(rows, 1, "all", "w", "ari") == pytest.approx(1.0)
+
+
+def test_imbalanced_class_and_sample_weighted_accuracy():
+    # Task 0: 3 classes (0,1,2); task 1: 1 class (3). Mapping of task 0 is the identity.
+    ev = Evaluator(TaskLayout((0, 3), (3, 1)))
+    ev.freeze_mapping(0, np.array([0, 1, 2]), np.array([0, 1, 2]))
+    ev.freeze_mapping(1, np.array([3]), np.array([0]))
+    # 4 test images of task 0, all right; 6 of task 1 (class 3 → cluster 3), only 1 right.
+    labels = np.array([0, 1, 2, 2, 3, 3, 3, 3, 3, 3])
+    unified = np.array([0, 1, 2, 2, 3, 0, 0, 0, 0, 0])
+    rows = ev.evaluate(1, labels, unified, task_pred=np.zeros(6, dtype=int))
+    # wo: acc_0 = 4/4, acc_1 = 1/6. Class-weighted: (3·1 + 1·1/6)/4 = 19/24. Sample-weighted: 5/10.
+    assert value(rows, 1, "all", "wo", "acc") == pytest.approx(100 * 19 / 24)
+    assert value(rows, 1, "all", "wo", "acc_sample") == pytest.approx(50.0)
+    assert value(rows, 1, "old", "wo", "acc") == pytest.approx(100.0)
+    assert value(rows, 1, "new", "wo", "acc") == pytest.approx(100 / 6)
+    # w over all: one Hungarian on the union. Cluster 0 holds {0, 3×5} → class 3 (5 matches beats 1);
+    # clusters 1, 2 → classes 1, 2; cluster 3 holds {3} but class 3 is taken, so it maps to class 0.
+    # Correct: class 1, both class 2, five class 3 = 8 of 10; per task: 3/4 and 5/6.
+    assert value(rows, 1, "all", "w", "acc_sample") == pytest.approx(80.0)
+    assert value(rows, 1, "all", "w", "acc") == pytest.approx(100 * (3 * 3 / 4 + 1 * 5 / 6) / 4)
+    assert value(rows, 1, "task_1", "task", "acc") == 100.0  # one class, one cluster
+
+
+def test_a_class_absent_from_val_is_never_counted_correct():
+    ev = Evaluator(TaskLayout((0,), (3,)))
+    ev.freeze_mapping(0, np.array([0, 0, 1]), np.array([2, 2, 0]))  # class 2 never seen on val
+    assert ev.mappings[0].tolist() == [2, 0, -1]
+    rows = ev.evaluate(0, np.array([0, 1, 2]), np.array([2, 0, 1]), task_pred=np.array([2, 0, 1]))
+    assert value(rows, 0, "task_0", "wo", "acc") == pytest.approx(200 / 3)
+
+
+def test_evaluating_before_freezing_a_mapping_is_an_error():
+    ev = two_task_evaluator()
+    with pytest.raises(RuntimeError, match=r"task\(s\) \[1\]"):
+        ev.evaluate(1, np.array([0, 2]), np.array([0, 2]), task_pred=np.array([0]))
+
+
+def test_forgetting_paper_and_max_over_steps():
+    # 3 steps. a_0 (task-specific on task 0 after step 0) = 80; wo on task 0: 90 after step 1, 50 after step 2.
+    rows = [MetricRow(0, "task_0", "task", "acc", 80.0), MetricRow(1, "task_0", "wo", "acc", 90.0),
+            MetricRow(2, "task_0", "wo", "acc", 50.0), MetricRow(1, "task_0", "w", "acc", 70.0),
+            MetricRow(2, "task_0", "w", "acc", 75.0), MetricRow(2, "all", "wo", "acc", 60.0),
+            MetricRow(2, "all", "wo", "acc_sample", 61.0), MetricRow(2, "all", "w", "acc", 70.0),
+            MetricRow(2, "all", "w", "acc_sample", 71.0)]
+    summary = Evaluator(TaskLayout.contiguous(6, 3)).summary(rows, 3)
+    assert value(summary, 2, "summary", "wo", "F") == 30.0  # 80 − 50
+    assert value(summary, 2, "summary", "wo", "F_max") == 40.0  # max(80, 90) − 50
+    assert value(summary, 2, "summary", "w", "F") == 5.0  # 80 − 75
+    assert value(summary, 2, "summary", "w", "F_max") == 5.0  # max(80, 70) − 75
+    assert value(summary, 2, "summary", "wo", "A") == 60.0
+    assert value(summary, 2, "summary", "w", "A_sample") == 71.0
+
+
+def test_state_round_trip():
+    ev = two_task_evaluator()
+    other = Evaluator(ev.layout)
+    other.load_state_dict(ev.state_dict())
+    assert other.mappings[0].tolist() == [1, 0]
