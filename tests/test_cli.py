@@ -77,7 +77,7 @@ def test_run_skip_rerun_and_report(capsys, tmp_path):
     assert code == 0
     table = (tmp_path / "reports" / "smoke" / "table.md").read_text()
     assert "Baseline" in table and "K-means" in table
-    assert (tmp_path / "reports" / "smoke" / "radar_2-step.png").stat().st_size > 0
+    assert (tmp_path / "reports" / "smoke" / "radar.png").stat().st_size > 0
 
 
 def test_report_without_runs_says_what_to_do(capsys, tmp_path):
@@ -90,3 +90,15 @@ def test_local_cluster_runs_in_subprocesses(capsys, tmp_path):
                        "--cfg-options", *TINY)
     assert code == 0 and "2 done, 0 failed" in out
     assert list((tmp_path / "submitit").iterdir())  # it really went through submitit's local executor
+
+
+def test_offline_hub_weights_fail_fast_with_instructions(capsys, tmp_path, monkeypatch):
+    import time
+
+    start = time.monotonic()
+    code, out, err = run(capsys, "run", "--grid", "smoke", "--methods", "K-means", "--cluster", "debug",
+                         "--backbone", "timm:vit_tiny_patch16_224", "--results", str(tmp_path))
+    assert code == 1
+    assert "could not load pretrained weights for timm model 'vit_tiny_patch16_224' (HF_HUB_OFFLINE is set)" in err
+    assert "backbone.pretrained=/path/to/weights.pth" in err
+    assert time.monotonic() - start < 30

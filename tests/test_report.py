@@ -114,7 +114,7 @@ def test_curves_and_figures(frame, tmp_path):
     assert base["mean"].tolist() == [91.0, 82.0]
     paths = write_report(frame, tmp_path, "latex", title="t", exclude_from_best=["K-means"])
     names = {p.name for p in paths}
-    assert {"table.tex", "radar_5-step.png", "radar_5-step.pdf", "curve_C10_2-step.pdf"} <= names
+    assert {"table.tex", "radar.png", "radar.pdf", "curve_C10_2-step.pdf"} <= names  # one dataset: one radar
     assert all(p.stat().st_size > 1000 for p in paths if p.suffix in (".png", ".pdf"))
 
 

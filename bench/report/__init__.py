@@ -29,9 +29,14 @@ def write_report(frame: pd.DataFrame, out_dir: Path, fmt: str, title: str,
     table = out_dir / f"table.{SUFFIX[fmt]}"
     table.write_text(render_table(scores, fmt, caption=caption, exclude_from_best=exclude_from_best))
     paths = [table]
-    for split in scores["split"].cat.categories:
-        if (scores["split"] == split).any():
-            paths += radar_plot(scores, split, out_dir / f"radar_{split}")
+    # A radar needs at least three axes: one per split when splits cover several datasets,
+    # otherwise one over every (split, dataset, metric).
+    splits = [s for s in scores["split"].cat.categories if (scores["split"] == s).any()]
+    if all(scores.loc[scores["split"] == s, "dataset"].nunique() >= 2 for s in splits):
+        for split in splits:
+            paths += radar_plot(scores, [split], out_dir / f"radar_{split}")
+    else:
+        paths += radar_plot(scores, splits, out_dir / "radar")
     curves = step_curves(frame, order)
     for (dataset, split), _ in curves.groupby(["dataset", "split"], observed=True):
         paths += curve_plot(curves, dataset, split, out_dir / f"curve_{dataset}_{split}")

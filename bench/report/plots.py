@@ -43,18 +43,19 @@ def _save(fig: plt.Figure, stem: Path) -> list[Path]:
     return paths
 
 
-def radar_plot(scores: pd.DataFrame, split: str, stem: Path) -> list[Path]:
-    """One axis per dataset×metric (A, and 100−F so that outward is better on every axis), each
-    axis divided by its best method's value."""
-    rows = scores[scores["split"] == split]
-    datasets = [d for d in rows["dataset"].unique()]
-    axes = [(d, m) for d in datasets for m in ("A", "F")]
+def radar_plot(scores: pd.DataFrame, splits: list[str], stem: Path) -> list[Path]:
+    """One axis per (split,) dataset and metric: A, and 100−F so that outward is better on every
+    axis; each axis is divided by its best method's value. With one split the axes are labelled by
+    dataset alone."""
+    rows = scores[scores["split"].isin(splits)]
+    axes = [(sp, d, m) for sp in splits for d in rows.loc[rows["split"] == sp, "dataset"].unique() for m in ("A", "F")]
     labels = list(dict.fromkeys(rows["label"]))
     values = {}
     for label in labels:
         vals = []
-        for dataset, metric in axes:
-            hit = rows[(rows["label"] == label) & (rows["dataset"] == dataset) & (rows["metric"] == metric)]
+        for split, dataset, metric in axes:
+            hit = rows[(rows["label"] == label) & (rows["split"] == split) & (rows["dataset"] == dataset)
+                       & (rows["metric"] == metric)]
             v = float(hit["mean"].iloc[0]) if len(hit) else np.nan
             vals.append(100.0 - v if metric == "F" else v)
         values[label] = np.array(vals)
@@ -65,14 +66,15 @@ def radar_plot(scores: pd.DataFrame, split: str, stem: Path) -> list[Path]:
     ax.set_theta_offset(math.pi / 2)
     ax.set_theta_direction(-1)
     for label, vals in values.items():
-        norm = np.nan_to_num(vals / best, nan=0.0).tolist()
+        norm = np.clip(np.nan_to_num(vals / best, nan=0.0), 0, None).tolist()
         colour = method_colour(label)
         ax.plot(angles + angles[:1], norm + norm[:1], _style(label), color=colour, linewidth=1.8, label=label)
         ax.fill(angles + angles[:1], norm + norm[:1], color=colour, alpha=0.08)
-    ax.set_thetagrids(np.degrees(angles), [f"{d}\n{'A' if m == 'A' else '100−F'}" for d, m in axes])
+    prefix = (lambda sp: f"{sp} ") if len(splits) > 1 else (lambda sp: "")
+    ax.set_thetagrids(np.degrees(angles), [f"{prefix(sp)}{d}\n{'A' if m == 'A' else '100−F'}" for sp, d, m in axes])
     ax.set_ylim(0, 1.05)
     ax.set_rlabel_position(180 / max(len(axes), 1))
-    ax.set_title(f"{split}: A and 100−F per dataset, each axis relative to its best method", fontsize=10, pad=22)
+    ax.set_title(f"{', '.join(splits)}: A and 100−F, each axis relative to its best method", fontsize=10, pad=22)
     ax.legend(loc="upper right", bbox_to_anchor=(1.35, 1.1), fontsize=8, frameon=False)
     return _save(fig, stem)
 
