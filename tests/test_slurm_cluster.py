@@ -1,0 +1,134 @@
+"""`bench` against a real SLURM cluster (slurm/start-local.sh starts one on a CI machine).
+
+Skipped, with the reason, where no cluster answers. Everything goes through the `bench` command:
+a grid as job arrays, a failing job whose error reaches `bench status`, cancel, a requeue that
+resumes, and 100 runs in one array.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bench.cli import main
+from bench.runner import CHECKPOINT, METRICS, execute, run_dir
+from bench.slurm import latest_jobs
+from tests.helpers import tiny_specs
+
+
+def _cluster_up() -> str:
+    if shutil.which("sinfo") is None:
+        return "no SLURM client on PATH (start one with slurm/start-local.sh)"
+    try:
+        out = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError) as err:
+        return f"sinfo failed: {err}"
+    if out.returncode != 0 or not {"idle", "mixed", "allocated"} & set(out.stdout.split()):
+        return f"no SLURM node is up: {out.stderr.strip() or out.stdout.strip()}"
+    return ""
+
+
+REASON = _cluster_up()
+pytestmark = [pytest.mark.slurm, pytest.mark.skipif(bool(REASON), reason=REASON)]
+
+TINY = ["features.views=2", "dataset.num_classes=6", "dataset.image_size=8",
+        "dataset.train_per_class=10", "dataset.test_per_class=5"]
+SLOW = ["method.epochs=400", "features.views=2", "dataset.num_classes=10", "dataset.image_size=8",
+        "dataset.train_per_class=30", "dataset.test_per_class=5"]
+
+
+def bench(capsys, *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out + err
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.5)
+
+
+def test_smoke_grid_runs_as_a_job_array(capsys, tmp_path):
+    code, out = bench(capsys, "run", "--grid", "smoke", "--cluster", "slurm", "--profile", "local", "--wait",
+                      "--results", str(tmp_path), "--cfg-options", *TINY)
+    assert code == 0, out
+    assert "submitted 2 runs in 1 job array(s)" in out  # the local profile gives both the same resources
+    code, out = bench(capsys, "status", "--grid", "smoke", "--results", str(tmp_path), "--cfg-options", *TINY)
+    assert "2 done" in out
+    code, out = bench(capsys, "run", "--grid", "smoke", "--cluster", "slurm", "--profile", "local",
+                      "--results", str(tmp_path), "--cfg-options", *TINY)
+    assert "all 2 runs already done, nothing to submit" in out
+
+
+def test_a_failing_job_reaches_status_with_its_error(capsys, tmp_path):
+    argv = ["--grid", "smoke", "--methods", "K-means", "--backbone", "timm:vit_tiny_patch16_224",
+            "--results", str(tmp_path), "--cfg-options", *TINY, "backbone.pretrained=/nonexistent/w.pth"]
+    code, out = bench(capsys, "run", "--cluster", "slurm", "--profile", "local", "--wait", *argv)
+    assert code == 1
+    code, out = bench(capsys, "status", *argv)
+    assert "1 failed" in out
+    assert "backbone weights file not found: /nonexistent/w.pth" in out and "log.txt" in out
+    (spec,) = tiny_specs(methods=["K-means"])
+    failed_dir = next((tmp_path / "runs").iterdir())
+    assert "Traceback" in (failed_dir / "error.txt").read_text()
+
+    code, out = bench(capsys, "run", "--cluster", "slurm", "--profile", "local", "--retry-failed", "--dry-run", *argv)
+    assert "1 would be submitted" in out
+
+
+def test_cancel_stops_queued_and_running_jobs(capsys, tmp_path):
+    argv = ["--grid", "smoke", "--methods", "Baseline", "--splits", "5-step", "--results", str(tmp_path),
+            "--cfg-options", *SLOW, "method.epochs=100000"]
+    code, out = bench(capsys, "run", "--cluster", "slurm", "--profile", "local", *argv)
+    assert code == 0
+    wait_for(lambda: "1 running" in bench(capsys, "status", *argv)[1], 120, "the job to start")
+    code, out = bench(capsys, "cancel", *argv)
+    assert "cancelled 1 job(s)" in out
+    wait_for(lambda: "1 cancelled" in bench(capsys, "status", *argv)[1], 120, "sacct to report CANCELLED")
+
+
+def test_a_requeued_job_resumes_and_ends_with_the_uninterrupted_metrics(capsys, tmp_path):
+    import submitit
+
+    argv = ["--grid", "smoke", "--methods", "Baseline", "--splits", "5-step", "--results", str(tmp_path / "slurm"),
+            "--cfg-options", *SLOW]
+    code, out = bench(capsys, "run", "--cluster", "slurm", "--profile", "local", *argv)
+    assert code == 0, out
+    (spec,) = tiny_specs(methods=["Baseline"], splits=["5-step"],
+                         **{k: eval(v) for k, v in (o.split("=") for o in SLOW)})
+    out_dir = run_dir(tmp_path / "slurm", spec)
+    wait_for(lambda: (out_dir / CHECKPOINT).exists(), 300, "the first checkpoint")
+    job = latest_jobs(tmp_path / "slurm")[spec.run_id]
+    signalled = time.monotonic()
+    submitit.SlurmJob(folder=job["folder"], job_id=job["job_id"])._interrupt()  # preemption: SIGTERM then USR2
+    wait_for(lambda: "resuming after step" in (out_dir / "log.txt").read_text(), 300, "the requeued job to resume")
+    print(f"\nrequeue: signal to resumed run {time.monotonic() - signalled:.1f}s")
+    wait_for(lambda: (out_dir / "DONE").exists(), 600, "the requeued run to finish")
+
+    reference = execute(spec, tmp_path / "reference")
+    cols = ["step", "group", "flavour", "metric", "value"]
+    a = pd.read_parquet(out_dir / METRICS)[cols].sort_values(cols[:-1]).reset_index(drop=True)
+    b = pd.read_parquet(reference / METRICS)[cols].sort_values(cols[:-1]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(a, b)
+
+
+@pytest.mark.slow
+def test_a_hundred_runs_in_one_array(capsys, tmp_path):
+    argv = ["--grid", "smoke", "--methods", "K-means", "--seeds", *map(str, range(100)),
+            "--results", str(tmp_path), "--cfg-options", *TINY]
+    start = time.monotonic()
+    code, out = bench(capsys, "run", "--cluster", "slurm", "--profile", "local", *argv)
+    assert code == 0 and "submitted 100 runs in 1 job array(s)" in out, out
+    submitted = time.monotonic() - start
+    code, out = bench(capsys, "run", "--cluster", "slurm", "--profile", "local", "--wait", *argv)
+    assert "(100 already queued or running)" in out or "all 100 runs already done" in out
+    wait_for(lambda: "100 done" in bench(capsys, "status", *argv)[1], 900, "all 100 runs")
+    print(f"\n100-run array: submitted in {submitted:.1f}s, all done after {time.monotonic() - start:.1f}s")
+    assert len(list((tmp_path / "runs").iterdir())) == 100
