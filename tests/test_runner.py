@@ -103,3 +103,21 @@ def test_a_failing_run_records_its_error_and_the_grid_goes_on(tmp_path, explodin
     assert "RuntimeError: boom at step 1" in error and "Traceback" in error
     assert not (out / DONE).exists()
     assert (out / CHECKPOINT).exists()  # step 0's work is kept for the next attempt
+
+
+def test_two_overlapping_bench_runs_never_run_a_run_twice(tmp_path):
+    """Two `bench run` processes on overlapping selections, started together: every run is
+    executed exactly once (the per-run lock), and both commands end cleanly."""
+    common = [sys.executable, "-m", "bench.cli", "run", "--grid", "smoke", "--cluster", "local", "--results",
+              str(tmp_path), "--cfg-options", "features.views=2", "dataset.num_classes=6", "dataset.image_size=8",
+              "method.epochs=200"]
+    first = subprocess.Popen(common + ["--seeds", "0", "1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    second = subprocess.Popen(common + ["--seeds", "1", "2"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    outputs = [p.communicate(timeout=300)[0] for p in (first, second)]
+    assert [p.returncode for p in (first, second)] == [0, 0], outputs
+    runs = list((tmp_path / "runs").iterdir())
+    assert len(runs) == 6  # 2 methods × seeds {0, 1, 2}
+    for run in runs:
+        starts = [line for line in (run / "log.txt").read_text().splitlines() if f" run {run.name}: " in line]
+        assert len(starts) == 1, (run, starts)
+        assert (run / DONE).exists()
