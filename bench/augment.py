@@ -57,8 +57,17 @@ def get_policy(name: str) -> Policy:
 
 def prepare(x: torch.Tensor, *, input_size: int | None, channels: int | None,
             mean: tuple[float, ...] | None, std: tuple[float, ...] | None) -> torch.Tensor:
-    """Resize (shorter side to size/0.875, bicubic, then centre crop, as the authors' 256→224),
-    match channels and normalise."""
+    """Normalise, match channels, then resize (shorter side to size/0.875, bicubic, then centre
+    crop, as the authors' 256→224).
+
+    Normalising first is exact (bicubic interpolation is linear with weights summing to one, so it
+    commutes with a per-channel affine map) and touches the small image instead of the large one."""
+    if mean is not None and std is not None:
+        m = torch.tensor(mean, dtype=x.dtype)
+        s = torch.tensor(std, dtype=x.dtype)
+        if len(m) != x.shape[1]:
+            m, s = m.mean().expand(x.shape[1]), s.mean().expand(x.shape[1])
+        x = torch.addcmul((-m / s).view(1, -1, 1, 1), x, (1 / s).view(1, -1, 1, 1))
     if channels and x.shape[1] != channels:
         x = x.expand(-1, channels, -1, -1) if x.shape[1] == 1 else x[:, :channels]
     if input_size and (x.shape[-1] != input_size or x.shape[-2] != input_size):
@@ -68,10 +77,4 @@ def prepare(x: torch.Tensor, *, input_size: int | None, channels: int | None,
         x = F.interpolate(x, size=(round(h * scale), round(w * scale)), mode="bicubic", align_corners=False)
         top, left = (x.shape[-2] - input_size) // 2, (x.shape[-1] - input_size) // 2
         x = x[..., top: top + input_size, left: left + input_size]
-    if mean is not None and std is not None:
-        m = torch.tensor(mean, dtype=x.dtype).view(1, -1, 1, 1)
-        s = torch.tensor(std, dtype=x.dtype).view(1, -1, 1, 1)
-        if m.shape[1] != x.shape[1]:
-            m, s = m.mean().view(1, 1, 1, 1), s.mean().view(1, 1, 1, 1)
-        x = (x - m) / s
     return x

@@ -44,13 +44,14 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
                    help="backbone(s): pixels, timm:<model> (e.g. timm:vit_base_patch16_224.dino)")
     p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="results root (default: ./results)")
     p.add_argument("--data-root", help="directory holding the datasets (else $BENCH_DATA_ROOT)")
+    p.add_argument("--cache-dir", help="feature-bank cache (else $BENCH_CACHE_DIR, else <results>/cache)")
     p.add_argument("--cfg-options", nargs="+", default=[], metavar="K=V",
                    help="override config keys, e.g. method.epochs=10 features.views=4")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bench", description="class-iNCD benchmark harness")
-    sub = parser.add_subparsers(dest="command", metavar="{run,status,cancel,list,report}")
+    sub = parser.add_subparsers(dest="command", metavar="{run,status,cancel,report,list,cache}")
 
     run = sub.add_parser("run", help="run a grid (default: the embedded demo grid, locally)")
     _add_selection(run)
@@ -74,6 +75,13 @@ def build_parser() -> argparse.ArgumentParser:
     lst = sub.add_parser("list", help="show what is registered")
     lst.add_argument("kind", choices=LIST_KINDS)
 
+    cache = sub.add_parser("cache", help="list or remove feature banks")
+    cache.add_argument("action", choices=("list", "remove"))
+    cache.add_argument("keys", nargs="*", help="with remove: the bank keys to remove")
+    cache.add_argument("--all", action="store_true", help="with remove: every bank")
+    cache.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
+    cache.add_argument("--cache-dir", help="the cache (else $BENCH_CACHE_DIR, else <results>/cache)")
+
     rep = sub.add_parser("report", help="tables and plots of a grid's finished runs")
     _add_selection(rep)
     rep.add_argument("--format", default="latex", choices=("latex", "markdown", "csv"))
@@ -87,7 +95,8 @@ def _expand(args: argparse.Namespace) -> tuple[Any, list[Any]]:
 
     load_all()
     grid = load_grid(args.grid)
-    location = {"data_root": args.data_root or os.environ.get("BENCH_DATA_ROOT")}
+    location = {"data_root": args.data_root or os.environ.get("BENCH_DATA_ROOT"),
+                "cache_dir": str(Path(args.cache_dir).resolve()) if args.cache_dir else None}
     if getattr(args, "device", None):
         location["device"] = args.device
     specs = expand(grid, methods=args.methods, datasets=args.datasets, splits=args.splits, seeds=args.seeds,
@@ -291,6 +300,30 @@ def _first_doc_line(obj: Any) -> str:
     return (obj.__doc__ or "").strip().splitlines()[0] if obj.__doc__ else ""
 
 
+def cmd_cache(args: argparse.Namespace) -> int:
+    from datetime import datetime
+
+    from tabulate import tabulate
+
+    from bench.bank import default_cache_dir, list_banks, remove_banks
+
+    cache = Path(args.cache_dir) if args.cache_dir else default_cache_dir(args.results)
+    if args.action == "list":
+        banks = list_banks(cache)
+        rows = [(b.key, b.fields.get("dataset"), b.fields.get("backbone"), b.fields.get("views"),
+                 f"{b.size_bytes / 2**20:.1f}", datetime.fromtimestamp(b.last_used).strftime("%Y-%m-%d %H:%M"))
+                for b in banks]
+        print(f"{len(banks)} feature bank(s) in {cache}, {sum(b.size_bytes for b in banks) / 2**20:.1f} MiB")
+        if rows:
+            print(tabulate(rows, headers=("key", "dataset", "backbone", "views", "MiB", "last used"), tablefmt="github"))
+        return 0
+    if not args.keys and not args.all:
+        raise BenchError("bench cache remove needs bank keys (see `bench cache list`) or --all")
+    removed = remove_banks(cache, None if args.all else args.keys)
+    print(f"removed {len(removed)} feature bank(s) from {cache}")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from bench.report import write_report
     from registries import METHODS
@@ -320,7 +353,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         args = parser.parse_args(["run", *argv])
     try:
-        commands = {"run": cmd_run, "status": cmd_status, "cancel": cmd_cancel, "list": cmd_list, "report": cmd_report}
+        commands = {"run": cmd_run, "status": cmd_status, "cancel": cmd_cancel, "list": cmd_list,
+                    "report": cmd_report, "cache": cmd_cache}
         return commands[args.command](args)
     except BenchError as err:
         print(f"bench: error: {err}", file=sys.stderr)

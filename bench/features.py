@@ -1,8 +1,9 @@
 """Backbone features for methods that keep the backbone frozen.
 
 Per training image: the plain (test-transform) feature and V features of independently augmented
-views; methods draw two of the V views per image and epoch. Per test image: the plain feature.
-Everything is computed once per run under `no_grad`, deterministically from the run's seed.
+views; methods draw two of the V views per image and epoch (`bank` mode). In `exact` mode the two
+views are drawn fresh through the backbone at every draw, as the paper does (`LiveViews`). Per test
+image: the plain feature. Extraction runs under `no_grad`, deterministically from a seed.
 """
 from __future__ import annotations
 
@@ -33,6 +34,39 @@ class FeatureViews:
     def to(self, device: torch.device | str) -> "FeatureViews":
         return FeatureViews(self.plain.to(device), self.views.to(device))
 
+    def two_views(self, index: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """Two different stored views of each indexed sample (the plain feature twice when none
+        are stored)."""
+        v = self.views.shape[1]
+        if v == 0:
+            x = self.plain[index].float()
+            return x, x
+        if v == 1:
+            x = self.views[index, 0].float()
+            return x, x
+        first = torch.randint(0, v, (len(index),), generator=gen)
+        second = (first + torch.randint(1, v, (len(index),), generator=gen)) % v
+        index = index.to(self.views.device)
+        return self.views[index, first.to(index.device)].float(), self.views[index, second.to(index.device)].float()
+
+
+class Encoder:
+    """Backbone + preprocessing for one dataset: uint8 image batches in, features out."""
+
+    def __init__(self, backbone: Backbone, dataset: LoadedDataset, device: torch.device | str) -> None:
+        self.backbone, self.device = backbone, torch.device(device)
+        self.policy = get_policy(dataset.augmentation)
+        self.norm = (dataset.mean, dataset.std) if backbone.normalize else (None, None)
+
+    @torch.no_grad()
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        x = prepare(x, input_size=self.backbone.input_size, channels=self.backbone.channels,
+                    mean=self.norm[0], std=self.norm[1])
+        return self.backbone(x.to(self.device)).float()
+
+    def augmented(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        return self(self.policy(x, gen))
+
 
 def _batches(images: ImageSet, batch_size: int):
     if not images.in_memory:
@@ -42,21 +76,33 @@ def _batches(images: ImageSet, batch_size: int):
         yield to_tensor(images.images[start: start + batch_size])
 
 
-@torch.no_grad()
-def extract(backbone: Backbone, images: ImageSet, dataset: LoadedDataset, *, views: int, seed: int,
-            batch_size: int = 512, device: torch.device | str = "cpu") -> FeatureViews:
-    """Plain features and `views` augmented-view features of every image, in dataset order."""
-    policy = get_policy(dataset.augmentation)
+def extract(encoder: Encoder, images: ImageSet, *, views: int, seed: int, batch_size: int = 512) -> FeatureViews:
+    """Plain features and `views` augmented-view features of every image, in dataset order (on CPU)."""
     gen = torch.Generator().manual_seed(seed)
-    norm = (dataset.mean, dataset.std) if backbone.normalize else (None, None)
-
-    def encode(x: torch.Tensor) -> torch.Tensor:
-        x = prepare(x, input_size=backbone.input_size, channels=backbone.channels, mean=norm[0], std=norm[1])
-        return backbone(x.to(device)).float().cpu()
-
     plain, augmented = [], []
     for x in _batches(images, batch_size):
-        plain.append(encode(x))
-        augmented.append(torch.stack([encode(policy(x, gen)) for _ in range(views)], 1) if views
+        plain.append(encoder(x).cpu())
+        augmented.append(torch.stack([encoder.augmented(x, gen).cpu() for _ in range(views)], 1) if views
                          else torch.empty(x.shape[0], 0, plain[-1].shape[1]))
     return FeatureViews(torch.cat(plain), torch.cat(augmented))
+
+
+class LiveViews(FeatureViews):
+    """`exact` mode: every draw augments the images afresh and runs the frozen backbone on them.
+
+    Holds the images only (never their labels); `plain` features come precomputed."""
+
+    def __init__(self, plain: torch.Tensor, images: np.ndarray, encoder: Encoder) -> None:
+        super().__init__(plain, torch.empty(len(plain), 0, plain.shape[1], device=plain.device))
+        self.images, self.encoder = images, encoder
+
+    def subset(self, index: torch.Tensor | np.ndarray) -> "LiveViews":
+        index = np.asarray(index, dtype=np.int64)
+        return LiveViews(self.plain[torch.as_tensor(index)], self.images[index], self.encoder)
+
+    def to(self, device: torch.device | str) -> "LiveViews":
+        return LiveViews(self.plain.to(device), self.images, self.encoder)
+
+    def two_views(self, index: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        x = to_tensor(self.images[index.cpu().numpy()])
+        return self.encoder.augmented(x, gen), self.encoder.augmented(x, gen)

@@ -30,10 +30,12 @@ from bench.backbones import build_backbone
 from bench.data import build_dataset
 from bench.errors import BenchError
 from bench.evaluate import Evaluator, MetricRow, TaskLayout
-from bench.features import FeatureViews, extract
+from bench.bank import default_cache_dir, load_or_build, weights_identity
+from bench.features import Encoder, FeatureViews, LiveViews, extract
 from bench.spec import RunSpec, write_atomic
 
 DONE, ERROR, CHECKPOINT, METRICS = "DONE", "error.txt", "checkpoint.pt", "metrics.parquet"
+FEATURE_MODES = ("bank", "exact")
 
 
 def run_dir(results: Path, spec: RunSpec) -> Path:
@@ -135,15 +137,11 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
     data = build_dataset(spec.dataset, spec.config["dataset"], spec.location.get("data_root"))
     layout = TaskLayout.contiguous(data.num_classes, spec.n_steps)
     backbone = build_backbone(spec.backbone, spec.config["backbone"], data.train.images[0].shape).to(device)
-    feat = spec.config["features"]
-    views = feat["views"] if METHODS.get(spec.method).inputs == "features" else 0
-    train = extract(backbone, data.train, data, views=views, seed=spec.seed, batch_size=feat["batch_size"],
-                    device=device)
-    test = extract(backbone, data.test, data, views=0, seed=spec.seed, batch_size=feat["batch_size"], device=device)
+    views = spec.config["features"]["views"] if METHODS.get(spec.method).inputs == "features" else 0
+    train, val, test = features_for(spec, data, backbone, device, views, log, results=out.parent.parent)
+    log(f"features ({spec.config['features']['mode']}): train {tuple(train.plain.shape)} with "
+        f"{train.views.shape[1]} stored views, test {tuple(test.plain.shape)}, {time.monotonic() - clock:.1f}s")
     val_images = data.val_or_train()
-    val = train if data.val is None else extract(backbone, val_images, data, views=0, seed=spec.seed,
-                                                 batch_size=feat["batch_size"], device=device)
-    log(f"features: train {tuple(train.views.shape)}, test {tuple(test.plain.shape)}, {time.monotonic() - clock:.1f}s")
 
     method = METHODS.build(dict(type=spec.method, feature_dim=backbone.feature_dim, seed=spec.seed,
                                 **spec.config["method"]))
@@ -196,6 +194,54 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
     summary = {(r.flavour, r.metric): r.value for r in rows if r.group == "summary"}
     flavour = method.primary_flavour
     log(f"done: A={summary[(flavour, 'A')]:.1f} F={summary[(flavour, 'F')]:.1f} ({flavour})")
+
+
+def features_for(spec: RunSpec, data: Any, backbone: Any, device: torch.device, views: int,
+                 log: Log, results: Path) -> tuple[FeatureViews, FeatureViews, FeatureViews]:
+    """Train, val and test features for a run.
+
+    `bank` mode reads them from the shared feature bank (built on first use): V stored views per
+    training image, drawn with `features.bank_seed`, so every seed and method shares one bank.
+    `exact` mode reads only the plain features from the bank and draws fresh augmented views
+    through the backbone at every epoch (`LiveViews`), as the paper does.
+    """
+    feat = spec.config["features"]
+    mode = feat["mode"]
+    if mode not in FEATURE_MODES:
+        raise BenchError(f"unknown features.mode {mode!r}; choose from {', '.join(FEATURE_MODES)}")
+    encoder = Encoder(backbone, data, device)
+    stored_views = views if mode == "bank" else 0
+    fields = {
+        "format": 1, "dataset": spec.dataset, "dataset_options": spec.config["dataset"],
+        "data_root": str(data.root), "classes": data.num_classes,
+        "sizes": [len(data.train), len(data.test), len(data.val) if data.val is not None else 0],
+        "backbone": spec.backbone, "pretrained": weights_identity(spec.config["backbone"]["pretrained"]),
+        "backbone_kwargs": spec.config["backbone"]["kwargs"], "policy": data.augmentation,
+        "views": stored_views, "bank_seed": feat["bank_seed"],
+    }
+
+    def build() -> dict[str, torch.Tensor]:
+        batch = feat["batch_size"]
+        train = extract(encoder, data.train, views=stored_views, seed=feat["bank_seed"], batch_size=batch)
+        tensors = {"train_plain": train.plain, "train_views": train.views,
+                   "test_plain": extract(encoder, data.test, views=0, seed=0, batch_size=batch).plain}
+        if data.val is not None:
+            tensors["val_plain"] = extract(encoder, data.val, views=0, seed=0, batch_size=batch).plain
+        return tensors
+
+    cache = Path(spec.location.get("cache_dir") or default_cache_dir(results))
+    bank = {k: v.float() for k, v in load_or_build(cache, fields, build, log).items()}
+    if mode == "bank":
+        train = FeatureViews(bank["train_plain"], bank["train_views"])
+    else:
+        if not data.train.in_memory:
+            raise BenchError("features.mode=exact needs a dataset held in memory")
+        train = LiveViews(bank["train_plain"], data.train.images, encoder)
+    def plain_only(x: torch.Tensor) -> FeatureViews:
+        return FeatureViews(x, x.new_empty(len(x), 0, x.shape[1]))
+
+    val = train if data.val is None else plain_only(bank["val_plain"])
+    return train, val, plain_only(bank["test_plain"])
 
 
 def _make_step(t: int, n_classes: int, offset: int, data: FeatureViews, past: list[FeatureViews],

@@ -11,7 +11,9 @@ grid's `cfg`, then `--cfg-options section.key=value` from the command line:
 - `method`: the method's hyper-parameters (valid keys: those of its `paper` preset);
 - `dataset`: options of the dataset reader (e.g. `num_classes` for `synthetic`);
 - `backbone`: `pretrained`, `kwargs` passed to the model factory, `batch_size` for extraction;
-- `features`: `views` (augmented views per training image) and `batch_size`.
+- `features`: `mode` (`bank`: V stored augmented views per training image, shared by every run;
+  `exact`: fresh views through the backbone every epoch), `views` (V), `bank_seed` (the seed of the
+  stored views, shared across run seeds) and `batch_size` for extraction.
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ PRESETS = ("paper", "code")
 DEFAULT_SECTIONS: dict[str, dict[str, Any]] = {
     "dataset": {},
     "backbone": {"pretrained": True, "kwargs": {}, "batch_size": 256},
-    "features": {"views": 8, "batch_size": 512},
+    "features": {"mode": "bank", "views": 8, "bank_seed": 0, "batch_size": 512},
 }
 
 

@@ -75,20 +75,6 @@ def cosine_lr(epoch: int, epochs: int, lr: float, eta_min: float) -> float:
     return eta_min + (lr - eta_min) * (1 + math.cos(math.pi * (epoch + 1) / epochs)) / 2
 
 
-def two_views(data: FeatureViews, index: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """Two different stored views per sample (the plain feature twice when no views are stored)."""
-    v = data.views.shape[1]
-    if v == 0:
-        x = data.plain[index]
-        return x, x
-    if v == 1:
-        x = data.views[index, 0]
-        return x, x
-    first = torch.randint(0, v, (len(index),), generator=gen)
-    second = (first + torch.randint(1, v, (len(index),), generator=gen)) % v
-    return data.views[index, first].float(), data.views[index, second].float()
-
-
 def train_head_swapped(head: CosineHead, data: FeatureViews, *, epochs: int, batch_size: int, lr: float,
                        momentum: float, weight_decay: float, eta_min: float, temperature: float,
                        sk_epsilon: float, sk_iters: int, gen: torch.Generator) -> list[float]:
@@ -108,7 +94,7 @@ def train_head_swapped(head: CosineHead, data: FeatureViews, *, epochs: int, bat
         total = 0.0
         for start in range(0, n, batch_size):
             index = order[start: start + batch_size]
-            x1, x2 = two_views(data, index, gen)
+            x1, x2 = data.two_views(index, gen)
             head.renormalize()
             loss = swapped_prediction_loss(head(x1), head(x2), temperature, sk_epsilon, sk_iters)
             opt.zero_grad(set_to_none=True)

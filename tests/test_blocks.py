@@ -5,8 +5,7 @@ import pytest
 import torch
 
 from bench.features import FeatureViews
-from methods.blocks import (CosineHead, cosine_lr, sinkhorn_knopp, soft_cross_entropy, swapped_prediction_loss,
-                            two_views)
+from methods.blocks import CosineHead, cosine_lr, sinkhorn_knopp, soft_cross_entropy, swapped_prediction_loss
 
 
 def reference_sinkhorn(logits: torch.Tensor, epsilon: float, n_iters: int) -> torch.Tensor:
@@ -77,7 +76,7 @@ def test_cosine_schedule_is_stepped_at_epoch_start():
 def test_two_views_are_distinct_stored_views():
     views = torch.arange(5 * 3).float().view(5, 3, 1)  # sample i, view v → value 3i+v
     data = FeatureViews(torch.zeros(5, 1), views)
-    a, b = two_views(data, torch.arange(5), torch.Generator().manual_seed(0))
+    a, b = data.two_views(torch.arange(5), torch.Generator().manual_seed(0))
     assert torch.all(a != b)
     assert torch.all((a // 3) == torch.arange(5).view(5, 1))  # both views come from the same image
     assert torch.all((b // 3) == torch.arange(5).view(5, 1))

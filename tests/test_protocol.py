@@ -11,7 +11,7 @@ import torch
 from bench.backbones import build_backbone
 from bench.data import build_dataset
 from bench.evaluate import TaskLayout
-from bench.features import extract
+from bench.features import Encoder, extract
 from bench.runner import execute
 from methods.base import Step
 from methods.kmeans import KMeansReference
@@ -48,9 +48,10 @@ def registered():
 def plain_features_by_task(spec: Any) -> list[torch.Tensor]:
     data = build_dataset(spec.dataset, spec.config["dataset"])
     backbone = build_backbone(spec.backbone, spec.config["backbone"], data.train.images[0].shape)
-    feats = extract(backbone, data.train, data, views=0, seed=spec.seed)
+    feats = extract(Encoder(backbone, data, "cpu"), data.train, views=0, seed=spec.seed)
     task = TaskLayout.contiguous(data.num_classes, spec.n_steps).task_of(data.train.labels)
-    return [feats.plain[torch.as_tensor(np.flatnonzero(task == t))] for t in range(spec.n_steps)]
+    plain = feats.plain.half().float()  # the feature bank stores fp16
+    return [plain[torch.as_tensor(np.flatnonzero(task == t))] for t in range(spec.n_steps)]
 
 
 def rows_as_set(x: torch.Tensor) -> set[tuple[float, ...]]:
