@@ -274,9 +274,15 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     load_all()
     if args.kind == "methods":
+        from mmengine.config import Config
+
+        from bench.spec import preset_names
+        from registries import PRESETS_DIR
+
         for name, cls in sorted(METHODS.module_dict.items()):
             role = "reference, sees past steps" if cls.sees_past_steps else "incremental"
-            print(f"{name:<18} {cls.inputs:<9} {role}; presets: paper, code")
+            presets = preset_names(Config.fromfile(str(PRESETS_DIR / f"{cls.preset_file}.py")).to_dict())
+            print(f"{name:<18} {cls.inputs:<9} {role}; presets: {', '.join(presets)}")
     elif args.kind == "datasets":
         for name, cls in sorted(DATASETS.module_dict.items()):
             print(f"{name:<14} {_first_doc_line(cls)}")

@@ -30,7 +30,6 @@ from mmengine.config import Config
 from bench.errors import BenchError, unknown
 
 SPLITS: dict[str, int] = {"2-step": 2, "5-step": 5, "10-step": 10}
-PRESETS = ("paper", "code")
 
 DEFAULT_SECTIONS: dict[str, dict[str, Any]] = {
     "dataset": {},
@@ -128,16 +127,20 @@ def load_grid(name: str) -> Grid:
 
 
 def parse_method(entry: str) -> tuple[str, str]:
-    """`Baseline` → (Baseline, paper); `Baseline:code` → (Baseline, code)."""
+    """`Baseline` → (Baseline, paper); `Baseline:code` → (Baseline, code). The preset is checked
+    against the method's preset file by `load_preset`."""
     name, _, preset = entry.partition(":")
-    preset = preset or "paper"
-    if preset not in PRESETS:
-        raise unknown(f"preset of {name}", preset, PRESETS)
-    return name, preset
+    return name, preset or "paper"
+
+
+def preset_names(cfg: Mapping[str, Any]) -> list[str]:
+    """Every top-level dict of a preset file except `overrides` is a preset (`paper` is required)."""
+    return [k for k, v in cfg.items() if isinstance(v, Mapping) and k != "overrides" and not k.startswith("_")]
 
 
 def load_preset(method: str, preset: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The method's hyper-parameters for a preset, and its per-dataset/split overrides."""
+    """The method's hyper-parameters for a preset (`paper` updated with the preset's changes),
+    and its per-dataset/split overrides."""
     from registries import METHODS, PRESETS_DIR
 
     cls = METHODS.get(method)
@@ -146,6 +149,8 @@ def load_preset(method: str, preset: str) -> tuple[dict[str, Any], dict[str, Any
         raise unknown("method", method, METHODS.module_dict)
     path = PRESETS_DIR / f"{cls.preset_file}.py"
     cfg = Config.fromfile(str(path)).to_dict()
+    if preset not in preset_names(cfg):
+        raise unknown(f"preset of {method}", preset, preset_names(cfg))
     params = dict(cfg["paper"])
     params.update(cfg.get(preset, {}))
     overrides = cfg.get("overrides", {}).get(preset, {})

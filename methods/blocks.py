@@ -104,3 +104,64 @@ def train_head_swapped(head: CosineHead, data: FeatureViews, *, epochs: int, bat
         losses.append(total / n)
     head.eval()
     return losses
+
+
+def hard_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, temperature: float) -> torch.Tensor:
+    """The authors' "ZP" loss with one-hot targets: −log softmax(l/τ)[y], clamped at 1e-8, averaged."""
+    probs = F.softmax(logits / temperature, dim=1)
+    return -torch.log(probs.gather(1, targets.view(-1, 1)).clamp_min(1e-8)).mean()
+
+
+def concatenated_head(heads: list[CosineHead], normalize_weights: bool) -> CosineHead:
+    """A unified head whose rows are the given heads' rows in task order (§2.2)."""
+    weight = torch.cat([h.weight.detach() for h in heads])
+    head = CosineHead(weight.shape[1], weight.shape[0], normalize_weights).to(weight.device)
+    head.weight.data.copy_(weight)
+    return head
+
+
+class PrototypeStats:
+    """Per pseudo-class mean and standard deviation of raw (un-normalised) features (§3.2).
+
+    Computed at the end of each step from that step's images and its own frozen task head, then
+    kept; old images are never read again. A class that received no sample has no entry; a class
+    with one sample gets σ = sqrt(1e-5)."""
+
+    def __init__(self) -> None:
+        self.means: dict[int, torch.Tensor] = {}
+        self.stds: dict[int, torch.Tensor] = {}
+        self.n_classes = 0  # classes covered so far, including those that got no sample
+
+    @torch.no_grad()
+    def add_step(self, features: torch.Tensor, pseudo_labels: torch.Tensor, n_classes: int) -> None:
+        for k in pseudo_labels.unique().tolist():
+            x = features[pseudo_labels == k].float()
+            self.means[k] = x.mean(0).cpu()
+            self.stds[k] = torch.sqrt(x.var(0, unbiased=False) + 1e-5).cpu()
+        self.n_classes += n_classes
+
+    def shared_std(self) -> torch.Tensor:
+        """The code's σ̄: the mean of σ over all previous classes, skipped classes counting as zeros."""
+        total = torch.stack(list(self.stds.values())).sum(0)
+        return total / self.n_classes
+
+    def sample(self, per_class: dict[int, int], shared_std: bool, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """`per_class[k]` features of class k from N(μ_k, diag(σ²)), σ the class's own or the shared σ̄."""
+        sigma_bar = self.shared_std() if shared_std else None
+        xs, ys = [], []
+        for k, n in per_class.items():
+            if n == 0 or k not in self.means:
+                continue
+            sigma = sigma_bar if shared_std else self.stds[k]
+            noise = torch.randn(n, self.means[k].shape[0], generator=gen)
+            xs.append(self.means[k] + noise * sigma)
+            ys.append(torch.full((n,), k, dtype=torch.long))
+        if not xs:
+            return torch.empty(0), torch.empty(0, dtype=torch.long)
+        return torch.cat(xs), torch.cat(ys)
+
+    def state_dict(self) -> dict:
+        return {"means": self.means, "stds": self.stds, "n_classes": self.n_classes}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.means, self.stds, self.n_classes = dict(state["means"]), dict(state["stds"]), state["n_classes"]

@@ -24,3 +24,5 @@ overrides = dict(
         "cifar100/5-step": dict(batch_size=512),
     },
 )
+# The "w/o CosNorm" ablation of Tab. 3 (row d): weights not normalised; features still are.
+no_cosnorm = dict(normalize_weights=False)

@@ -1,0 +1,109 @@
+"""Baseline++ (methods-spec §3.2): Baseline followed, from the second step on, by knowledge
+transfer with robust feature replay (KTRFR).
+
+At step t the Baseline head h^t is trained as in Baseline. Then a unified "student" head over all
+classes so far is trained on the current step's two views, pseudo-labelled by h^t, together with
+features replayed from Gaussians around the stored per-class prototypes of earlier steps. At the end
+of each step the prototypes of its classes are computed from its own images and head and stored;
+old images are never read again. Task-agnostic inference uses the student.
+
+Presets: `paper` normalises the student's weights every batch, draws replay per class with the
+class's own σ, replays as many features per batch as the batch holds, trains 200 epochs and
+fine-tunes the previous student (cumulative); `code` reproduces the authors' scripts (no weight
+normalisation, one shared σ̄, a fixed count per previous class, 100 epochs, re-initialised from the
+Baseline heads at every step).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from methods.base import Step
+from methods.baseline import Baseline
+from methods.blocks import (CosineHead, PrototypeStats, concatenated_head, cosine_lr, hard_cross_entropy)
+from registries import METHODS
+
+
+@METHODS.register_module(name="Baseline++")
+class BaselinePlusPlus(Baseline):
+    preset_file = "baseline_pp"
+
+    def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
+        super().__init__(feature_dim, seed, **hparams)
+        self.student: CosineHead | None = None
+        self.prototypes = PrototypeStats()
+
+    def learn(self, step: Step) -> None:
+        super().learn(step)  # h^t, exactly as Baseline
+        if step.index > 0:
+            self.student = self._ktrfr(step)
+        head = self.heads[step.index]
+        with torch.no_grad():
+            pseudo = head(step.train.plain.float()).argmax(1).cpu() + step.offset
+        self.prototypes.add_step(step.train.plain.cpu(), pseudo, step.n_classes)
+
+    def _init_student(self) -> CosineHead:
+        hp = self.hparams
+        if hp["init_from"] == "previous_student" and self.student is not None:
+            parts = [self.student, self.heads[-1]]
+        elif hp["init_from"] in ("previous_student", "baseline_heads"):
+            parts = self.heads
+        else:
+            raise ValueError(f"unknown init_from {hp['init_from']!r}; choose previous_student or baseline_heads")
+        return concatenated_head(parts, hp["ktrfr_normalize_weights"])
+
+    def replay_counts(self, batch: int, gen: torch.Generator) -> dict[int, int]:
+        """How many features to replay per previous class for one batch."""
+        classes = sorted(self.prototypes.means)
+        if self.hparams["replay_per_class"]:
+            return {k: int(self.hparams["replay_per_class"]) for k in classes}
+        # the paper: as many replayed features as the batch holds, spread uniformly over old classes
+        draws = torch.randint(0, len(classes), (batch,), generator=gen)
+        counts = torch.bincount(draws, minlength=len(classes)).tolist()
+        return dict(zip(classes, counts))
+
+    def _ktrfr(self, step: Step) -> CosineHead:
+        hp = self.hparams
+        student = self._init_student().to(step.device)
+        teacher = self.heads[step.index]
+        opt = torch.optim.SGD(student.parameters(), lr=hp["lr"], momentum=hp["momentum"],
+                              weight_decay=hp["weight_decay"])
+        gen = torch.Generator().manual_seed(self.seed * 1000 + 500 + step.index)
+        n, epochs = len(step.train), hp["ktrfr_epochs"]
+        student.train()
+        for epoch in range(epochs):
+            for group in opt.param_groups:
+                group["lr"] = cosine_lr(epoch, epochs, hp["lr"], hp["eta_min"])
+            order = torch.randperm(n, generator=gen)
+            for start in range(0, n, hp["batch_size"]):
+                index = order[start: start + hp["batch_size"]]
+                x1, x2 = step.train.two_views(index, gen)
+                with torch.no_grad():
+                    y = torch.cat([teacher(x1).argmax(1), teacher(x2).argmax(1)]) + step.offset
+                xr, yr = self.prototypes.sample(self.replay_counts(len(index), gen), hp["shared_std"], gen)
+                x = torch.cat([x1, x2, xr.to(x1.device)])
+                y = torch.cat([y, yr.to(y.device)])
+                student.renormalize()
+                loss = hard_cross_entropy(student(x), y, hp["temperature"])
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+        return student.eval()
+
+    @torch.no_grad()
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        return self.student(x) if self.student is not None else super().logits(x)
+
+    def state_dict(self) -> dict[str, Any]:
+        student = None if self.student is None else self.student.weight.detach().cpu().clone()
+        return {**super().state_dict(), "student": student, "prototypes": self.prototypes.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.prototypes.load_state_dict(state["prototypes"])
+        self.student = None
+        if state["student"] is not None:
+            w = state["student"]
+            self.student = CosineHead(w.shape[1], w.shape[0], self.hparams["ktrfr_normalize_weights"]).eval()
+            self.student.weight.data.copy_(w)

@@ -1,0 +1,118 @@
+"""Every registered method end to end, and the pieces Baseline++ and Joint (frozen) add."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from bench.features import FeatureViews
+from bench.runner import METRICS, execute
+from bench.spec import load_preset
+from methods.base import Step
+from methods.baseline_pp import BaselinePlusPlus
+from methods.blocks import CosineHead, PrototypeStats, concatenated_head
+from methods.joint import JointFrozen
+from registries import METHODS, load_all
+from tests.helpers import tiny_specs
+
+load_all()
+FEATURE_METHODS = sorted(name for name, cls in METHODS.module_dict.items()
+                         if cls.inputs == "features" and not name.startswith("_"))
+
+
+@pytest.mark.parametrize("method", FEATURE_METHODS)
+def test_every_method_runs_end_to_end_and_resumes(method, tmp_path):
+    (spec,) = tiny_specs(methods=[method], splits=["5-step"], **{"dataset.num_classes": 10})
+    out = execute(spec, tmp_path)
+    frame = pd.read_parquet(out / METRICS)
+    summary = frame[frame["group"] == "summary"]
+    assert len(summary) == 8 and summary["value"].notna().all()
+    assert frame["step"].max() == 4
+
+
+def test_prototype_statistics_by_hand():
+    stats = PrototypeStats()
+    x = torch.tensor([[0.0, 2.0], [2.0, 4.0], [5.0, 5.0]])
+    stats.add_step(x, torch.tensor([0, 0, 2]), n_classes=3)  # class 1 received no sample
+    torch.testing.assert_close(stats.means[0], torch.tensor([1.0, 3.0]))
+    torch.testing.assert_close(stats.stds[0], torch.sqrt(torch.tensor([1.0, 1.0]) + 1e-5))
+    torch.testing.assert_close(stats.stds[2], torch.full((2,), math.sqrt(1e-5)))  # one sample
+    assert 1 not in stats.means
+    # σ̄ averages over all 3 classes, the skipped one counting as zeros (the code's behaviour)
+    torch.testing.assert_close(stats.shared_std(), (stats.stds[0] + stats.stds[2]) / 3)
+
+
+def test_replay_uses_per_class_or_shared_sigma():
+    stats = PrototypeStats()
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(4000, 2, generator=gen) * torch.tensor([3.0, 3.0])
+    b = torch.randn(4000, 2, generator=gen) * torch.tensor([0.1, 0.1]) + 10
+    stats.add_step(torch.cat([a, b]), torch.cat([torch.zeros(4000), torch.ones(4000)]).long(), n_classes=2)
+    x, y = stats.sample({0: 3000, 1: 3000}, shared_std=False, gen=gen)
+    assert x[y == 1].std(0).max() < 0.2 and x[y == 0].std(0).min() > 2.5
+    x, y = stats.sample({0: 3000, 1: 3000}, shared_std=True, gen=gen)
+    shared = (3.0 + 0.1) / 2
+    assert abs(x[y == 1].std(0).mean() - shared) < 0.1  # every class with the same σ̄
+    torch.testing.assert_close(x[y == 1].mean(0), torch.tensor([10.0, 10.0]), atol=0.1, rtol=0)
+
+
+def make_pp(**overrides) -> BaselinePlusPlus:
+    params, _ = load_preset("Baseline++", "paper")
+    return BaselinePlusPlus(4, 0, **{**params, **overrides})
+
+
+def test_replay_batch_composition_paper_and_code():
+    method = make_pp()
+    method.prototypes.add_step(torch.randn(9, 4), torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2]), n_classes=3)
+    counts = method.replay_counts(256, torch.Generator().manual_seed(0))
+    assert sum(counts.values()) == 256 and set(counts) == {0, 1, 2}  # paper: as many as the batch
+    method.hparams["replay_per_class"] = 12
+    assert method.replay_counts(256, torch.Generator()) == {0: 12, 1: 12, 2: 12}  # code: n_k per class
+
+
+def test_student_initialisation_paper_vs_code():
+    h0, h1, h2 = (CosineHead(4, n) for n in (2, 2, 3))
+    prev = CosineHead(4, 4)
+    code = make_pp(init_from="baseline_heads")
+    code.heads, code.student = [h0, h1, h2], prev
+    torch.testing.assert_close(code._init_student().weight, torch.cat([h0.weight, h1.weight, h2.weight]).detach())
+    paper = make_pp(init_from="previous_student")
+    paper.heads, paper.student = [h0, h1, h2], prev
+    torch.testing.assert_close(paper._init_student().weight, torch.cat([prev.weight, h2.weight]).detach())
+
+
+def test_presets_differ_where_the_spec_says():
+    paper, _ = load_preset("Baseline++", "paper")
+    code, overrides = load_preset("Baseline++", "code")
+    differing = {k for k in paper if paper[k] != code[k]}
+    assert differing == {"weight_decay", "ktrfr_epochs", "ktrfr_normalize_weights", "shared_std",
+                         "replay_per_class", "init_from"}
+    assert overrides["cifar100/5-step"]["replay_per_class"] == 20
+    assert load_preset("K-means", "code")[0] == {"init": "random", "n_init": 1, "max_iter": 200}
+    assert load_preset("Baseline", "no_cosnorm")[0]["normalize_weights"] is False
+
+
+def test_joint_trains_on_zipped_batches_labelled_by_each_tasks_own_head(monkeypatch):
+    params, _ = load_preset("Joint (frozen)", "paper")
+    joint = JointFrozen(4, 0, **{**params, "joint_epochs": 1, "joint_batch_size": 2})
+    joint.heads = [CosineHead(4, 2).eval(), CosineHead(4, 3).eval()]
+    seen = []
+    real = torch.cat
+
+    def spy(tensors, *a, **k):
+        seen.append([t.shape for t in tensors])
+        return real(tensors, *a, **k)
+
+    past = FeatureViews(torch.randn(5, 4), torch.randn(5, 2, 4))
+    current = FeatureViews(torch.randn(3, 4), torch.randn(3, 2, 4))
+    step = Step(index=1, n_classes=3, offset=2, train=current, past=[past])
+    monkeypatch.setattr("methods.joint.torch.cat", spy)
+    student = joint._joint(step)
+    assert student.weight.shape == (5, 4)
+    batches = [shapes for shapes in seen if len(shapes) == 4 and len(shapes[0]) == 2]
+    # min(ceil(5/2), ceil(3/2)) = 2 iterations; each takes 2 views of a batch from every task
+    assert len(batches) == 2
+    labels = [shapes for shapes in seen if len(shapes) == 4 and len(shapes[0]) == 1]
+    assert len(labels) == 2
