@@ -23,7 +23,7 @@ def test_list(capsys, kind, expected):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--methods", "Basline"], "unknown method 'Basline'; known: Baseline, K-means"),
+    (["--methods", "Basline"], "unknown method 'Basline'; known: Baseline, Baseline++, Joint (frozen), K-means"),
     (["--methods", "Baseline:papr"], "unknown preset of Baseline 'papr'; known: code, no_cosnorm, paper"),
     (["--datasets", "cifar1O"], "unknown dataset 'cifar1O'; known: "),
     (["--splits", "3-step"], "unknown split '3-step'; known: 10-step, 2-step, 5-step"),
