@@ -104,6 +104,10 @@ def build_backbone(name: str, options: Mapping[str, Any], image_shape: tuple[int
         raise unknown("backbone", name, [*BACKBONES.module_dict, "timm:<model name>"])
     if family == "timm" and not model_name:
         raise BenchError("backbone 'timm' needs a model name, e.g. timm:vit_base_patch16_224.dino")
-    model = cls(model_name=model_name, image_shape=image_shape, pretrained=options.get("pretrained", True),
-                kwargs=options.get("kwargs", {}))
+    # Randomly initialised weights (pretrained=False, for tests) must be the same in every process,
+    # so that runs and feature banks agree; the global RNG is left as it was.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = cls(model_name=model_name, image_shape=image_shape, pretrained=options.get("pretrained", True),
+                    kwargs=options.get("kwargs", {}))
     return model.eval().requires_grad_(False)

@@ -12,6 +12,7 @@ TINY = {
 }
 
 
-def tiny_specs(methods=("Baseline",), splits=("2-step",), seeds=(0,), **options: Any) -> list[RunSpec]:
+def tiny_specs(methods=("Baseline",), splits=("2-step",), seeds=(0,), backbone="pixels", **options: Any) -> list[RunSpec]:
+    """Specs of the smoke grid on tiny synthetic data; the pixel backbone unless told otherwise."""
     return expand(load_grid("smoke"), methods=list(methods), datasets=["synthetic"], splits=list(splits),
-                  seeds=list(seeds), options={**TINY, **options})
+                  seeds=list(seeds), backbones=[backbone], options={**TINY, **options})

@@ -63,14 +63,14 @@ def test_run_skip_rerun_and_report(capsys, tmp_path):
     argv = ["run", "--grid", "smoke", "--cluster", "debug", "--results", str(tmp_path), "--cfg-options", *TINY]
     code, out, _ = run(capsys, *argv)
     assert code == 0
-    assert "2 done, 0 failed" in out
+    assert "4 done, 0 failed" in out
     assert "| split" in out and "Baseline" in out and "K-means" in out  # the leaderboard
 
     code, out, _ = run(capsys, *argv)
-    assert code == 0 and "all 2 runs already done, nothing to run" in out
+    assert code == 0 and "all 4 runs already done, nothing to run" in out
 
     code, out, _ = run(capsys, *argv, "--dry-run", "--force")
-    assert code == 0 and "2 would run" in out
+    assert code == 0 and "4 would run" in out
 
     code, out, _ = run(capsys, "report", "--grid", "smoke", "--results", str(tmp_path), "--format", "markdown",
                        "--cfg-options", *TINY)
@@ -78,6 +78,7 @@ def test_run_skip_rerun_and_report(capsys, tmp_path):
     table = (tmp_path / "reports" / "smoke" / "table.md").read_text()
     assert "Baseline" in table and "K-means" in table
     assert (tmp_path / "reports" / "smoke" / "radar.png").stat().st_size > 0
+    assert "K-means" in table and "Joint (frozen)" in table
 
 
 def test_report_without_runs_says_what_to_do(capsys, tmp_path):
@@ -88,7 +89,7 @@ def test_report_without_runs_says_what_to_do(capsys, tmp_path):
 def test_local_cluster_runs_in_subprocesses(capsys, tmp_path):
     code, out, _ = run(capsys, "run", "--grid", "smoke", "--cluster", "local", "--results", str(tmp_path),
                        "--cfg-options", *TINY)
-    assert code == 0 and "2 done, 0 failed" in out
+    assert code == 0 and "4 done, 0 failed" in out
     assert list((tmp_path / "submitit").iterdir())  # it really went through submitit's local executor
 
 
@@ -97,7 +98,8 @@ def test_offline_hub_weights_fail_fast_with_instructions(capsys, tmp_path, monke
 
     start = time.monotonic()
     code, out, err = run(capsys, "run", "--grid", "smoke", "--methods", "K-means", "--cluster", "debug",
-                         "--backbone", "timm:vit_tiny_patch16_224", "--results", str(tmp_path))
+                         "--backbone", "timm:vit_tiny_patch16_224", "--results", str(tmp_path),
+                         "--cfg-options", "backbone.pretrained=True")
     assert code == 1
     assert "could not load pretrained weights for timm model 'vit_tiny_patch16_224' (HF_HUB_OFFLINE is set)" in err
     assert "backbone.pretrained=/path/to/weights.pth" in err

@@ -108,7 +108,8 @@ def test_a_failing_run_records_its_error_and_the_grid_goes_on(tmp_path, explodin
 def test_two_overlapping_bench_runs_never_run_a_run_twice(tmp_path):
     """Two `bench run` processes on overlapping selections, started together: every run is
     executed exactly once (the per-run lock), and both commands end cleanly."""
-    common = [sys.executable, "-m", "bench.cli", "run", "--grid", "smoke", "--cluster", "local", "--results",
+    common = [sys.executable, "-m", "bench.cli", "run", "--grid", "smoke", "--methods", "Baseline", "K-means",
+              "--backbone", "pixels", "--cluster", "local", "--results",
               str(tmp_path), "--cfg-options", "features.views=2", "dataset.num_classes=6", "dataset.image_size=8",
               "method.epochs=200"]
     first = subprocess.Popen(common + ["--seeds", "0", "1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

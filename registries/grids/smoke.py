@@ -1,11 +1,12 @@
-# The CI grid: tiny generated data, few epochs; seconds on a CPU.
-methods = ["Baseline", "K-means"]
+# The CI grid: tiny generated images, a tiny randomly initialised timm ViT, few epochs; seconds on a CPU.
+methods = ["Baseline", "Baseline++", "K-means", "Joint (frozen)"]
 datasets = ["synthetic"]
 splits = ["2-step"]
 seeds = [0]
-backbone = "pixels"
+backbone = "timm:vit_tiny_patch16_224"
 cfg = dict(
-    method=dict(epochs=5, batch_size=64),
+    method=dict(epochs=5, batch_size=64, ktrfr_epochs=5, joint_epochs=5),
     dataset=dict(num_classes=6, image_size=8, train_per_class=20, test_per_class=10),
+    backbone=dict(pretrained=False, kwargs=dict(img_size=16, patch_size=8, embed_dim=32, depth=1, num_heads=2)),
     features=dict(views=2),
 )
