@@ -37,7 +37,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.skipif(bool(REASON), reason=REASON)
 
 TINY = ["features.views=2", "dataset.num_classes=6", "dataset.image_size=8",
         "dataset.train_per_class=10", "dataset.test_per_class=5"]
-SLOW = ["method.epochs=400", "features.views=2", "dataset.num_classes=10", "dataset.image_size=8",
+SLOW = ["method.epochs=3000", "features.views=2", "dataset.num_classes=10", "dataset.image_size=8",
         "dataset.train_per_class=30", "dataset.test_per_class=5"]
 
 
@@ -97,8 +97,8 @@ def test_cancel_stops_queued_and_running_jobs(capsys, tmp_path):
 def test_a_requeued_job_resumes_and_ends_with_the_uninterrupted_metrics(capsys, tmp_path):
     import submitit
 
-    argv = ["--grid", "smoke", "--methods", "Baseline", "--splits", "5-step", "--results", str(tmp_path / "slurm"),
-            "--cfg-options", *SLOW]
+    argv = ["--grid", "smoke", "--methods", "Baseline", "--splits", "5-step", "--backbone", "pixels",
+            "--results", str(tmp_path / "slurm"), "--cfg-options", *SLOW]
     code, out = bench(capsys, "run", "--cluster", "slurm", "--profile", "local", *argv)
     assert code == 0, out
     (spec,) = tiny_specs(methods=["Baseline"], splits=["5-step"],
@@ -107,7 +107,9 @@ def test_a_requeued_job_resumes_and_ends_with_the_uninterrupted_metrics(capsys, 
     wait_for(lambda: (out_dir / CHECKPOINT).exists(), 300, "the first checkpoint")
     job = latest_jobs(tmp_path / "slurm")[spec.run_id]
     signalled = time.monotonic()
-    submitit.SlurmJob(folder=job["folder"], job_id=job["job_id"])._interrupt()  # preemption: SIGTERM then USR2
+    # USR2 alone, as SLURM sends it before a time limit. (The simulated preemption, SIGTERM then USR2
+    # from two scancel calls, can deliver SIGTERM after USR2 and kill submitit's `scontrol requeue`.)
+    submitit.SlurmJob(folder=job["folder"], job_id=job["job_id"])._interrupt(timeout=True)
     wait_for(lambda: "resuming after step" in (out_dir / "log.txt").read_text(), 300, "the requeued job to resume")
     print(f"\nrequeue: signal to resumed run {time.monotonic() - signalled:.1f}s")
     wait_for(lambda: (out_dir / "DONE").exists(), 600, "the requeued run to finish")
