@@ -14,7 +14,7 @@ import torch
 
 from bench.augment import get_policy, prepare, to_tensor
 from bench.backbones import Backbone
-from bench.data.base import DatasetError, ImageSet, LoadedDataset
+from bench.data.base import ImageSet, LoadedDataset
 
 
 @dataclass
@@ -53,9 +53,10 @@ class FeatureViews:
 class Encoder:
     """Backbone + preprocessing for one dataset: uint8 image batches in, features out."""
 
-    def __init__(self, backbone: Backbone, dataset: LoadedDataset, device: torch.device | str) -> None:
+    def __init__(self, backbone: Backbone, dataset: LoadedDataset, device: torch.device | str,
+                 policy: str = "code") -> None:
         self.backbone, self.device = backbone, torch.device(device)
-        self.policy = get_policy(dataset.augmentation)
+        self.policy = get_policy(dataset.augmentation, policy)
         self.norm = (dataset.mean, dataset.std) if backbone.normalize else (None, None)
 
     @torch.no_grad()
@@ -69,11 +70,8 @@ class Encoder:
 
 
 def _batches(images: ImageSet, batch_size: int):
-    if not images.in_memory:
-        raise DatasetError("this feature path needs images held in memory; file-backed datasets are "
-                           "decoded by the image pipeline")
     for start in range(0, len(images), batch_size):
-        yield to_tensor(images.images[start: start + batch_size])
+        yield to_tensor(images.load(slice(start, start + batch_size)))
 
 
 def extract(encoder: Encoder, images: ImageSet, *, views: int, seed: int, batch_size: int = 512) -> FeatureViews:
@@ -92,17 +90,17 @@ class LiveViews(FeatureViews):
 
     Holds the images only (never their labels); `plain` features come precomputed."""
 
-    def __init__(self, plain: torch.Tensor, images: np.ndarray, encoder: Encoder) -> None:
+    def __init__(self, plain: torch.Tensor, images: ImageSet, encoder: Encoder) -> None:
         super().__init__(plain, torch.empty(len(plain), 0, plain.shape[1], device=plain.device))
         self.images, self.encoder = images, encoder
 
     def subset(self, index: torch.Tensor | np.ndarray) -> "LiveViews":
         index = np.asarray(index, dtype=np.int64)
-        return LiveViews(self.plain[torch.as_tensor(index)], self.images[index], self.encoder)
+        return LiveViews(self.plain[torch.as_tensor(index)], self.images.subset(index), self.encoder)
 
     def to(self, device: torch.device | str) -> "LiveViews":
         return LiveViews(self.plain.to(device), self.images, self.encoder)
 
     def two_views(self, index: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        x = to_tensor(self.images[index.cpu().numpy()])
+        x = to_tensor(self.images.load(index.cpu().numpy()))
         return self.encoder.augmented(x, gen), self.encoder.augmented(x, gen)

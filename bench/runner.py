@@ -27,7 +27,7 @@ from mmengine.config import Config
 
 import bench
 from bench.backbones import build_backbone
-from bench.data import build_dataset
+from bench.data import ImageSet, build_dataset
 from bench.errors import BenchError
 from bench.evaluate import Evaluator, MetricRow, TaskLayout
 from bench.bank import default_cache_dir, load_or_build, weights_identity
@@ -134,7 +134,8 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
     clock = time.monotonic()
     log(f"run {spec.run_id}: {spec.describe()} on {device}")
 
-    data = build_dataset(spec.dataset, spec.config["dataset"], spec.location.get("data_root"))
+    data = build_dataset(spec.dataset, spec.config["dataset"], spec.location.get("data_root"),
+                         spec.location.get("partitions_dir") or str(out.parent.parent / "partitions"))
     layout = TaskLayout.contiguous(data.num_classes, spec.n_steps)
     backbone = build_backbone(spec.backbone, spec.config["backbone"], data.train.images[0].shape).to(device)
     views = spec.config["features"]["views"] if METHODS.get(spec.method).inputs == "features" else 0
@@ -209,14 +210,14 @@ def features_for(spec: RunSpec, data: Any, backbone: Any, device: torch.device, 
     mode = feat["mode"]
     if mode not in FEATURE_MODES:
         raise BenchError(f"unknown features.mode {mode!r}; choose from {', '.join(FEATURE_MODES)}")
-    encoder = Encoder(backbone, data, device)
+    encoder = Encoder(backbone, data, device, feat["policy"])
     stored_views = views if mode == "bank" else 0
     fields = {
         "format": 1, "dataset": spec.dataset, "dataset_options": spec.config["dataset"],
         "data_root": str(data.root), "classes": data.num_classes,
         "sizes": [len(data.train), len(data.test), len(data.val) if data.val is not None else 0],
         "backbone": spec.backbone, "pretrained": weights_identity(spec.config["backbone"]["pretrained"]),
-        "backbone_kwargs": spec.config["backbone"]["kwargs"], "policy": data.augmentation,
+        "backbone_kwargs": spec.config["backbone"]["kwargs"], "policy": [data.augmentation, feat["policy"]],
         "views": stored_views, "bank_seed": feat["bank_seed"],
     }
 
@@ -234,9 +235,9 @@ def features_for(spec: RunSpec, data: Any, backbone: Any, device: torch.device, 
     if mode == "bank":
         train = FeatureViews(bank["train_plain"], bank["train_views"])
     else:
-        if not data.train.in_memory:
-            raise BenchError("features.mode=exact needs a dataset held in memory")
-        train = LiveViews(bank["train_plain"], data.train.images, encoder)
+        # the images without their labels: exact mode draws fresh views, never sees a label
+        unlabelled = ImageSet(data.train.images, np.full(len(data.train), -1))
+        train = LiveViews(bank["train_plain"], unlabelled, encoder)
     def plain_only(x: torch.Tensor) -> FeatureViews:
         return FeatureViews(x, x.new_empty(len(x), 0, x.shape[1]))
 

@@ -13,7 +13,8 @@ grid's `cfg`, then `--cfg-options section.key=value` from the command line:
 - `backbone`: `pretrained`, `kwargs` passed to the model factory, `batch_size` for extraction;
 - `features`: `mode` (`bank`: V stored augmented views per training image, shared by every run;
   `exact`: fresh views through the backbone every epoch), `views` (V), `bank_seed` (the seed of the
-  stored views, shared across run seeds) and `batch_size` for extraction.
+  stored views, shared across run seeds), `batch_size` for extraction and `policy` (`paper`: the
+  paper's SimCLR-like views; `code`: the authors' per-dataset policies of methods-spec §2.5).
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ SPLITS: dict[str, int] = {"2-step": 2, "5-step": 5, "10-step": 10}
 DEFAULT_SECTIONS: dict[str, dict[str, Any]] = {
     "dataset": {},
     "backbone": {"pretrained": True, "kwargs": {}, "batch_size": 256},
-    "features": {"mode": "bank", "views": 8, "bank_seed": 0, "batch_size": 512},
+    "features": {"mode": "bank", "views": 8, "bank_seed": 0, "batch_size": 512, "policy": "paper"},
 }
 
 
@@ -61,8 +62,11 @@ class RunSpec:
         return self.method if self.preset == "paper" else f"{self.method} [{self.preset}]"
 
     def identity(self) -> dict[str, Any]:
+        """What the run id hashes: everything but where things are (location, dataset.root)."""
         ident = asdict(self)
         ident.pop("location")
+        ident["config"] = {**ident["config"], "dataset": {k: v for k, v in ident["config"]["dataset"].items()
+                                                          if k != "root"}}
         return ident
 
     @property

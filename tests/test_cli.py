@@ -31,7 +31,7 @@ def test_list(capsys, kind, expected):
     (["--grid", "nope"], "unknown grid 'nope'; known: demo, smoke"),
     (["--cfg-options", "method.epochz=3"], "bad --cfg-options key 'method.epochz': no selected method has it; valid keys: "),
     (["--cfg-options", "featurez.views=3"], "unknown section 'featurez'; valid sections: "),
-    (["--cfg-options", "features.viewz=3"], "'viewz' is not a known key; valid keys: features.bank_seed, features.batch_size, features.mode, features.views"),
+    (["--cfg-options", "features.viewz=3"], "'viewz' is not a known key; valid keys: features.bank_seed, features.batch_size, features.mode, features.policy, features.views"),
     (["--cfg-options", "novalue"], "bad --cfg-options item 'novalue'"),
     (["--splits", "10-step", "--datasets", "synthetic", "--cfg-options", "dataset.num_classes=5"],
      "split '10-step' does not fit dataset 'synthetic' (5 classes)"),

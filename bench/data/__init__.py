@@ -9,13 +9,14 @@ import inspect
 from typing import Any, Mapping
 
 from bench.data.base import DatasetError, ImageSet, LoadedDataset
-from bench.data import toy  # noqa: F401  (registers digits and synthetic)
+from bench.data import cifar, cub, herbarium, tinyimagenet, toy  # noqa: F401  (registration)
 from bench.errors import BenchError, unknown
 
 __all__ = ["DatasetError", "ImageSet", "LoadedDataset", "build_dataset", "declared_num_classes", "make_reader"]
 
 
-def make_reader(name: str, options: Mapping[str, Any], root: str | None = None) -> Any:
+def make_reader(name: str, options: Mapping[str, Any], root: str | None = None,
+                partitions_dir: str | None = None) -> Any:
     """The configured reader; building it reads nothing from disk (`load()` does)."""
     from registries import DATASETS
 
@@ -24,18 +25,22 @@ def make_reader(name: str, options: Mapping[str, Any], root: str | None = None) 
         DATASETS.import_from_location()
         raise unknown("dataset", name, DATASETS.module_dict)
     params = inspect.signature(cls.__init__).parameters
-    valid = [p for p in params if p not in ("self", "root")]
+    valid = [p for p in params if p not in ("self", "partitions_dir")]
     bad = [k for k in options if k not in valid]
     if bad:
         raise BenchError(f"dataset {name!r} has no option {bad[0]!r}; valid options: {', '.join(valid) or 'none'}")
     kwargs = dict(options)
-    if "root" in params:
+    # precedence: --data-root / BENCH_DATA_ROOT (passed as `root`) over the config's dataset.root
+    if "root" in params and root:
         kwargs["root"] = root
+    if "partitions_dir" in params:
+        kwargs["partitions_dir"] = partitions_dir
     return cls(**kwargs)
 
 
-def build_dataset(name: str, options: Mapping[str, Any], root: str | None = None) -> LoadedDataset:
-    return make_reader(name, options, root).load()
+def build_dataset(name: str, options: Mapping[str, Any], root: str | None = None,
+                  partitions_dir: str | None = None) -> LoadedDataset:
+    return make_reader(name, options, root, partitions_dir).load()
 
 
 def declared_num_classes(name: str, options: Mapping[str, Any]) -> int | None:

@@ -42,8 +42,20 @@ class ImageSet:
     def in_memory(self) -> bool:
         return isinstance(self.images, np.ndarray)
 
-    def subset(self, mask: np.ndarray) -> "ImageSet":
-        index = np.flatnonzero(mask)
+    def load(self, index: np.ndarray | slice) -> np.ndarray:
+        """uint8 N×H×W×C images at `index`: sliced from memory, or decoded from their files in
+        parallel threads (shorter side resized to 256 and centre-cropped, the authors' 256 stage)."""
+        if self.in_memory:
+            return self.images[index]
+        from bench.data.files import decode
+
+        chosen = self.images[index] if isinstance(index, slice) else [self.images[i] for i in np.asarray(index)]
+        return decode(chosen)
+
+    def subset(self, selection: np.ndarray) -> "ImageSet":
+        """The images at a boolean mask or an index array (in that order)."""
+        selection = np.asarray(selection)
+        index = np.flatnonzero(selection) if selection.dtype == bool else selection.astype(np.int64)
         if self.in_memory:
             return ImageSet(self.images[index], self.labels[index])
         return ImageSet([self.images[i] for i in index], self.labels[index])

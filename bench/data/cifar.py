@@ -1,0 +1,72 @@
+"""CIFAR-10 and CIFAR-100 from the official python pickle batches, held in memory as uint8."""
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import numpy as np
+
+from bench.data.base import DatasetError, ImageSet, LoadedDataset
+from bench.data.files import locate
+from registries import DATASETS
+
+
+def _unpickle(path: Path) -> dict:
+    try:
+        with path.open("rb") as fh:
+            return pickle.load(fh, encoding="latin1")
+    except (OSError, pickle.UnpicklingError, EOFError, ValueError, AttributeError) as err:
+        raise DatasetError(f"corrupt or truncated CIFAR file {path}: {type(err).__name__}: {err}") from None
+
+
+def _batch(path: Path, label_key: str) -> ImageSet:
+    entry = _unpickle(path)
+    try:
+        data = np.asarray(entry["data"], dtype=np.uint8)
+        labels = np.asarray(entry[label_key], dtype=np.int64)
+        images = data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+    except (KeyError, ValueError, TypeError) as err:
+        raise DatasetError(f"corrupt CIFAR file {path}: {type(err).__name__}: {err}") from None
+    return ImageSet(np.ascontiguousarray(images), labels)
+
+
+def _concat(sets: list[ImageSet]) -> ImageSet:
+    return ImageSet(np.concatenate([s.images for s in sets]), np.concatenate([s.labels for s in sets]))
+
+
+@DATASETS.register_module(name="cifar10")
+class Cifar10:
+    """CIFAR-10: `cifar-10-batches-py/` (data_batch_1..5, test_batch, batches.meta); label ids as classes."""
+
+    num_classes = 10
+    dirname = "cifar-10-batches-py"
+    train_files = [f"data_batch_{i}" for i in range(1, 6)]
+    test_file, meta_file, label_key, names_key = "test_batch", "batches.meta", "labels", "label_names"
+    mean, std = (0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010)
+
+    def __init__(self, root: str | None = None) -> None:
+        self.root = root
+
+    def load(self) -> LoadedDataset:
+        layout = f"{self.dirname}/{{{', '.join(self.train_files)}, {self.test_file}, {self.meta_file}}}"
+        path = locate(self.__class__.__name__.lower(), self.root, self.dirname,
+                      [*self.train_files, self.test_file, self.meta_file], layout)
+        names = _unpickle(path / self.meta_file).get(self.names_key)
+        if not names or len(names) != self.num_classes:
+            raise DatasetError(f"corrupt CIFAR meta file {path / self.meta_file}: expected {self.num_classes} "
+                               f"names under {self.names_key!r}")
+        train = _concat([_batch(path / f, self.label_key) for f in self.train_files])
+        test = _batch(path / self.test_file, self.label_key)
+        return LoadedDataset(name=self.__class__.__name__.lower(), class_names=list(names), train=train, test=test,
+                             mean=self.mean, std=self.std, augmentation="cifar", root=str(path))
+
+
+@DATASETS.register_module(name="cifar100")
+class Cifar100(Cifar10):
+    """CIFAR-100: `cifar-100-python/` (train, test, meta); fine labels as classes."""
+
+    num_classes = 100
+    dirname = "cifar-100-python"
+    train_files = ["train"]
+    test_file, meta_file, label_key, names_key = "test", "meta", "fine_labels", "fine_label_names"
+    mean, std = (0.507, 0.487, 0.441), (0.267, 0.256, 0.276)

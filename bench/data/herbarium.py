@@ -1,0 +1,60 @@
+"""Herbarium 2019, the 683-class subset in the folder layout the paper used (small-train/,
+small-validation/, one folder per category). Classes: folder names sorted as strings (torchvision
+ImageFolder order, so "10" sorts before "2"). 5 images per class of small-train are held out as val,
+once, with a fixed seed, persisted; small-validation is the test set."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from bench.data.base import DatasetError, ImageSet, LoadedDataset
+from bench.data.files import locate, persisted_partition
+from bench.data.tinyimagenet import IMAGENET_MEAN, IMAGENET_STD
+from registries import DATASETS
+
+LAYOUT = "herbarium_19/{small-train/<category>/*.jpg, small-validation/<category>/*.jpg}, 683 category folders each"
+EXTENSIONS = {".jpg", ".jpeg", ".png"}
+
+
+def _folder(root: Path, classes: list[str]) -> ImageSet:
+    files, labels = [], []
+    for i, name in enumerate(classes):
+        found = sorted(p for p in (root / name).iterdir() if p.suffix.lower() in EXTENSIONS) \
+            if (root / name).is_dir() else []
+        files += found
+        labels += [i] * len(found)
+    return ImageSet(files, np.array(labels, dtype=np.int64))
+
+
+@DATASETS.register_module(name="herbarium19")
+class Herbarium19:
+    """Herbarium 2019 (683 classes): `herbarium_19/small-train`, `small-validation`, a folder per category."""
+
+    num_classes = 683
+
+    def __init__(self, root: str | None = None, val_per_class: int = 5, partition_seed: int = 0,
+                 partitions_dir: str | None = None, num_classes: int = 683) -> None:
+        # num_classes is only for small test fixtures; the paper's subset has 683
+        self.root, self.val_per_class, self.seed = root, val_per_class, partition_seed
+        self.partitions_dir, self.num_classes = partitions_dir, num_classes
+
+    def load(self) -> LoadedDataset:
+        path = locate("herbarium19", self.root, "herbarium_19", ["small-train", "small-validation"], LAYOUT)
+        classes = sorted(p.name for p in (path / "small-train").iterdir() if p.is_dir())
+        test_classes = sorted(p.name for p in (path / "small-validation").iterdir() if p.is_dir())
+        if len(classes) != self.num_classes:
+            raise DatasetError(f"herbarium19: {path / 'small-train'} has {len(classes)} category folders, "
+                               f"expected {self.num_classes}. Expected layout: {LAYOUT}")
+        if test_classes != classes:
+            raise DatasetError(f"herbarium19: small-validation's category folders differ from small-train's at {path}")
+        train = _folder(path / "small-train", classes)
+        empty = sorted(set(range(len(classes))) - set(train.labels.tolist()))
+        if empty:
+            raise DatasetError(f"herbarium19: no images in {path / 'small-train' / classes[empty[0]]}")
+        val = persisted_partition("herbarium19", train.labels,
+                                  [str(Path(p).relative_to(path)) for p in train.images],
+                                  self.val_per_class, self.seed, self.partitions_dir)
+        return LoadedDataset(name="herbarium19", class_names=classes, train=train.subset(~val),
+                             val=train.subset(val), test=_folder(path / "small-validation", classes),
+                             mean=IMAGENET_MEAN, std=IMAGENET_STD, augmentation="finegrained", root=str(path))
