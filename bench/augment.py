@@ -51,7 +51,7 @@ def _per_image(x: torch.Tensor, gen: torch.Generator, p: float, fn: Callable[[to
     if not apply.any():
         return x
     x = x.clone()
-    for i in torch.flatnonzero(apply).tolist():
+    for i in torch.nonzero(apply).flatten().tolist():
         x[i] = fn(x[i])
     return x
 

@@ -51,7 +51,7 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bench", description="class-iNCD benchmark harness")
-    sub = parser.add_subparsers(dest="command", metavar="{run,status,cancel,report,list,cache}")
+    sub = parser.add_subparsers(dest="command", metavar="{run,status,cancel,report,list,data,cache}")
 
     run = sub.add_parser("run", help="run a grid (default: the embedded demo grid, locally)")
     _add_selection(run)
@@ -74,6 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     lst = sub.add_parser("list", help="show what is registered")
     lst.add_argument("kind", choices=LIST_KINDS)
+
+    data = sub.add_parser("data", help="inspect a dataset")
+    data.add_argument("action", choices=("summary",))
+    data.add_argument("dataset")
+    data.add_argument("--data-root", help="directory holding the dataset (else $BENCH_DATA_ROOT)")
+    data.add_argument("--split", default="2-step", help="2-step, 5-step or 10-step (default: 2-step)")
+    data.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="where partitions are persisted")
+    data.add_argument("--cfg-options", nargs="+", default=[], metavar="K=V", help="dataset options, e.g. dataset.root=DIR")
 
     cache = sub.add_parser("cache", help="list or remove feature banks")
     cache.add_argument("action", choices=("list", "remove"))
@@ -306,6 +314,29 @@ def _first_doc_line(obj: Any) -> str:
     return (obj.__doc__ or "").strip().splitlines()[0] if obj.__doc__ else ""
 
 
+def cmd_data(args: argparse.Namespace) -> int:
+    from bench.data import build_dataset
+    from bench.data.summary import summary_table
+    from bench.spec import n_steps_of
+    from registries import load_all
+
+    load_all()
+    options = {}
+    for key, value in _parse_options(args.cfg_options).items():
+        if not key.startswith("dataset."):
+            raise BenchError(f"bench data takes dataset options only (dataset.key=value), got {key!r}")
+        options[key.split(".", 1)[1]] = value
+    n_steps = n_steps_of(args.split)
+    data = build_dataset(args.dataset, options, args.data_root or os.environ.get("BENCH_DATA_ROOT"),
+                         str(Path(args.results) / "partitions"))
+    try:
+        print(summary_table(data.name, data.train.labels, data.test.labels, data.num_classes, n_steps,
+                            len(data.val) if data.val is not None else 0))
+    except ValueError as err:
+        raise BenchError(f"split {args.split!r} does not fit dataset {args.dataset!r}: {err}") from None
+    return 0
+
+
 def cmd_cache(args: argparse.Namespace) -> int:
     from datetime import datetime
 
@@ -360,7 +391,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(["run", *argv])
     try:
         commands = {"run": cmd_run, "status": cmd_status, "cancel": cmd_cancel, "list": cmd_list,
-                    "report": cmd_report, "cache": cmd_cache}
+                    "report": cmd_report, "cache": cmd_cache, "data": cmd_data}
         return commands[args.command](args)
     except BenchError as err:
         print(f"bench: error: {err}", file=sys.stderr)

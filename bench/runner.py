@@ -137,7 +137,7 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
     data = build_dataset(spec.dataset, spec.config["dataset"], spec.location.get("data_root"),
                          spec.location.get("partitions_dir") or str(out.parent.parent / "partitions"))
     layout = TaskLayout.contiguous(data.num_classes, spec.n_steps)
-    backbone = build_backbone(spec.backbone, spec.config["backbone"], data.train.images[0].shape).to(device)
+    backbone = build_backbone(spec.backbone, spec.config["backbone"], data.train.image_shape).to(device)
     views = spec.config["features"]["views"] if METHODS.get(spec.method).inputs == "features" else 0
     train, val, test = features_for(spec, data, backbone, device, views, log, results=out.parent.parent)
     log(f"features ({spec.config['features']['mode']}): train {tuple(train.plain.shape)} with "

@@ -97,6 +97,7 @@ class Grid:
     seeds: tuple[int, ...]
     backbones: tuple[str, ...]
     cfg: Mapping[str, Any]
+    dataset_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 def n_steps_of(split: str) -> int:
@@ -127,6 +128,7 @@ def load_grid(name: str) -> Grid:
         seeds=tuple(int(s) for s in cfg["seeds"]),
         backbones=tuple(backbones),
         cfg=cfg.get("cfg", {}),
+        dataset_options=cfg.get("dataset_options", {}),
     )
 
 
@@ -239,8 +241,8 @@ def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for key, value in tree.items():
         dotted = f"{prefix}{key}"
-        if isinstance(value, Mapping) and value and not dotted.startswith("backbone.kwargs."):
-            flat.update(_flatten(value, dotted + "."))
+        if isinstance(value, Mapping) and not dotted.startswith("backbone.kwargs."):
+            flat.update(_flatten(value, dotted + "."))  # an empty section sets nothing
         else:
             flat[dotted] = value
     return flat
@@ -275,7 +277,8 @@ def expand(grid: Grid, *, methods: Sequence[str] | None = None, datasets: Sequen
                 n_steps = n_steps_of(split)
                 for backbone in backbones or grid.backbones:
                     _check_backbone(backbone, BACKBONES)
-                    config = resolve_config(method, preset, dataset, split, grid.cfg, options)
+                    grid_cfg = deep_merge(dict(grid.cfg), {"dataset": grid.dataset_options.get(dataset, {})})
+                    config = resolve_config(method, preset, dataset, split, grid_cfg, options)
                     for seed in seeds if seeds is not None else grid.seeds:
                         specs.append(RunSpec(method, preset, dataset, split, n_steps, backbone, int(seed),
                                              config, dict(location or {})))

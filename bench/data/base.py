@@ -52,6 +52,11 @@ class ImageSet:
         chosen = self.images[index] if isinstance(index, slice) else [self.images[i] for i in np.asarray(index)]
         return decode(chosen)
 
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        """H×W×C of the images as `load` returns them."""
+        return tuple(self.load(np.arange(1))[0].shape)  # type: ignore[return-value]
+
     def subset(self, selection: np.ndarray) -> "ImageSet":
         """The images at a boolean mask or an index array (in that order)."""
         selection = np.asarray(selection)

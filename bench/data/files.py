@@ -95,7 +95,8 @@ def persisted_partition(name: str, labels: np.ndarray, files: Iterable[str], val
     mask = np.zeros(len(labels), dtype=bool)
     for c in np.unique(labels):
         idx = np.flatnonzero(labels == c)
-        n = int(round(len(idx) * val_per_class)) if val_per_class < 1 else min(int(val_per_class), len(idx) - 1)
+        # int(), not round(): the authors' `int(val_split * len(idxs))`
+        n = int(len(idx) * val_per_class) if val_per_class < 1 else min(int(val_per_class), len(idx) - 1)
         mask[rng.choice(idx, size=max(n, 0), replace=False)] = True
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,8 @@ seeds = [0]
 backbone = "timm:vit_tiny_patch16_224"
 cfg = dict(
     method=dict(epochs=5, batch_size=64, ktrfr_epochs=5, joint_epochs=5),
-    dataset=dict(num_classes=6, image_size=8, train_per_class=20, test_per_class=10),
     backbone=dict(pretrained=False, kwargs=dict(img_size=16, patch_size=8, embed_dim=32, depth=1, num_heads=2)),
     features=dict(views=2),
 )
+# Options per dataset (a grid's datasets may take different ones).
+dataset_options = dict(synthetic=dict(num_classes=6, image_size=8, train_per_class=20, test_per_class=10))

@@ -1,0 +1,38 @@
+"""`bench data summary`: per task, the class range, class count, and train/test image counts."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+from tabulate import tabulate
+
+from bench.evaluate import TaskLayout
+
+
+def task_counts(train_per_class: Sequence[int], test_per_class: Sequence[int], n_steps: int) -> list[dict]:
+    """The split's tasks with their sizes, from the number of images of each class (canonical order)."""
+    layout = TaskLayout.contiguous(len(train_per_class), n_steps)
+    rows = []
+    for t, (offset, size) in enumerate(zip(layout.offsets, layout.sizes)):
+        rows.append({"task": t + 1, "classes": f"{offset}-{offset + size - 1}", "num_classes": size,
+                     "train": int(sum(train_per_class[offset: offset + size])),
+                     "test": int(sum(test_per_class[offset: offset + size]))})
+    return rows
+
+
+def format_thousands(n: int) -> str:
+    """The paper's appendix style: 25000 → 25.0k."""
+    return f"{n / 1000:.1f}k"
+
+
+def summary_table(name: str, train_labels: np.ndarray, test_labels: np.ndarray, num_classes: int,
+                  n_steps: int, val_count: int = 0) -> str:
+    train = np.bincount(train_labels, minlength=num_classes)
+    test = np.bincount(test_labels, minlength=num_classes)
+    rows = task_counts(train.tolist(), test.tolist(), n_steps)
+    table = tabulate([(r["task"], r["classes"], r["num_classes"], r["train"], format_thousands(r["train"]), r["test"])
+                      for r in rows], headers=("task", "classes", "#classes", "train", "train (paper style)", "test"),
+                     tablefmt="github")
+    held = f", {val_count} val images held out of the official train split" if val_count else ""
+    return (f"{name}: {num_classes} classes, {int(train.sum())} train and {int(test.sum())} test images{held}; "
+            f"{n_steps}-step split\n{table}")

@@ -1,0 +1,100 @@
+"""Tiny datasets written in the five real on-disk formats (generated here, never downloaded)."""
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+RNG = np.random.default_rng(0)
+
+
+def _image(label: int, h: int, w: int) -> np.ndarray:
+    base = np.zeros((h, w, 3), np.uint8)
+    base[..., label % 3] = 40 + (label * 37) % 200  # a class-dependent colour, plus noise
+    return np.clip(base + RNG.integers(0, 30, (h, w, 3)), 0, 255).astype(np.uint8)
+
+
+def _jpeg(path: Path, label: int, h: int = 64, w: int = 64) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(_image(label, h, w)).save(path, quality=90)
+
+
+def _pickle(path: Path, obj: dict) -> None:
+    with path.open("wb") as fh:
+        pickle.dump(obj, fh)
+
+
+def write_cifar10(root: Path, per_class_train: int = 4, per_class_test: int = 2) -> Path:
+    out = root / "cifar-10-batches-py"
+    out.mkdir(parents=True)
+    labels = np.repeat(np.arange(10), per_class_train)
+    RNG.shuffle(labels)
+    for i, chunk in enumerate(np.array_split(labels, 5), start=1):
+        data = np.stack([_image(int(y), 32, 32).transpose(2, 0, 1).reshape(-1) for y in chunk])
+        _pickle(out / f"data_batch_{i}", {"data": data, "labels": chunk.tolist()})
+    test = np.repeat(np.arange(10), per_class_test)
+    _pickle(out / "test_batch", {"data": np.stack([_image(int(y), 32, 32).transpose(2, 0, 1).reshape(-1) for y in test]),
+                                 "labels": test.tolist()})
+    _pickle(out / "batches.meta", {"label_names": [f"c{i}" for i in range(10)]})
+    return out
+
+
+def write_cifar100(root: Path, per_class_train: int = 2, per_class_test: int = 1) -> Path:
+    out = root / "cifar-100-python"
+    out.mkdir(parents=True)
+    for name, per in (("train", per_class_train), ("test", per_class_test)):
+        y = np.repeat(np.arange(100), per)
+        data = np.stack([_image(int(c), 32, 32).transpose(2, 0, 1).reshape(-1) for c in y])
+        _pickle(out / name, {"data": data, "fine_labels": y.tolist(), "coarse_labels": (y // 5).tolist()})
+    _pickle(out / "meta", {"fine_label_names": [f"f{i}" for i in range(100)]})
+    return out
+
+
+def write_tinyimagenet(root: Path, per_class_train: int = 2, per_class_val: int = 1) -> tuple[Path, list[str]]:
+    out = root / "tiny-imagenet-200"
+    wnids = [f"n{RNG.integers(10**7, 10**8)}" for _ in range(200)]
+    (out / "val" / "images").mkdir(parents=True)
+    (out / "wnids.txt").write_text("\n".join(wnids) + "\n")  # unsorted, as in the zip
+    lines = []
+    for wnid in wnids:
+        label = sorted(wnids).index(wnid)
+        for j in range(per_class_train):
+            _jpeg(out / "train" / wnid / "images" / f"{wnid}_{j}.JPEG", label)
+        for j in range(per_class_val):
+            name = f"val_{len(lines)}.JPEG"
+            _jpeg(out / "val" / "images" / name, label)
+            lines.append(f"{name}\t{wnid}\t0\t0\t63\t63")
+    (out / "val" / "val_annotations.txt").write_text("\n".join(lines) + "\n")
+    return out, wnids
+
+
+def write_cub(root: Path, per_class_train: int = 5, per_class_test: int = 1) -> Path:
+    out = root / "CUB_200_2011"
+    images, labels, split, classes = [], [], [], []
+    image_id = 0
+    for c in range(1, 201):
+        folder = f"{c:03d}.Bird_{c}"
+        classes.append(f"{c} {folder}")
+        for j in range(per_class_train + per_class_test):
+            image_id += 1
+            rel = f"{folder}/Bird_{c}_{j}.jpg"
+            _jpeg(out / "images" / rel, c - 1, h=30, w=40)  # not square, as CUB's photos
+            images.append(f"{image_id} {rel}")
+            labels.append(f"{image_id} {c}")
+            split.append(f"{image_id} {1 if j < per_class_train else 0}")
+    for name, lines in (("images.txt", images), ("image_class_labels.txt", labels),
+                        ("train_test_split.txt", split), ("classes.txt", classes)):
+        (out / name).write_text("\n".join(lines) + "\n")
+    return out
+
+
+def write_herbarium(root: Path, categories: list[str], per_class_train: int = 7, per_class_test: int = 2) -> Path:
+    out = root / "herbarium_19"
+    for label, cat in enumerate(sorted(categories)):
+        for j in range(per_class_train):
+            _jpeg(out / "small-train" / cat / f"{cat}_{j}.jpg", label, h=48, w=32)
+        for j in range(per_class_test):
+            _jpeg(out / "small-validation" / cat / f"{cat}_v{j}.jpg", label, h=48, w=32)
+    return out

@@ -1,0 +1,170 @@
+"""The five real datasets read from fixtures in their on-disk formats: class order, splits, counts,
+persisted partitions, every error path, and a run end to end on each."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from bench.cli import main
+from bench.data import DatasetError, build_dataset
+from bench.data.summary import format_thousands, task_counts
+from tests import fixtures_datasets as fx
+
+HERB_CATS = ["2", "10", "100", "7", "35", "301", "1", "20", "9", "88"]  # numeric ids sort as strings
+
+
+@pytest.fixture(scope="module")
+def roots(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    fx.write_cifar10(root)
+    fx.write_cifar100(root)
+    _, wnids = fx.write_tinyimagenet(root)
+    fx.write_cub(root)
+    fx.write_herbarium(root, HERB_CATS)
+    return root, wnids
+
+
+def test_cifar10(roots):
+    data = build_dataset("cifar10", {}, str(roots[0]))
+    assert data.num_classes == 10 and data.class_names[3] == "c3"
+    assert data.train.images.shape == (40, 32, 32, 3) and data.train.images.dtype == np.uint8
+    assert np.bincount(data.train.labels).tolist() == [4] * 10 and len(data.test) == 20
+    assert data.val is None and data.augmentation == "cifar"
+    assert data.mean == (0.4914, 0.4822, 0.4465)
+
+
+def test_cifar100_uses_fine_labels(roots):
+    data = build_dataset("cifar100", {}, str(roots[0]))
+    assert data.num_classes == 100 and np.bincount(data.train.labels).tolist() == [2] * 100
+    assert data.class_names[:2] == ["f0", "f1"]
+
+
+def test_tinyimagenet_classes_are_sorted_wnids_and_val_annotations_are_read_as_is(roots):
+    data = build_dataset("tinyimagenet", {}, str(roots[0]))
+    assert data.class_names == sorted(roots[1])
+    assert data.train.images.shape == (400, 64, 64, 3)
+    assert np.bincount(data.test.labels).tolist() == [1] * 200
+    # the fixture colours images by class: the val image of class k looks like its train images
+    k = 17
+    assert abs(data.test.images[data.test.labels == k].mean() - data.train.images[data.train.labels == k].mean()) < 10
+
+
+def test_cub_classes_partition_and_persistence(roots, tmp_path):
+    data = build_dataset("cub200", {}, str(roots[0]), partitions_dir=str(tmp_path))
+    assert data.class_names[0] == "001.Bird_1" and data.num_classes == 200
+    assert np.bincount(data.train.labels).tolist() == [4] * 200  # 5 official train images, int(0.2·5)=1 val
+    assert np.bincount(data.val.labels).tolist() == [1] * 200
+    assert len(data.test) == 200 and not data.train.in_memory
+    (saved,) = tmp_path.glob("cub200-*.json")
+    val_files = json.loads(saved.read_text())["val"]
+    assert len(val_files) == 200
+    again = build_dataset("cub200", {}, str(roots[0]), partitions_dir=str(tmp_path))
+    assert [str(p) for p in again.val.images] == [str(p) for p in data.val.images]  # read back, not redrawn
+    batch = data.train.load(np.arange(3))
+    assert batch.shape == (3, 256, 256, 3)  # decoded: shorter side 256, centre crop
+
+
+def test_herbarium_order_is_lexicographic_and_val_is_5_per_class(roots, tmp_path):
+    data = build_dataset("herbarium19", {"num_classes": 10}, str(roots[0]), partitions_dir=str(tmp_path))
+    assert data.class_names == sorted(HERB_CATS) == ["1", "10", "100", "2", "20", "301", "35", "7", "88", "9"]
+    assert np.bincount(data.val.labels).tolist() == [5] * 10
+    assert np.bincount(data.train.labels).tolist() == [2] * 10
+    assert np.bincount(data.test.labels).tolist() == [2] * 10
+
+
+@pytest.mark.parametrize("name, remove, message", [
+    ("cifar10", "cifar-10-batches-py/data_batch_3", "missing data_batch_3"),
+    ("cifar100", "cifar-100-python/meta", "missing meta"),
+    ("tinyimagenet", "tiny-imagenet-200/val/val_annotations.txt", "missing val/val_annotations.txt"),
+    ("cub200", "CUB_200_2011/train_test_split.txt", "missing train_test_split.txt"),
+    ("herbarium19", "herbarium_19/small-validation", "missing small-validation"),
+])
+def test_a_missing_part_is_named_with_the_expected_layout(tmp_path, name, remove, message):
+    {"cifar10": fx.write_cifar10, "cifar100": fx.write_cifar100, "tinyimagenet": fx.write_tinyimagenet,
+     "cub200": fx.write_cub, "herbarium19": lambda r: fx.write_herbarium(r, HERB_CATS)}[name](tmp_path)
+    import shutil
+
+    target = tmp_path / remove
+    shutil.rmtree(target) if target.is_dir() else target.unlink()
+    with pytest.raises(DatasetError, match=message) as err:
+        build_dataset(name, {"num_classes": 10} if name == "herbarium19" else {}, str(tmp_path))
+    assert name in str(err.value) and str(tmp_path) in str(err.value) and "Expected layout" in str(err.value)
+
+
+def test_no_root_and_a_wrong_root(tmp_path):
+    with pytest.raises(DatasetError, match="no data root given; use --data-root DIR"):
+        build_dataset("cifar10", {}, None)
+    with pytest.raises(DatasetError, match=f"not found or incomplete at {tmp_path}"):
+        build_dataset("cifar10", {}, str(tmp_path))
+
+
+def test_corrupt_files_are_named(tmp_path):
+    out = fx.write_cifar10(tmp_path)
+    (out / "data_batch_2").write_bytes((out / "data_batch_2").read_bytes()[:100])  # truncated
+    with pytest.raises(DatasetError, match="corrupt or truncated CIFAR file .*data_batch_2"):
+        build_dataset("cifar10", {}, str(tmp_path))
+    cub = fx.write_cub(tmp_path / "c")
+    bad = cub / "images" / "001.Bird_1" / "Bird_1_0.jpg"
+    bad.write_bytes(b"not a jpeg")
+    data = build_dataset("cub200", {}, str(tmp_path / "c"))
+    with pytest.raises(DatasetError, match="unreadable image .*Bird_1_0.jpg"):
+        data.train.load(np.arange(len(data.train)))
+
+
+def test_wrong_class_counts_are_refused(tmp_path):
+    out, _ = fx.write_tinyimagenet(tmp_path)
+    lines = (out / "wnids.txt").read_text().splitlines()
+    (out / "wnids.txt").write_text("\n".join(lines[:150]) + "\n")
+    with pytest.raises(DatasetError, match="lists 150 wnids; TinyImageNet-200 has 200"):
+        build_dataset("tinyimagenet", {}, str(tmp_path))
+
+
+@pytest.mark.parametrize("dataset, per_class_train, per_class_test, split, expected", [
+    ("C10", [5000] * 10, [1000] * 10, 2, ["25.0k", "25.0k"]),
+    ("C10", [5000] * 10, [1000] * 10, 5, ["10.0k"] * 5),
+    ("C100", [500] * 100, [100] * 100, 2, ["25.0k", "25.0k"]),
+    ("C100", [500] * 100, [100] * 100, 5, ["10.0k"] * 5),
+    ("T200", [500] * 200, [50] * 200, 2, ["50.0k", "50.0k"]),
+    ("T200", [500] * 200, [50] * 200, 5, ["20.0k"] * 5),
+    # CUB: ~30 official train images per class, int(0.2·30) = 6 held out → 24 per class
+    ("B200", [24] * 200, [29] * 200, 2, ["2.4k", "2.4k"]),
+])
+def test_counting_reproduces_the_papers_appendix_table(dataset, per_class_train, per_class_test, split, expected):
+    rows = task_counts(per_class_train, per_class_test, split)
+    assert [format_thousands(r["train"]) for r in rows] == expected
+
+
+def test_herbarium_class_splits_match_the_appendix():
+    rows2 = task_counts([1] * 683, [1] * 683, 2)
+    rows5 = task_counts([1] * 683, [1] * 683, 5)
+    assert [r["num_classes"] for r in rows2] == [342, 341]
+    assert [r["num_classes"] for r in rows5] == [137, 137, 137, 137, 135]
+
+
+def test_data_summary_command(roots, capsys, tmp_path):
+    assert main(["data", "summary", "cifar10", "--data-root", str(roots[0]), "--split", "5-step",
+                 "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "cifar10: 10 classes, 40 train and 20 test images; 5-step split" in out
+    assert "| 0-1 " in out and "| 8-9 " in out
+    assert main(["data", "summary", "cifar10", "--data-root", str(tmp_path / "nowhere")]) == 2
+    assert "not found or incomplete" in capsys.readouterr().err
+
+
+TINY_VIT = ["--backbone", "timm:vit_tiny_patch16_224", "--cfg-options", "backbone.pretrained=False",
+            "backbone.kwargs.img_size=32", "backbone.kwargs.patch_size=16", "backbone.kwargs.embed_dim=32",
+            "backbone.kwargs.depth=1", "backbone.kwargs.num_heads=2", "method.epochs=2", "features.views=2"]
+
+
+@pytest.mark.parametrize("dataset", ["cifar10", "cifar100", "tinyimagenet", "cub200", "herbarium19"])
+def test_baseline_and_kmeans_end_to_end_on_each_fixture(roots, tmp_path, capsys, dataset):
+    extra = ["dataset.num_classes=10"] if dataset == "herbarium19" else []
+    code = main(["run", "--grid", "smoke", "--methods", "Baseline", "K-means", "--datasets", dataset,
+                 "--data-root", str(roots[0]), "--cluster", "debug", "--results", str(tmp_path), *TINY_VIT, *extra])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "2 done, 0 failed" in out and dataset in out
+    spec = json.loads(next((tmp_path / "runs").glob("*/spec.json")).read_text())
+    assert spec["location"]["data_root"] == str(roots[0])
