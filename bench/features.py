@@ -61,11 +61,15 @@ class Encoder:
 
     @torch.no_grad()
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        x = prepare(x, input_size=self.backbone.input_size, channels=self.backbone.channels,
-                    mean=self.norm[0], std=self.norm[1])
-        return self.backbone(x.to(self.device)).float()
+        # resize and normalise on the device: on a GPU the 256/224 upsampling is not left to the CPU
+        x = prepare(x.to(self.device, non_blocking=True), input_size=self.backbone.input_size,
+                    channels=self.backbone.channels, mean=self.norm[0], std=self.norm[1])
+        return self.backbone(x).float()
 
+    @torch.no_grad()
     def augmented(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        """One augmented view per image; the policy's random draws stay on the CPU generator, so
+        views are the same on every device."""
         return self(self.policy(x, gen))
 
 
