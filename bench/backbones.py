@@ -61,13 +61,16 @@ class TimmBackbone(Backbone):
         import timm
 
         kwargs = dict(kwargs or {})
+        self._input_size = kwargs.pop("input_size", None)
         if not timm.is_model(model_name.split(".")[0]):
             raise BenchError(f"unknown timm model {model_name!r}; see timm.list_models() for valid names")
         self.model = _create_timm(model_name, pretrained, kwargs)
         self.feature_dim = int(self.model.num_features if getattr(self.model, "num_classes", 0) == 0
                                else self.model.num_classes)
         size = self.model.pretrained_cfg.get("input_size", (3, 224, 224))[-1]
-        self.input_size = int(kwargs.get("img_size", size))
+        # `input_size` sets the resolution of models without an img_size argument (the authors feed
+        # DINO ResNet-50 64×64 images: backbone.kwargs.input_size=64 reproduces that)
+        self.input_size = int(kwargs.get("img_size", self._input_size or size))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.model(x)
@@ -111,3 +114,32 @@ def build_backbone(name: str, options: Mapping[str, Any], image_shape: tuple[int
         model = cls(model_name=model_name, image_shape=image_shape, pretrained=options.get("pretrained", True),
                     kwargs=options.get("kwargs", {}))
     return model.eval().requires_grad_(False)
+
+
+# The paper's three backbones (Tab. 4; methods-spec §5) by short name. Each is a timm model; a local
+# weights file in the authors' published format goes in backbone.pretrained (DINO's .pth files load
+# into timm's models by their own key names).
+PAPER_BACKBONES: dict[str, tuple[str, dict[str, Any]]] = {
+    # 768-d CLS token after the final LayerNorm
+    "dino-vitb16": ("vit_base_patch16_224.dino", {}),
+    # 2048-d global average pool; the authors' code feeds it 64×64 images (discrepancy 20)
+    "dino-resnet50": ("resnet50", {}),
+    # 512-d projected image embedding (keep the projection: num_classes=512), QuickGELU as OpenAI's
+    "clip-vitb16": ("vit_base_patch16_clip_quickgelu_224.openai", {"num_classes": 512}),
+}
+
+
+def _register_alias(alias: str, model_name: str, defaults: dict[str, Any]) -> None:
+    class Alias(TimmBackbone):
+        __doc__ = f"the paper's {alias}: timm:{model_name}" + (f" with {defaults}" if defaults else "")
+
+        def __init__(self, model_name: str = "", pretrained: bool | str = True,
+                     kwargs: Mapping[str, Any] | None = None, **_: Any) -> None:
+            super().__init__(PAPER_BACKBONES[alias][0], pretrained, {**defaults, **(kwargs or {})})
+
+    Alias.__name__ = f"Backbone_{alias.replace('-', '_')}"
+    BACKBONES.register_module(name=alias, module=Alias)
+
+
+for _alias, (_model, _defaults) in PAPER_BACKBONES.items():
+    _register_alias(_alias, _model, _defaults)

@@ -27,7 +27,7 @@ def test_list(capsys, kind, expected):
     (["--methods", "Baseline:papr"], "unknown preset of Baseline 'papr'; known: code, no_cosnorm, paper"),
     (["--datasets", "cifar1O"], "unknown dataset 'cifar1O'; known: "),
     (["--splits", "3-step"], "unknown split '3-step'; known: 10-step, 2-step, 5-step"),
-    (["--backbone", "resnet"], "unknown backbone 'resnet'; known: "),
+    (["--backbone", "resnet"], "unknown backbone 'resnet'; known: clip-vitb16, dino-resnet50, dino-vitb16, pixels"),
     (["--grid", "nope"], "unknown grid 'nope'; known: demo, smoke"),
     (["--cfg-options", "method.epochz=3"], "bad --cfg-options key 'method.epochz': no selected method has it; valid keys: "),
     (["--cfg-options", "featurez.views=3"], "unknown section 'featurez'; valid sections: "),
