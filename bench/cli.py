@@ -94,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_selection(rep)
     rep.add_argument("--format", default="latex", choices=("latex", "markdown", "csv"))
     rep.add_argument("--out", type=Path, help="output directory (default: <results>/reports/<grid>)")
+    rep.add_argument("--compare", choices=("paper",), help="put the paper's numbers beside the measured ones")
     return parser
 
 
@@ -132,6 +133,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from bench.runner import check_writable, invalidate, is_done
     from bench.scheduler import CLUSTERS
 
+    args.started = time.monotonic()
     clusters = (*CLUSTERS, "slurm")
     if args.cluster not in clusters:
         raise BenchError(f"unknown cluster {args.cluster!r}; choose from {', '.join(clusters)}")
@@ -191,7 +193,7 @@ def _run_slurm(args: argparse.Namespace, grid: Any, specs: Sequence[Any], pendin
 
     profile = slurm.load_profile(args.profile)
     overrides = _parse_options(args.slurm_options)
-    start = time.monotonic()
+    start = args.started  # the plan's time includes expanding the grid
     chunks = slurm.plan(pending, profile, overrides)
     if args.dry_run:
         print(f"grid {grid.name}: {len(specs)} runs, {len(specs) - len(pending)} done, {len(pending)} would be "
@@ -302,11 +304,13 @@ def cmd_list(args: argparse.Namespace) -> int:
             shown = "timm:<model name>" if name == "timm" else name
             print(f"{shown:<20} {_first_doc_line(cls) or cls.__name__}")
     else:
+        from bench.spec import expand
+
         for name in grid_names():
             g = load_grid(name)
-            n = len(g.methods) * len(g.datasets) * len(g.splits) * len(g.seeds) * len(g.backbones)
+            n = len(expand(g))
             print(f"{name:<8} {n:>4} runs: {', '.join(g.methods)} on {', '.join(g.datasets)}; "
-                  f"{', '.join(g.splits)}; seeds {', '.join(map(str, g.seeds))}")
+                  f"{', '.join(g.splits)}; {', '.join(g.backbones)}; seeds {', '.join(map(str, g.seeds))}")
     return 0
 
 
@@ -363,6 +367,8 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from bench.report import write_report
+    from bench.report.aggregate import final_scores
+    from bench.report.table import render_table
     from registries import METHODS
 
     grid, specs = _expand(args)
@@ -370,12 +376,32 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not len(frame):
         raise BenchError(f"no finished runs of grid {grid.name!r} under {args.results}; run `bench run --grid {grid.name}` first")
     out = args.out or Path(args.results) / "reports" / grid.name
+    default_backbone = (args.backbones or grid.backbones)[0]
+    labelled = frame.copy()
+    other = labelled["backbone"] != default_backbone  # rows of another backbone (Tab. 4) say which
+    labelled.loc[other, "label"] = labelled.loc[other, "label"] + " · " + labelled.loc[other, "backbone"]
+    labels = list(dict.fromkeys(s.label if s.backbone == default_backbone else f"{s.label} · {s.backbone}" for s in specs))
     order = {"split": list(dict.fromkeys(s.split for s in specs)),
-             "dataset": list(dict.fromkeys(s.dataset for s in specs)),
-             "label": list(dict.fromkeys(s.label for s in specs))}
-    references = [s.label for s in specs if METHODS.get(s.method).sees_past_steps]
-    paths = write_report(frame, out, args.format, title=f"grid {grid.name}", order=order,
-                         exclude_from_best=tuple(dict.fromkeys(references)))
+             "dataset": list(dict.fromkeys(s.dataset for s in specs)), "label": labels}
+    references = tuple(dict.fromkeys(s.label for s in specs if METHODS.get(s.method).sees_past_steps))
+    paths = write_report(labelled, out, args.format, title=f"grid {grid.name}", order=order,
+                         exclude_from_best=references)
+    suffix = {"latex": "tex", "markdown": "md", "csv": "csv"}[args.format]
+    for block in grid.blocks if len(grid.blocks) > 1 else ():
+        ids = {s.run_id for s in specs if block.contains(s)}
+        part = labelled[labelled["run_id"].isin(ids)]
+        if block.name and len(part):
+            path = out / f"table_{block.name}.{suffix}"
+            path.write_text(render_table(final_scores(part, order), args.format, exclude_from_best=references,
+                                         caption=f"grid {grid.name}, {block.name}"))
+            paths.append(path)
+    if args.compare:
+        from bench.report.compare import compare, paper_reference, render_compare
+
+        table = compare(final_scores(frame, order), paper_reference(default_backbone="dino-vitb16"))
+        path = out / f"compare_paper.{suffix}"
+        path.write_text(render_compare(table, args.format))
+        paths.append(path)
     finished = frame["run_id"].nunique()
     print(f"report of grid {grid.name}: {finished}/{len(specs)} runs finished; wrote {len(paths)} files to {out}")
     for path in paths:

@@ -19,6 +19,7 @@ grid's `cfg`, then `--cfg-options section.key=value` from the command line:
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import re
@@ -89,15 +90,47 @@ class RunSpec:
 
 
 @dataclass(frozen=True)
-class Grid:
-    name: str
+class Block:
+    """One product of axes; a grid is the union of its blocks (the paper grid has one per table)."""
+
     methods: tuple[str, ...]
     datasets: tuple[str, ...]
     splits: tuple[str, ...]
-    seeds: tuple[int, ...]
     backbones: tuple[str, ...]
+    name: str = ""
+
+    def contains(self, spec: "RunSpec") -> bool:
+        entry = spec.method if spec.preset == "paper" else f"{spec.method}:{spec.preset}"
+        return (entry in self.methods and spec.dataset in self.datasets and spec.split in self.splits
+                and spec.backbone in self.backbones)
+
+
+@dataclass(frozen=True)
+class Grid:
+    name: str
+    blocks: tuple[Block, ...]
+    seeds: tuple[int, ...]
     cfg: Mapping[str, Any]
     dataset_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def _union(self, axis: str) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(v for b in self.blocks for v in getattr(b, axis)))
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        return self._union("methods")
+
+    @property
+    def datasets(self) -> tuple[str, ...]:
+        return self._union("datasets")
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        return self._union("splits")
+
+    @property
+    def backbones(self) -> tuple[str, ...]:
+        return self._union("backbones")
 
 
 def n_steps_of(split: str) -> int:
@@ -119,17 +152,15 @@ def load_grid(name: str) -> Grid:
     if not path.is_file():
         raise unknown("grid", name, grid_names())
     cfg = Config.fromfile(str(path)).to_dict()
-    backbones = cfg.get("backbones", [cfg.get("backbone", "pixels")])
-    return Grid(
-        name=name,
-        methods=tuple(cfg["methods"]),
-        datasets=tuple(cfg["datasets"]),
-        splits=tuple(cfg["splits"]),
-        seeds=tuple(int(s) for s in cfg["seeds"]),
-        backbones=tuple(backbones),
-        cfg=cfg.get("cfg", {}),
-        dataset_options=cfg.get("dataset_options", {}),
-    )
+
+    def block(entry: Mapping[str, Any]) -> Block:
+        backbones = entry.get("backbones", [entry.get("backbone", cfg.get("backbone", "pixels"))])
+        return Block(tuple(entry["methods"]), tuple(entry["datasets"]), tuple(entry["splits"]), tuple(backbones),
+                     entry.get("name", ""))
+
+    blocks = [block({**cfg, **b}) for b in cfg["blocks"]] if "blocks" in cfg else [block(cfg)]
+    return Grid(name=name, blocks=tuple(blocks), seeds=tuple(int(s) for s in cfg["seeds"]),
+                cfg=cfg.get("cfg", {}), dataset_options=cfg.get("dataset_options", {}))
 
 
 def parse_method(entry: str) -> tuple[str, str]:
@@ -144,6 +175,11 @@ def preset_names(cfg: Mapping[str, Any]) -> list[str]:
     return [k for k, v in cfg.items() if isinstance(v, Mapping) and k != "overrides" and not k.startswith("_")]
 
 
+@functools.lru_cache(maxsize=None)
+def _read_config(path: str) -> dict[str, Any]:
+    return Config.fromfile(path).to_dict()
+
+
 def load_preset(method: str, preset: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The method's hyper-parameters for a preset (`paper` updated with the preset's changes),
     and its per-dataset/split overrides."""
@@ -153,8 +189,7 @@ def load_preset(method: str, preset: str) -> tuple[dict[str, Any], dict[str, Any
     if cls is None:
         METHODS.import_from_location()
         raise unknown("method", method, METHODS.module_dict)
-    path = PRESETS_DIR / f"{cls.preset_file}.py"
-    cfg = Config.fromfile(str(path)).to_dict()
+    cfg = copy.deepcopy(_read_config(str(PRESETS_DIR / f"{cls.preset_file}.py")))
     if preset not in preset_names(cfg):
         raise unknown(f"preset of {method}", preset, preset_names(cfg))
     params = dict(cfg["paper"])
@@ -268,22 +303,24 @@ def expand(grid: Grid, *, methods: Sequence[str] | None = None, datasets: Sequen
         if METHODS.get(method) is None:
             raise unknown("method", method, METHODS.module_dict)
     _check_method_keys(options, selected)
-    specs: list[RunSpec] = []
-    for method, preset in selected:
-        for dataset in datasets or grid.datasets:
-            if DATASETS.get(dataset) is None:
-                raise unknown("dataset", dataset, DATASETS.module_dict)
-            for split in splits or grid.splits:
-                n_steps = n_steps_of(split)
-                for backbone in backbones or grid.backbones:
-                    _check_backbone(backbone, BACKBONES)
-                    grid_cfg = deep_merge(dict(grid.cfg), {"dataset": grid.dataset_options.get(dataset, {})})
-                    config = resolve_config(method, preset, dataset, split, grid_cfg, options)
-                    for seed in seeds if seeds is not None else grid.seeds:
-                        specs.append(RunSpec(method, preset, dataset, split, n_steps, backbone, int(seed),
-                                             config, dict(location or {})))
-    specs.sort(key=lambda s: (s.method, s.preset, s.dataset, s.n_steps, s.backbone, s.seed))
-    return specs
+    specs: dict[str, RunSpec] = {}
+    for block in grid.blocks:
+        block_methods = [parse_method(m) for m in methods] if methods else [parse_method(m) for m in block.methods]
+        for method, preset in block_methods:
+            for dataset in datasets or block.datasets:
+                if DATASETS.get(dataset) is None:
+                    raise unknown("dataset", dataset, DATASETS.module_dict)
+                for split in splits or block.splits:
+                    n_steps = n_steps_of(split)
+                    for backbone in backbones or block.backbones:
+                        _check_backbone(backbone, BACKBONES)
+                        grid_cfg = deep_merge(dict(grid.cfg), {"dataset": grid.dataset_options.get(dataset, {})})
+                        config = resolve_config(method, preset, dataset, split, grid_cfg, options)
+                        for seed in seeds if seeds is not None else grid.seeds:
+                            spec = RunSpec(method, preset, dataset, split, n_steps, backbone, int(seed), config,
+                                           dict(location or {}))
+                            specs.setdefault(spec.run_id, spec)  # blocks may overlap: each run once
+    return sorted(specs.values(), key=lambda s: (s.method, s.preset, s.dataset, s.n_steps, s.backbone, s.seed))
 
 
 def _check_backbone(name: str, registry: Any) -> None:

@@ -28,7 +28,7 @@ def test_list(capsys, kind, expected):
     (["--datasets", "cifar1O"], "unknown dataset 'cifar1O'; known: "),
     (["--splits", "3-step"], "unknown split '3-step'; known: 10-step, 2-step, 5-step"),
     (["--backbone", "resnet"], "unknown backbone 'resnet'; known: clip-vitb16, dino-resnet50, dino-vitb16, pixels"),
-    (["--grid", "nope"], "unknown grid 'nope'; known: demo, smoke"),
+    (["--grid", "nope"], "unknown grid 'nope'; known: demo, full, paper, smoke"),
     (["--cfg-options", "method.epochz=3"], "bad --cfg-options key 'method.epochz': no selected method has it; valid keys: "),
     (["--cfg-options", "featurez.views=3"], "unknown section 'featurez'; valid sections: "),
     (["--cfg-options", "features.viewz=3"], "'viewz' is not a known key; valid keys: features.bank_seed, features.batch_size, features.mode, features.policy, features.views"),

@@ -126,3 +126,37 @@ def test_empty_frame_is_refused(tmp_path):
 def test_colours_are_fixed_per_method():
     assert method_colour("Baseline") == method_colour("Baseline [code]") != method_colour("Baseline++")
     assert method_colour("MyMethod") == method_colour("MyMethod")
+
+
+def test_compare_with_the_papers_numbers():
+    from bench.report.compare import compare, paper_reference, render_compare
+
+    ref = paper_reference()
+    assert set(ref["metric"]) == {"A", "F"}
+    row = ref[(ref["split"] == "2-step") & (ref["dataset"] == "cifar10") & (ref["label"] == "Baseline")
+              & (ref["backbone"] == "dino-vitb16") & (ref["metric"] == "A")]
+    assert row["paper"].tolist() == [89.2]
+    rn50 = ref[(ref["backbone"] == "dino-resnet50") & (ref["dataset"] == "cifar10") & (ref["metric"] == "A")]
+    assert rn50["paper"].tolist() == [45.8]
+    ablation = ref[(ref["label"] == "Baseline++ [no_cosnorm]") & (ref["split"] == "2-step") & (ref["dataset"] == "cifar10")]
+    assert len(ablation) == 2
+    scores = pd.DataFrame([dict(split="2-step", dataset="cifar10", label="Baseline", backbone="dino-vitb16",
+                                metric="A", mean=90.0, std=1.0, n=3),
+                           dict(split="2-step", dataset="digits", label="Baseline", backbone="pixels",
+                                metric="A", mean=50.0, std=float("nan"), n=1)])
+    table = compare(scores, ref)
+    assert table["diff"].iloc[0] == pytest.approx(0.8) and pd.isna(table["paper"].iloc[1])
+    text = render_compare(table, "markdown")
+    assert "90.0 ± 1.0" in text and "89.2" in text and "+0.8" in text
+
+
+def test_the_paper_grid_has_a_block_per_table():
+    from bench.spec import expand, load_grid
+
+    grid = load_grid("paper")
+    assert [b.name for b in grid.blocks] == ["tab5", "tab2", "tab3", "tab4"]
+    specs = expand(grid)
+    assert len(specs) == len({s.run_id for s in specs}) == 50  # overlapping cells counted once
+    tab4 = [s for s in specs if grid.blocks[3].contains(s)]
+    assert sorted({s.backbone for s in tab4}) == ["clip-vitb16", "dino-resnet50", "dino-vitb16"]
+    assert len(expand(load_grid("full"))) == 150

@@ -35,8 +35,9 @@ def final_scores(frame: pd.DataFrame, order: Mapping[str, Sequence[str]] | None 
     rows = frame[(frame["group"] == "summary") & (frame["flavour"] == frame["primary_flavour"])
                  & frame["metric"].isin(["A", "F"])]
     rows = _categorical(rows, order)
-    out = (rows.groupby(KEYS + ["metric"], observed=True)["value"]
-           .agg(mean="mean", std=lambda v: v.std(ddof=1), n="count").reset_index())
+    out = (rows.groupby(KEYS + ["metric"], observed=True)
+           .agg(mean=("value", "mean"), std=("value", lambda v: v.std(ddof=1)), n=("value", "count"),
+                backbone=("backbone", "first")).reset_index())
     return out.sort_values(KEYS + ["metric"]).reset_index(drop=True)
 
 

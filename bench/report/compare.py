@@ -1,0 +1,54 @@
+"""`bench report --compare paper`: the paper's numbers (results/paper/*.csv) beside the measured ones."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from tabulate import tabulate
+
+DATASETS = {"C10": "cifar10", "C100": "cifar100", "T200": "tinyimagenet", "B200": "cub200", "H683": "herbarium19"}
+METHODS = {"Kmeans": "K-means"}
+BACKBONES = {"ResNet50-DINO": "dino-resnet50", "ViT-B/16-DINO": "dino-vitb16", "ViT-B/16-CLIP": "clip-vitb16"}
+ABLATION_ROWS = {"(a)": "Baseline++", "(b)": "Baseline", "(c)": "Baseline++ [no_cosnorm]", "(d)": "Baseline [no_cosnorm]"}
+PAPER_DIR = Path(__file__).resolve().parents[2] / "results" / "paper"
+
+
+def paper_reference(paper_dir: Path = PAPER_DIR, default_backbone: str = "dino-vitb16") -> pd.DataFrame:
+    """One row per (split, dataset, label, backbone, metric) the paper reports: A and F in %."""
+    frames = []
+    for name in ("table2_reference_methods.csv", "table5_sota_comparison.csv"):
+        t = pd.read_csv(paper_dir / name)
+        frames.append(t.assign(label=t["method"].replace(METHODS), backbone=default_backbone))
+    t3 = pd.read_csv(paper_dir / "table3_self_ablation.csv")
+    frames.append(t3.assign(label=t3["row"].map(ABLATION_ROWS), backbone=default_backbone))
+    t4 = pd.read_csv(paper_dir / "table4_backbone_ablation.csv")
+    frames.append(t4.assign(label=t4["method"], backbone=t4["backbone"].map(BACKBONES)))
+    ref = pd.concat(frames, ignore_index=True)
+    ref["dataset"] = ref["dataset"].map(DATASETS)
+    ref = ref.melt(id_vars=["split", "dataset", "label", "backbone"], value_vars=["forgetting", "accuracy"],
+                   var_name="metric", value_name="paper")
+    ref["metric"] = ref["metric"].map({"forgetting": "F", "accuracy": "A"})
+    return ref.drop_duplicates(["split", "dataset", "label", "backbone", "metric"]).reset_index(drop=True)
+
+
+def compare(scores: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
+    """Measured mean ± std beside the paper's value and the difference (measured − paper)."""
+    merged = scores.assign(split=scores["split"].astype(str), dataset=scores["dataset"].astype(str),
+                           label=scores["label"].astype(str)).merge(
+        reference, on=["split", "dataset", "label", "backbone", "metric"], how="left")
+    merged["diff"] = merged["mean"] - merged["paper"]
+    return merged[["split", "dataset", "label", "backbone", "metric", "mean", "std", "n", "paper", "diff"]]
+
+
+def render_compare(table: pd.DataFrame, fmt: str) -> str:
+    if fmt == "csv":
+        return table.to_csv(index=False, float_format="%.4f")
+    rows = []
+    for r in table.itertuples():
+        measured = f"{r.mean:.1f}" + ("" if pd.isna(r.std) else f" ± {r.std:.1f}")
+        paper = "--" if pd.isna(r.paper) else f"{r.paper:.1f}"
+        diff = "--" if pd.isna(r.diff) else f"{r.diff:+.1f}"
+        rows.append((r.split, r.dataset, r.label, r.backbone, r.metric, measured, paper, diff))
+    headers = ("split", "dataset", "method", "backbone", "metric", "measured", "paper", "Δ")
+    return tabulate(rows, headers=headers, tablefmt="latex_booktabs" if fmt == "latex" else "github",
+                    disable_numparse=True) + "\n"

@@ -1,0 +1,20 @@
+# Every cell of the paper's Tab. 2, 3, 4 and 5 whose method `bench` implements, one seed, on the paper's
+# backbone (DINO ViT-B/16; Tab. 4 adds DINO ResNet-50 and CLIP ViT-B/16). Needs the real datasets
+# (--data-root) and the backbones' weights. `full` is this grid over three seeds.
+seeds = [0]
+backbone = "dino-vitb16"
+_small = ["cifar10", "cifar100", "tinyimagenet"]
+_all = ["cifar10", "cifar100", "tinyimagenet", "cub200", "herbarium19"]
+_splits = ["2-step", "5-step"]
+blocks = [
+    # Tab. 5: the comparison on all five datasets
+    dict(name="tab5", methods=["Baseline", "Baseline++"], datasets=_all, splits=_splits),
+    # Tab. 2: the references against the two baselines
+    dict(name="tab2", methods=["K-means", "Joint (frozen)", "Baseline", "Baseline++"], datasets=_small, splits=_splits),
+    # Tab. 3: CosNorm × KTRFR, rows (a) Baseline++, (b) Baseline, (c) and (d) without CosNorm
+    dict(name="tab3", methods=["Baseline++", "Baseline", "Baseline++:no_cosnorm", "Baseline:no_cosnorm"], datasets=_small,
+         splits=_splits),
+    # Tab. 4: Baseline, 5-step, three backbones
+    dict(name="tab4", methods=["Baseline"], datasets=_small, splits=["5-step"],
+         backbones=["dino-resnet50", "dino-vitb16", "clip-vitb16"]),
+]
