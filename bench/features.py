@@ -59,12 +59,14 @@ class Encoder:
         self.policy = get_policy(dataset.augmentation, policy)
         self.norm = (dataset.mean, dataset.std) if backbone.normalize else (None, None)
 
+    def preprocess(self, x: torch.Tensor) -> torch.Tensor:
+        """Normalise and resize on the device: on a GPU the 256/224 upsampling is not left to the CPU."""
+        return prepare(x.to(self.device, non_blocking=True), input_size=self.backbone.input_size,
+                       channels=self.backbone.channels, mean=self.norm[0], std=self.norm[1])
+
     @torch.no_grad()
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        # resize and normalise on the device: on a GPU the 256/224 upsampling is not left to the CPU
-        x = prepare(x.to(self.device, non_blocking=True), input_size=self.backbone.input_size,
-                    channels=self.backbone.channels, mean=self.norm[0], std=self.norm[1])
-        return self.backbone(x).float()
+        return self.backbone(self.preprocess(x)).float()
 
     @torch.no_grad()
     def augmented(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
@@ -108,3 +110,29 @@ class LiveViews(FeatureViews):
     def two_views(self, index: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         x = to_tensor(self.images.load(index.cpu().numpy()))
         return self.encoder.augmented(x, gen), self.encoder.augmented(x, gen)
+
+
+class ImageSource:
+    """Unlabelled images for methods that train the backbone (`inputs = "images"`): batches come
+    out preprocessed (normalised, resized to the backbone's input) on the device."""
+
+    def __init__(self, images: ImageSet, encoder: Encoder) -> None:
+        self.images = ImageSet(images.images, np.full(len(images), -1))  # never the labels
+        self.encoder = encoder
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def subset(self, index: np.ndarray) -> "ImageSource":
+        return ImageSource(self.images.subset(np.asarray(index)), self.encoder)
+
+    def plain(self, index: np.ndarray | torch.Tensor) -> torch.Tensor:
+        return self.encoder.preprocess(to_tensor(self.images.load(np.asarray(index))))
+
+    def two_views(self, index: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        x = to_tensor(self.images.load(index.cpu().numpy()))
+        return self.encoder.preprocess(self.encoder.policy(x, gen)), self.encoder.preprocess(self.encoder.policy(x, gen))
+
+    def batches(self, batch_size: int = 256):
+        for start in range(0, len(self), batch_size):
+            yield self.plain(np.arange(start, min(start + batch_size, len(self))))

@@ -31,7 +31,7 @@ from bench.data import ImageSet, build_dataset
 from bench.errors import BenchError
 from bench.evaluate import Evaluator, MetricRow, TaskLayout
 from bench.bank import default_cache_dir, load_or_build, weights_identity
-from bench.features import Encoder, FeatureViews, LiveViews, extract
+from bench.features import Encoder, FeatureViews, ImageSource, LiveViews, extract
 from bench.spec import RunSpec, write_atomic
 
 DONE, ERROR, CHECKPOINT, METRICS = "DONE", "error.txt", "checkpoint.pt", "metrics.parquet"
@@ -126,6 +126,7 @@ def execute(spec: RunSpec, results: Path, *, echo: bool = False) -> Path:
 
 
 def _run(spec: RunSpec, out: Path, log: Log) -> None:
+    from methods.base import Step
     from registries import METHODS
 
     write_atomic(out / "spec.json", spec.to_json())
@@ -138,7 +139,7 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
                          spec.location.get("partitions_dir") or str(out.parent.parent / "partitions"))
     layout = TaskLayout.contiguous(data.num_classes, spec.n_steps)
     backbone = build_backbone(spec.backbone, spec.config["backbone"], data.train.image_shape).to(device)
-    views = spec.config["features"]["views"] if METHODS.get(spec.method).inputs == "features" else 0
+    views = spec.config["features"]["views"]
     train, val, test = features_for(spec, data, backbone, device, views, log, results=out.parent.parent)
     log(f"features ({spec.config['features']['mode']}): train {tuple(train.plain.shape)} with "
         f"{train.views.shape[1]} stored views, test {tuple(test.plain.shape)}, {time.monotonic() - clock:.1f}s")
@@ -160,21 +161,32 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
     train_task = layout.task_of(data.train.labels)
     test_task = layout.task_of(data.test.labels)
     val_task = layout.task_of(val_images.labels)
+    images = method.inputs == "images"
+    if images:  # methods that train the backbone are evaluated on images through their own backbone
+        encoder = Encoder(backbone, data, device, spec.config["features"]["policy"])
+        train_images, val_src, test_src = (ImageSource(data.train, encoder), ImageSource(val_images, encoder),
+                                           ImageSource(data.test, encoder))
+    else:
+        val_src, test_src = val, test
     for t in range(first_step, spec.n_steps):
         seed_everything(spec.seed * 1000 + t)
         offset, n_classes = layout.offsets[t], layout.sizes[t]
-        past = [train.subset(np.flatnonzero(train_task == s)).to(device) for s in range(t)] \
-            if method.sees_past_steps else []
-        step_data = train.subset(np.flatnonzero(train_task == t)).to(device)
-        method.learn(_make_step(t, n_classes, offset, step_data, past, device))
+        of_task = [np.flatnonzero(train_task == s) for s in range(t + 1)]
+        past = [train.subset(of_task[s]).to(device) for s in range(t)] if method.sees_past_steps else []
+        step = Step(index=t, n_classes=n_classes, offset=offset, train=train.subset(of_task[t]).to(device),
+                    past=past, device=device)
+        if images:
+            step.images, step.backbone = train_images.subset(of_task[t]), backbone
+            step.past_images = [train_images.subset(of_task[s]) for s in range(t)] if method.sees_past_steps else []
+        method.learn(step)
 
         val_idx = np.flatnonzero(val_task == t)
-        val_pred = _argmax(method.task_logits, val.subset(val_idx).plain, device, t)
+        val_pred = _argmax(method.task_logits, val_src.subset(val_idx), device, t)
         evaluator.freeze_mapping(t, val_images.labels[val_idx], val_pred)
         seen = np.flatnonzero(test_task <= t)
-        unified = _argmax(method.logits, test.subset(seen).plain, device)
+        unified = _argmax(method.logits, test_src.subset(seen), device)
         current = np.flatnonzero(test_task[seen] == t)
-        task_pred = _argmax(method.task_logits, test.subset(seen[current]).plain, device, t)
+        task_pred = _argmax(method.task_logits, test_src.subset(seen[current]), device, t)
         step_rows = evaluator.evaluate(t, data.test.labels[seen], unified, task_pred)
         rows.extend(step_rows)
         acc = {(r.group, r.flavour): r.value for r in step_rows if r.metric == "acc"}
@@ -245,16 +257,12 @@ def features_for(spec: RunSpec, data: Any, backbone: Any, device: torch.device, 
     return train, val, plain_only(bank["test_plain"])
 
 
-def _make_step(t: int, n_classes: int, offset: int, data: FeatureViews, past: list[FeatureViews],
-               device: torch.device) -> Any:
-    from methods.base import Step
-
-    return Step(index=t, n_classes=n_classes, offset=offset, train=data, past=past, device=device)
-
-
 @torch.no_grad()
-def _argmax(fn: Any, x: torch.Tensor, device: torch.device, *args: int) -> np.ndarray:
-    out = [fn(x[i: i + 4096].to(device), *args).argmax(1).cpu() for i in range(0, len(x), 4096)]
+def _argmax(fn: Any, x: FeatureViews | ImageSource, device: torch.device, *args: int) -> np.ndarray:
+    """Argmax of `fn` over features (in chunks) or preprocessed image batches."""
+    batches = x.batches(256) if isinstance(x, ImageSource) else (x.plain[i: i + 4096].to(device)
+                                                                   for i in range(0, len(x), 4096))
+    out = [fn(batch, *args).argmax(1).cpu() for batch in batches]
     return torch.cat(out).numpy() if out else np.empty(0, dtype=np.int64)
 
 

@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from bench.features import FeatureViews
+from bench.features import FeatureViews, ImageSource
 
 
 @dataclass
@@ -24,6 +24,11 @@ class Step:
     train: FeatureViews
     past: list[FeatureViews] = field(default_factory=list)
     device: torch.device = torch.device("cpu")
+    # methods with inputs = "images" also get the step's images, the earlier steps' (references
+    # only) and the frozen pre-trained backbone to copy
+    images: ImageSource | None = None
+    past_images: list[ImageSource] = field(default_factory=list)
+    backbone: torch.nn.Module | None = None
 
 
 class Method:
@@ -46,7 +51,8 @@ class Method:
         raise NotImplementedError
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
-        """Unified head over every class seen so far (N × Σ C_s)."""
+        """Unified head over every class seen so far (N × Σ C_s). `x` holds features, or for
+        `inputs = "images"` methods preprocessed images."""
         raise NotImplementedError
 
     def task_logits(self, x: torch.Tensor, task: int) -> torch.Tensor:

@@ -165,3 +165,42 @@ class PrototypeStats:
 
     def load_state_dict(self, state: dict) -> None:
         self.means, self.stds, self.n_classes = dict(state["means"]), dict(state["stds"]), state["n_classes"]
+
+
+class LastBlocksTrainable(nn.Module):
+    """A copy of a timm ViT backbone whose last `n` transformer blocks train (§2.1, "g = 12 − n").
+
+    The frozen prefix (patch embedding, position embedding, the first blocks) runs under `no_grad`,
+    so activations are kept only for the trainable blocks; the final norm stays frozen, as in the
+    authors' code. The feature is the CLS token after the final norm (timm's pre-logits)."""
+
+    def __init__(self, backbone: nn.Module, n: int = 1) -> None:
+        super().__init__()
+        import copy
+
+        model = getattr(backbone, "model", backbone)
+        if not hasattr(model, "blocks"):
+            raise ValueError("unfreezing the last block needs a ViT backbone (timm model with .blocks)")
+        self.model = copy.deepcopy(model).requires_grad_(False)
+        self.first_trainable = len(self.model.blocks) - n
+        for block in self.model.blocks[self.first_trainable:]:
+            block.requires_grad_(True)
+
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        m = self.model
+        with torch.no_grad():
+            x = m.norm_pre(m._pos_embed(m.patch_embed(x)))
+            for block in m.blocks[: self.first_trainable]:
+                x = block(x)
+        for block in m.blocks[self.first_trainable:]:
+            x = block(x)
+        return m.forward_head(m.norm(x), pre_logits=True)
+
+    def trainable_state(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach().cpu().clone() for k, v in self.model.blocks[self.first_trainable:].state_dict().items()}
+
+    def load_trainable_state(self, state: dict[str, torch.Tensor]) -> None:
+        self.model.blocks[self.first_trainable:].load_state_dict(state)
