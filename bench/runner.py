@@ -147,6 +147,8 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
 
     method = METHODS.build(dict(type=spec.method, feature_dim=backbone.feature_dim, seed=spec.seed,
                                 **spec.config["method"]))
+    if method.inputs == "images":
+        method.frozen_backbone = backbone  # what it copies and fine-tunes, also after a resume
     evaluator = Evaluator(layout)
     rows: list[MetricRow] = []
     first_step, started_at, spent = 0, _now(), 0.0

@@ -23,7 +23,7 @@ def test_list(capsys, kind, expected):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--methods", "Basline"], "unknown method 'Basline'; known: Baseline, Baseline++, Joint (frozen), K-means"),
+    (["--methods", "Basline"], "unknown method 'Basline'; known: Baseline, Baseline++, Joint (frozen), Joint (unfrozen), K-means"),
     (["--methods", "Baseline:papr"], "unknown preset of Baseline 'papr'; known: code, no_cosnorm, paper"),
     (["--datasets", "cifar1O"], "unknown dataset 'cifar1O'; known: "),
     (["--splits", "3-step"], "unknown split '3-step'; known: 10-step, 2-step, 5-step"),
@@ -63,14 +63,14 @@ def test_run_skip_rerun_and_report(capsys, tmp_path):
     argv = ["run", "--grid", "smoke", "--cluster", "debug", "--results", str(tmp_path), "--cfg-options", *TINY]
     code, out, _ = run(capsys, *argv)
     assert code == 0
-    assert "4 done, 0 failed" in out
+    assert "5 done, 0 failed" in out
     assert "| split" in out and "Baseline" in out and "K-means" in out  # the leaderboard
 
     code, out, _ = run(capsys, *argv)
-    assert code == 0 and "all 4 runs already done, nothing to run" in out
+    assert code == 0 and "all 5 runs already done, nothing to run" in out
 
     code, out, _ = run(capsys, *argv, "--dry-run", "--force")
-    assert code == 0 and "4 would run" in out
+    assert code == 0 and "5 would run" in out
 
     code, out, _ = run(capsys, "report", "--grid", "smoke", "--results", str(tmp_path), "--format", "markdown",
                        "--cfg-options", *TINY)
@@ -89,7 +89,7 @@ def test_report_without_runs_says_what_to_do(capsys, tmp_path):
 def test_local_cluster_runs_in_subprocesses(capsys, tmp_path):
     code, out, _ = run(capsys, "run", "--grid", "smoke", "--cluster", "local", "--results", str(tmp_path),
                        "--cfg-options", *TINY)
-    assert code == 0 and "4 done, 0 failed" in out
+    assert code == 0 and "5 done, 0 failed" in out
     assert list((tmp_path / "submitit").iterdir())  # it really went through submitit's local executor
 
 

@@ -116,3 +116,36 @@ def test_joint_trains_on_zipped_batches_labelled_by_each_tasks_own_head(monkeypa
     assert len(batches) == 2
     labels = [shapes for shapes in seen if len(shapes) == 4 and len(shapes[0]) == 1]
     assert len(labels) == 2
+
+
+def test_joint_unfrozen_trains_only_the_last_block_and_resumes(tmp_path):
+    from methods.joint_unfrozen import JointUnfrozen
+
+    (spec,) = tiny_specs(methods=["Joint (unfrozen)"], backbone="timm:vit_tiny_patch16_224",
+                         **{"method.stage1_epochs": 2, "method.stage2_epochs": 2, "backbone.kwargs.depth": 2})
+    out = execute(spec, tmp_path)
+    frame = pd.read_parquet(out / METRICS)
+    assert set(frame["step"]) == {0, 1} and frame["value"].notna().all()
+    ckpt_method = JointUnfrozen(32, 0, **spec.config["method"])
+    from bench.backbones import build_backbone
+
+    backbone = build_backbone(spec.backbone, spec.config["backbone"], (8, 8, 3))
+    ckpt_method.frozen_backbone = backbone
+    step = Step(index=0, n_classes=3, offset=0, train=FeatureViews(torch.randn(6, 32), torch.randn(6, 2, 32)))
+    from bench.data import build_dataset
+    from bench.features import Encoder, ImageSource
+
+    data = build_dataset("synthetic", spec.config["dataset"])
+    step.images = ImageSource(data.train.subset(data.train.labels < 3), Encoder(backbone, data, "cpu"))
+    step.backbone = backbone
+    ckpt_method.learn(step)
+    blocks, head = ckpt_method.stage1[0]
+    assert head.shape == (3, 32)
+    net, _ = ckpt_method._model(0)
+    fresh = build_backbone(spec.backbone, spec.config["backbone"], (8, 8, 3))
+    assert len(fresh.model.blocks) == 2
+    # block 0 stays as pre-trained, the last block was trained, the frozen backbone itself is untouched
+    torch.testing.assert_close(net.model.blocks[0].mlp.fc1.weight, fresh.model.blocks[0].mlp.fc1.weight)
+    assert not torch.equal(net.model.blocks[1].mlp.fc1.weight, fresh.model.blocks[1].mlp.fc1.weight)
+    torch.testing.assert_close(backbone.model.blocks[1].mlp.fc1.weight, fresh.model.blocks[1].mlp.fc1.weight)
+    torch.testing.assert_close(net.model.norm.weight, fresh.model.norm.weight)  # the final norm stays frozen

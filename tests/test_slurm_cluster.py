@@ -59,12 +59,12 @@ def test_smoke_grid_runs_as_a_job_array(capsys, tmp_path):
     code, out = bench(capsys, "run", "--grid", "smoke", "--cluster", "slurm", "--profile", "local", "--wait",
                       "--results", str(tmp_path), "--cfg-options", *TINY)
     assert code == 0, out
-    assert "submitted 4 runs in 1 job array(s)" in out  # the local profile gives both the same resources
+    assert "submitted 5 runs in 1 job array(s)" in out  # the local profile gives both the same resources
     code, out = bench(capsys, "status", "--grid", "smoke", "--results", str(tmp_path), "--cfg-options", *TINY)
-    assert "4 done" in out
+    assert "5 done" in out
     code, out = bench(capsys, "run", "--grid", "smoke", "--cluster", "slurm", "--profile", "local",
                       "--results", str(tmp_path), "--cfg-options", *TINY)
-    assert "all 4 runs already done, nothing to submit" in out
+    assert "all 5 runs already done, nothing to submit" in out
 
 
 def test_a_failing_job_reaches_status_with_its_error(capsys, tmp_path):
