@@ -32,14 +32,14 @@ def random_shift(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     padded = F.pad(x, (pad, pad, pad, pad))
     dy = torch.randint(0, 2 * pad + 1, (n,), generator=gen)
     dx = torch.randint(0, 2 * pad + 1, (n,), generator=gen)
-    rows = (dy[:, None] + torch.arange(h))[:, None, :, None].expand(n, x.shape[1], h, w + 2 * pad)
+    rows = (dy[:, None] + torch.arange(h))[:, None, :, None].expand(n, x.shape[1], h, w + 2 * pad).to(x.device)
     out = padded.gather(2, rows)
-    cols = (dx[:, None] + torch.arange(w))[:, None, None, :].expand(n, x.shape[1], h, w)
+    cols = (dx[:, None] + torch.arange(w))[:, None, None, :].expand(n, x.shape[1], h, w).to(x.device)
     return out.gather(3, cols)
 
 
 def random_flip(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-    flip = torch.rand(x.shape[0], generator=gen) < 0.5
+    flip = (torch.rand(x.shape[0], generator=gen) < 0.5).to(x.device)
     x = x.clone()
     x[flip] = x[flip].flip(-1)
     return x

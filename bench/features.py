@@ -70,9 +70,9 @@ class Encoder:
 
     @torch.no_grad()
     def augmented(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-        """One augmented view per image; the policy's random draws stay on the CPU generator, so
-        views are the same on every device."""
-        return self(self.policy(x, gen))
+        """One augmented view per image, augmented on the device; the policy's random draws come
+        from the CPU generator, so the views are the same on every device."""
+        return self(self.policy(x.to(self.device, non_blocking=True), gen))
 
 
 def _batches(images: ImageSet, batch_size: int):
@@ -130,7 +130,7 @@ class ImageSource:
         return self.encoder.preprocess(to_tensor(self.images.load(np.asarray(index))))
 
     def two_views(self, index: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        x = to_tensor(self.images.load(index.cpu().numpy()))
+        x = to_tensor(self.images.load(index.cpu().numpy())).to(self.encoder.device)
         return self.encoder.preprocess(self.encoder.policy(x, gen)), self.encoder.preprocess(self.encoder.policy(x, gen))
 
     def batches(self, batch_size: int = 256):

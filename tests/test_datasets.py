@@ -130,6 +130,7 @@ def test_wrong_class_counts_are_refused(tmp_path):
     ("T200", [500] * 200, [50] * 200, 5, ["20.0k"] * 5),
     # CUB: ~30 official train images per class, int(0.2·30) = 6 held out → 24 per class
     ("B200", [24] * 200, [29] * 200, 2, ["2.4k", "2.4k"]),
+    ("B200", [24] * 200, [29] * 200, 5, ["0.9k"] * 5),
 ])
 def test_counting_reproduces_the_papers_appendix_table(dataset, per_class_train, per_class_test, split, expected):
     rows = task_counts(per_class_train, per_class_test, split)

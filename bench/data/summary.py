@@ -21,8 +21,9 @@ def task_counts(train_per_class: Sequence[int], test_per_class: Sequence[int], n
 
 
 def format_thousands(n: int) -> str:
-    """The paper's appendix style: 25000 → 25.0k."""
-    return f"{n / 1000:.1f}k"
+    """The paper's appendix style, truncated to 0.1k: 25000 → 25.0k, 960 → 0.9k (the paper prints
+    CUB's 960-image 5-step tasks as 0.9k, so it truncates rather than rounds)."""
+    return f"{n // 100 / 10:.1f}k"
 
 
 def summary_table(name: str, train_labels: np.ndarray, test_labels: np.ndarray, num_classes: int,
