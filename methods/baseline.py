@@ -56,3 +56,31 @@ class Baseline(Method):
             head.weight.data.copy_(weight)
             self.heads.append(head.eval())
         self.losses = list(state["losses"])
+
+
+class WithStudent(Baseline):
+    """Baseline heads h^1..h^t plus a unified "student" head that does task-agnostic inference
+    (Baseline++, Joint (frozen)); the Baseline heads still give the task-specific predictions."""
+
+    def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
+        super().__init__(feature_dim, seed, **hparams)
+        self.student: CosineHead | None = None
+
+    def student_normalizes(self) -> bool:
+        return True
+
+    @torch.no_grad()
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        return self.student(x) if self.student is not None else super().logits(x)
+
+    def state_dict(self) -> dict[str, Any]:
+        student = None if self.student is None else self.student.weight.detach().cpu().clone()
+        return {**super().state_dict(), "student": student}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.student = None
+        if state["student"] is not None:
+            w = state["student"]
+            self.student = CosineHead(w.shape[1], w.shape[0], self.student_normalizes()).eval()
+            self.student.weight.data.copy_(w)

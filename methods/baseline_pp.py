@@ -20,19 +20,21 @@ from typing import Any
 import torch
 
 from methods.base import Step
-from methods.baseline import Baseline
-from methods.blocks import (CosineHead, PrototypeStats, concatenated_head, cosine_lr, hard_cross_entropy)
+from methods.baseline import WithStudent
+from methods.blocks import CosineHead, PrototypeStats, concatenated_head, cosine_lr, hard_cross_entropy
 from registries import METHODS
 
 
 @METHODS.register_module(name="Baseline++")
-class BaselinePlusPlus(Baseline):
+class BaselinePlusPlus(WithStudent):
     preset_file = "baseline_pp"
 
     def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
         super().__init__(feature_dim, seed, **hparams)
-        self.student: CosineHead | None = None
         self.prototypes = PrototypeStats()
+
+    def student_normalizes(self) -> bool:
+        return self.hparams["ktrfr_normalize_weights"]
 
     def learn(self, step: Step) -> None:
         super().learn(step)  # h^t, exactly as Baseline
@@ -91,19 +93,9 @@ class BaselinePlusPlus(Baseline):
                 opt.step()
         return student.eval()
 
-    @torch.no_grad()
-    def logits(self, x: torch.Tensor) -> torch.Tensor:
-        return self.student(x) if self.student is not None else super().logits(x)
-
     def state_dict(self) -> dict[str, Any]:
-        student = None if self.student is None else self.student.weight.detach().cpu().clone()
-        return {**super().state_dict(), "student": student, "prototypes": self.prototypes.state_dict()}
+        return {**super().state_dict(), "prototypes": self.prototypes.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.prototypes.load_state_dict(state["prototypes"])
-        self.student = None
-        if state["student"] is not None:
-            w = state["student"]
-            self.student = CosineHead(w.shape[1], w.shape[0], self.hparams["ktrfr_normalize_weights"]).eval()
-            self.student.weight.data.copy_(w)

@@ -7,24 +7,19 @@ that step's own head. A reference method: it sees earlier steps' data.
 """
 from __future__ import annotations
 
-from typing import Any
 
 import torch
 
 from methods.base import Step
-from methods.baseline import Baseline
+from methods.baseline import WithStudent
 from methods.blocks import CosineHead, concatenated_head, cosine_lr, hard_cross_entropy
 from registries import METHODS
 
 
 @METHODS.register_module(name="Joint (frozen)")
-class JointFrozen(Baseline):
+class JointFrozen(WithStudent):
     preset_file = "joint_frozen"
     sees_past_steps = True
-
-    def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
-        super().__init__(feature_dim, seed, **hparams)
-        self.student: CosineHead | None = None
 
     def learn(self, step: Step) -> None:
         super().learn(step)
@@ -60,19 +55,3 @@ class JointFrozen(Baseline):
                 loss.backward()
                 opt.step()
         return student.eval()
-
-    @torch.no_grad()
-    def logits(self, x: torch.Tensor) -> torch.Tensor:
-        return self.student(x) if self.student is not None else super().logits(x)
-
-    def state_dict(self) -> dict[str, Any]:
-        student = None if self.student is None else self.student.weight.detach().cpu().clone()
-        return {**super().state_dict(), "student": student}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.student = None
-        if state["student"] is not None:
-            w = state["student"]
-            self.student = CosineHead(w.shape[1], w.shape[0], True).eval()
-            self.student.weight.data.copy_(w)

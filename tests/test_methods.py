@@ -12,7 +12,7 @@ from bench.runner import METRICS, execute
 from bench.spec import load_preset
 from methods.base import Step
 from methods.baseline_pp import BaselinePlusPlus
-from methods.blocks import CosineHead, PrototypeStats, concatenated_head
+from methods.blocks import CosineHead, PrototypeStats
 from methods.joint import JointFrozen
 from registries import METHODS, load_all
 from tests.helpers import tiny_specs

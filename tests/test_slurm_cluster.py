@@ -9,7 +9,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
