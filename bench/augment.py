@@ -157,18 +157,21 @@ def get_policy(name: str, preset: str = "code") -> Policy:
 
 
 def prepare(x: torch.Tensor, *, input_size: int | None, channels: int | None,
-            mean: tuple[float, ...] | None, std: tuple[float, ...] | None) -> torch.Tensor:
+            mean: tuple[float, ...] | None, std: tuple[float, ...] | None, input_scale: float = 1.0) -> torch.Tensor:
     """Normalise, match channels, then resize (shorter side to size/0.875, bicubic, then centre
     crop, as the authors' 256→224).
 
     Normalising first is exact (bicubic interpolation is linear with weights summing to one, so it
-    commutes with a per-channel affine map) and touches the small image instead of the large one."""
+    commutes with a per-channel affine map) and touches the small image instead of the large one.
+    `input_scale` (e.g. 1/255 for raw uint8 values) is folded into the same single pass."""
     if mean is not None and std is not None:
         m = torch.tensor(mean, dtype=x.dtype)
         s = torch.tensor(std, dtype=x.dtype)
         if len(m) != x.shape[1]:
             m, s = m.mean().expand(x.shape[1]), s.mean().expand(x.shape[1])
-        x = torch.addcmul((-m / s).view(1, -1, 1, 1), x, (1 / s).view(1, -1, 1, 1))
+        x = torch.addcmul((-m / s).view(1, -1, 1, 1).to(x.device), x, (input_scale / s).view(1, -1, 1, 1).to(x.device))
+    elif input_scale != 1.0:
+        x = x * input_scale
     if channels and x.shape[1] != channels:
         x = x.expand(-1, channels, -1, -1) if x.shape[1] == 1 else x[:, :channels]
     if input_size and (x.shape[-1] != input_size or x.shape[-2] != input_size):

@@ -59,10 +59,17 @@ class Encoder:
         self.policy = get_policy(dataset.augmentation, policy)
         self.norm = (dataset.mean, dataset.std) if backbone.normalize else (None, None)
 
-    def preprocess(self, x: torch.Tensor) -> torch.Tensor:
+    def preprocess(self, x: torch.Tensor, input_scale: float = 1.0) -> torch.Tensor:
         """Normalise and resize on the device: on a GPU the 256/224 upsampling is not left to the CPU."""
         return prepare(x.to(self.device, non_blocking=True), input_size=self.backbone.input_size,
-                       channels=self.backbone.channels, mean=self.norm[0], std=self.norm[1])
+                       channels=self.backbone.channels, mean=self.norm[0], std=self.norm[1], input_scale=input_scale)
+
+    @torch.no_grad()
+    def plain(self, images: np.ndarray) -> torch.Tensor:
+        """Features of uint8 N×H×W×C images under the test transform: the uint8→float conversion goes
+        to the device and the 1/255 is folded into the normalisation, one pass over the pixels."""
+        x = torch.from_numpy(np.ascontiguousarray(images)).to(self.device, non_blocking=True)
+        return self.backbone(self.preprocess(x.permute(0, 3, 1, 2).float(), input_scale=1 / 255)).float()
 
     @torch.no_grad()
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
@@ -75,19 +82,16 @@ class Encoder:
         return self(self.policy(x.to(self.device, non_blocking=True), gen))
 
 
-def _batches(images: ImageSet, batch_size: int):
-    for start in range(0, len(images), batch_size):
-        yield to_tensor(images.load(slice(start, start + batch_size)))
-
-
 def extract(encoder: Encoder, images: ImageSet, *, views: int, seed: int, batch_size: int = 512) -> FeatureViews:
     """Plain features and `views` augmented-view features of every image, in dataset order (on CPU)."""
     gen = torch.Generator().manual_seed(seed)
     plain, augmented = [], []
-    for x in _batches(images, batch_size):
-        plain.append(encoder(x).cpu())
+    for start in range(0, len(images), batch_size):
+        batch = images.load(slice(start, start + batch_size))
+        plain.append(encoder.plain(batch).cpu())
+        x = to_tensor(batch) if views else None
         augmented.append(torch.stack([encoder.augmented(x, gen).cpu() for _ in range(views)], 1) if views
-                         else torch.empty(x.shape[0], 0, plain[-1].shape[1]))
+                         else torch.empty(len(batch), 0, plain[-1].shape[1]))
     return FeatureViews(torch.cat(plain), torch.cat(augmented))
 
 
