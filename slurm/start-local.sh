@@ -81,8 +81,13 @@ if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
   wait_for 15 "munge to answer" bash -c 'munge -n | unmunge'
 fi
 
+db_answers() { mariadb --no-defaults -S "$DBSOCK" -e "select 1" >/dev/null 2>&1; }
+ctld_answers() { scontrol ping 2>/dev/null | grep -q UP; }
+# A daemon that answers is reused even if this script did not record it (e.g. one left by an earlier
+# run whose state directory was lost): starting a second one would fight it for its port.
+
 # ---- a private MariaDB for accounting, kept apart from /var/lib/mysql
-if ! alive mariadbd; then
+if ! alive mariadbd && ! db_answers; then
   if [ ! -d "$DBDIR/mysql" ]; then
     mkdir -p "$DBDIR" && chown mysql:mysql "$DBDIR"
     mariadb-install-db --no-defaults --user=mysql --datadir="$DBDIR" \
@@ -92,11 +97,13 @@ if ! alive mariadbd; then
     --bind-address=127.0.0.1 --skip-name-resolve --log-error=/var/log/slurm-mariadb/mariadb.log \
     --pid-file=/run/slurm-mariadb/mariadbd.pid --innodb-buffer-pool-size=1G --innodb-lock-wait-timeout=900
   record mariadbd /run/slurm-mariadb/mariadbd.pid
-  wait_for 30 "MariaDB to accept connections" mariadb --no-defaults -S "$DBSOCK" -e "select 1"
-  mariadb --no-defaults -S "$DBSOCK" -e "CREATE DATABASE IF NOT EXISTS slurm_acct_db;
-    CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurm';
-    GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1'; FLUSH PRIVILEGES;" || die "creating the accounting database failed"
+  wait_for 30 "MariaDB to accept connections" db_answers
 fi
+# Every time, so that a reused database has the user and password slurmdbd.conf names.
+mariadb --no-defaults -S "$DBSOCK" -e "CREATE DATABASE IF NOT EXISTS slurm_acct_db;
+  CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurm';
+  ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurm';
+  GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1'; FLUSH PRIVILEGES;" || die "setting up the accounting database failed"
 
 # ---- configuration (rewritten each start; daemons are restarted below if it changed)
 memory=$(slurmd -C 2>/dev/null | sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p')
@@ -166,27 +173,30 @@ if [ "$changed" = 1 ]; then  # a changed slurm.conf needs both daemons restarted
       wait_for 20 "$name to stop" bash -c "! $(declare -f alive); STATE=$STATE; alive $name"
     fi
   done
+  if ctld_answers; then  # daemons this script did not start: make them re-read the configuration
+    scontrol reconfigure >/dev/null 2>&1 || true
+  fi
 fi
 
 # ---- slurmdbd, slurmctld, slurmd
-if ! alive slurmdbd; then
+if ! alive slurmdbd && ! (exec 3<>/dev/tcp/127.0.0.1/6819) 2>/dev/null; then
   rm -f /run/slurm/slurmdbd.pid
   slurmdbd
   record slurmdbd /run/slurm/slurmdbd.pid
   wait_for 30 "slurmdbd to listen" bash -c 'exec 3<>/dev/tcp/127.0.0.1/6819'
 fi
-if ! alive slurmctld; then
+if ! alive slurmctld && ! ctld_answers; then
   rm -f /run/slurm/slurmctld.pid
   slurmctld
   record slurmctld /run/slurm/slurmctld.pid
 fi
 wait_for 30 "slurmctld to answer" bash -c 'scontrol ping | grep -q UP'
-if ! alive slurmd; then
+node_ready() { sinfo -h -n "$NODE" -o %T | grep -Eq '^(idle|mixed|allocated)'; }
+if ! alive slurmd && ! node_ready; then
   rm -f /run/slurm/slurmd.pid
   slurmd -N "$NODE"
   record slurmd /run/slurm/slurmd.pid
 fi
-node_ready() { sinfo -h -n "$NODE" -o %T | grep -Eq '^(idle|mixed|allocated)'; }
 if ! poll 5 node_ready; then  # a drained or down node left from an earlier run
   scontrol update NodeName="$NODE" State=RESUME >/dev/null 2>&1 || true
 fi
