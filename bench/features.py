@@ -17,6 +17,11 @@ from bench.backbones import Backbone
 from bench.data.base import ImageSet, LoadedDataset
 
 
+def cuda_bf16(device: torch.device) -> torch.autocast:
+    """bf16 autocast for backbone forwards on CUDA (features are returned in fp32); off elsewhere."""
+    return torch.autocast("cuda", dtype=torch.bfloat16, enabled=torch.device(device).type == "cuda")
+
+
 @dataclass
 class FeatureViews:
     """Unlabelled features of some images: `plain` N×D and `views` N×V×D (V may be 0)."""
@@ -69,11 +74,13 @@ class Encoder:
         """Features of uint8 N×H×W×C images under the test transform: the uint8→float conversion goes
         to the device and the 1/255 is folded into the normalisation, one pass over the pixels."""
         x = torch.from_numpy(np.ascontiguousarray(images)).to(self.device, non_blocking=True)
-        return self.backbone(self.preprocess(x.permute(0, 3, 1, 2).float(), input_scale=1 / 255)).float()
+        with cuda_bf16(self.device):
+            return self.backbone(self.preprocess(x.permute(0, 3, 1, 2).float(), input_scale=1 / 255)).float()
 
     @torch.no_grad()
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return self.backbone(self.preprocess(x)).float()
+        with cuda_bf16(self.device):
+            return self.backbone(self.preprocess(x)).float()
 
     @torch.no_grad()
     def augmented(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:

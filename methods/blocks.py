@@ -190,6 +190,12 @@ class LastBlocksTrainable(nn.Module):
         return [p for p in self.model.parameters() if p.requires_grad]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from bench.features import cuda_bf16
+
+        with cuda_bf16(x.device):
+            return self._forward(x).float()
+
+    def _forward(self, x: torch.Tensor) -> torch.Tensor:
         m = self.model
         with torch.no_grad():
             x = m.norm_pre(m._pos_embed(m.patch_embed(x)))
