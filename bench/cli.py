@@ -398,7 +398,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.compare:
         from bench.report.compare import compare, paper_reference, render_compare
 
-        table = compare(final_scores(frame, order), paper_reference(default_backbone="dino-vitb16"))
+        # score the relabelled frame, so that runs of different backbones are never averaged together,
+        # then give the rows their method label back: the backbone is a column of its own
+        scores = final_scores(labelled, order)
+        scores["label"] = scores["label"].astype(str).str.split(" · ").str[0]
+        table = compare(scores, paper_reference(default_backbone="dino-vitb16"))
         path = out / f"compare_paper.{suffix}"
         path.write_text(render_compare(table, args.format))
         paths.append(path)

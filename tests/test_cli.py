@@ -104,3 +104,35 @@ def test_offline_hub_weights_fail_fast_with_instructions(capsys, tmp_path, monke
     assert "could not load pretrained weights for timm model 'vit_tiny_patch16_224' (HF_HUB_OFFLINE is set)" in err
     assert "backbone.pretrained=/path/to/weights.pth" in err
     assert time.monotonic() - start < 30
+
+
+def test_compare_paper_keeps_backbones_apart(capsys, tmp_path):
+    """Tab. 4 runs of one method on several backbones are compared each with its own paper row."""
+    import pandas as pd
+
+    from bench.runner import run_dir
+    from bench.spec import expand, load_grid
+
+    specs = [s for s in expand(load_grid("paper"), methods=["Baseline"], datasets=["cifar10"], splits=["5-step"])]
+    assert sorted(s.backbone for s in specs) == ["clip-vitb16", "dino-resnet50", "dino-vitb16"]
+    for spec, a in zip(sorted(specs, key=lambda s: s.backbone), (70.0, 40.0, 80.0)):
+        out = run_dir(tmp_path, spec)
+        out.mkdir(parents=True)
+        rows = [dict(step=4, group="summary", flavour=f, metric=m, value=a if m == "A" else 5.0)
+                for f in ("wo", "w") for m in ("A", "F")]
+        rows += [dict(step=k, group="all", flavour="wo", metric="acc", value=a) for k in range(5)]
+        frame = pd.DataFrame(rows).assign(run_id=spec.run_id, method="Baseline", preset="paper", label="Baseline",
+                                          dataset="cifar10", split="5-step", n_steps=5, backbone=spec.backbone,
+                                          seed=0, primary_flavour="wo")
+        frame.to_parquet(out / "metrics.parquet")
+        (out / "DONE").write_text("")
+    code, out, err = run(capsys, "report", "--grid", "paper", "--results", str(tmp_path), "--format", "csv",
+                         "--compare", "paper")
+    assert code == 0, err
+    table = pd.read_csv(tmp_path / "reports" / "paper" / "compare_paper.csv")
+    a = table[(table["metric"] == "A")].set_index("backbone")
+    assert a.loc["dino-resnet50", "mean"] == 40.0 and a.loc["dino-resnet50", "paper"] == 45.8
+    assert a.loc["dino-vitb16", "mean"] == 80.0 and a.loc["dino-vitb16", "paper"] == 85.4
+    assert a.loc["clip-vitb16", "mean"] == 70.0
+    tab4 = (tmp_path / "reports" / "paper" / "table_tab4.csv").read_text()
+    assert "Baseline · dino-resnet50" in tab4
