@@ -16,6 +16,7 @@ Per step t the evaluator reports, in percent:
   step k a map π_k: local class → local cluster is frozen by a Hungarian match of h_k on task k's
   val images. A test image of task k with class c is correct iff u(x) = o_k + π_k(c − o_k). The
   unified head must therefore route the image into task k's segment; this map is never re-fitted.
+  A class with no val image gets no π_k, so its test images are never counted correct.
 - accuracy with clustering of task k (`task_k`, flavour `w`): Hungarian accuracy of u on task k's
   images alone.
 - group accuracies for `old` (tasks < t; absent at t = 0), `new` (task t) and `all` (tasks <= t):
@@ -64,7 +65,8 @@ class TaskLayout:
         offsets = tuple(t * interval for t in range(n_steps))
         sizes = tuple(min(o + interval, num_classes) - o for o in offsets)
         if min(sizes) < 1:
-            raise ValueError(f"with ceil({num_classes}/{n_steps}) = {interval} classes per task the last task "
+            empty = [t for t, size in enumerate(sizes) if size < 1]
+            raise ValueError(f"with ceil({num_classes}/{n_steps}) = {interval} classes per task, task(s) {empty} "
                              f"would be empty; choose another number of tasks")
         return cls(offsets, sizes)
 
@@ -72,9 +74,17 @@ class TaskLayout:
     def n_steps(self) -> int:
         return len(self.offsets)
 
+    @property
+    def num_classes(self) -> int:
+        return self.offsets[-1] + self.sizes[-1]
+
     def task_of(self, labels: np.ndarray) -> np.ndarray:
-        bounds = np.asarray(self.offsets[1:])
-        return np.searchsorted(bounds, np.asarray(labels), side="right").astype(np.int64)
+        """Task index of each absolute label (labels outside 0..K-1 are an error, not the last task)."""
+        labels = np.asarray(labels, dtype=np.int64)
+        if labels.size and (labels.min() < 0 or labels.max() >= self.num_classes):
+            raise ValueError(f"labels must lie in 0..{self.num_classes - 1}, got {labels.min()}..{labels.max()}")
+        bounds = np.asarray(self.offsets[1:], dtype=np.int64)
+        return np.searchsorted(bounds, labels, side="right").astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -100,9 +110,11 @@ def hungarian_mapping(y_true: np.ndarray, y_pred: np.ndarray) -> dict[int, int]:
 
 def _matched(y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
     """Per-sample correctness under the best one-to-one map of the given predictions."""
+    y_true, y_pred = np.asarray(y_true, dtype=np.int64), np.asarray(y_pred, dtype=np.int64)
     mapping = hungarian_mapping(y_true, y_pred)
-    mapped = np.array([mapping.get(int(p), -1) for p in y_pred], dtype=np.int64)
-    return mapped == np.asarray(y_true)
+    lookup = np.full(len(mapping), -1, dtype=np.int64)  # the map is total over 0..D-1
+    lookup[list(mapping)] = list(mapping.values())
+    return lookup[y_pred] == y_true
 
 
 def clustering_accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:
@@ -118,9 +130,18 @@ class Evaluator:
 
     def freeze_mapping(self, task: int, val_labels: np.ndarray, val_task_pred: np.ndarray) -> None:
         """π_task from the task head's predictions on the task's val images (absolute labels)."""
+        if not 0 <= task < self.layout.n_steps:
+            raise ValueError(f"task {task} is not in 0..{self.layout.n_steps - 1}")
         offset, size = self.layout.offsets[task], self.layout.sizes[task]
         local = np.asarray(val_labels, dtype=np.int64) - offset
         pred = np.asarray(val_task_pred, dtype=np.int64)
+        if local.shape != pred.shape:
+            raise ValueError(f"task {task}: {len(local)} val labels but {len(pred)} predictions")
+        # Out-of-range ids would silently widen the Hungarian matrix (the authors' quirk 2, §1.3).
+        if local.size and (local.min() < 0 or local.max() >= size):
+            raise ValueError(f"task {task}: val labels must be classes {offset}..{offset + size - 1}")
+        if pred.size and (pred.min() < 0 or pred.max() >= size):
+            raise ValueError(f"task {task}: task-head predictions must be local clusters 0..{size - 1}")
         pi = np.full(size, -1, dtype=np.int64)  # a class absent from val is never counted correct
         present = set(local.tolist())
         for cluster, cls in hungarian_mapping(local, pred).items():
@@ -137,16 +158,41 @@ class Evaluator:
             correct[sel] = (target >= 0) & (unified[sel] == offset + target)
         return correct
 
-    def evaluate(self, step: int, labels: np.ndarray, unified_pred: np.ndarray,
-                 task_pred: np.ndarray) -> list[MetricRow]:
+    def _check(self, step: int, labels: np.ndarray, unified: np.ndarray, task_pred: np.ndarray) -> np.ndarray:
+        """Refuse inputs that would silently give wrong numbers; returns the task of each test image."""
+        if not 0 <= step < self.layout.n_steps:
+            raise ValueError(f"step {step} is not in 0..{self.layout.n_steps - 1}")
         missing = [k for k in range(step + 1) if k not in self.mappings]
         if missing:
             raise RuntimeError(f"freeze_mapping() was not called for task(s) {missing} before evaluating step {step}")
+        if labels.shape != unified.shape:
+            raise ValueError(f"{len(labels)} labels but {len(unified)} unified-head predictions")
+        tasks = self.layout.task_of(labels)
+        counts = np.bincount(tasks, minlength=self.layout.n_steps)
+        if counts[step + 1:].any():
+            raise ValueError(f"step {step}: the test labels include classes of tasks after this step")
+        if not counts[: step + 1].all():
+            # a task without test images has no accuracy: a data bug upstream, better than a 0 or a NaN
+            raise ValueError(f"step {step}: no test images for task(s) {np.flatnonzero(counts[: step + 1] == 0).tolist()}")
+        seen, size = self.layout.offsets[step] + self.layout.sizes[step], self.layout.sizes[step]
+        if unified.size and (unified.min() < 0 or unified.max() >= seen):
+            raise ValueError(f"step {step}: unified-head predictions must be clusters 0..{seen - 1}")
+        if len(task_pred) != counts[step]:
+            raise ValueError(f"step {step}: {len(task_pred)} task-head predictions for {counts[step]} images of task {step}")
+        if task_pred.size and (task_pred.min() < 0 or task_pred.max() >= size):
+            raise ValueError(f"step {step}: task-head predictions must be local clusters 0..{size - 1}")
+        return tasks
+
+    def evaluate(self, step: int, labels: np.ndarray, unified_pred: np.ndarray,
+                 task_pred: np.ndarray) -> list[MetricRow]:
+        """The rows of step `step` (see the module docstring). `labels`/`unified_pred` cover the test
+        images of tasks 0..step; `task_pred` is h_step on task step's images, in the same order."""
         labels = np.asarray(labels, dtype=np.int64)
         unified = np.asarray(unified_pred, dtype=np.int64)
-        tasks = self.layout.task_of(labels)
-        rows = []
+        task_pred = np.asarray(task_pred, dtype=np.int64)
+        tasks = self._check(step, labels, unified, task_pred)
         current = tasks == step
+        rows = []
         local = labels[current] - self.layout.offsets[step]
         rows.append(MetricRow(step, f"task_{step}", "task", "acc", clustering_accuracy(local, task_pred)))
 
@@ -172,8 +218,14 @@ class Evaluator:
         return rows
 
     def summary(self, rows: list[MetricRow], n_steps: int) -> list[MetricRow]:
+        """A, A_sample, F and F_max (see the module docstring) from the rows of steps 0..n_steps-1."""
         last = n_steps - 1
         value = {(r.step, r.group, r.flavour, r.metric): r.value for r in rows}
+        needed = [(0, "task_0", "task", "acc")] + [(k, "task_0", f, "acc") for k in range(1, n_steps) for f in FLAVOURS]
+        needed += [(last, "all", f, m) for f in FLAVOURS for m in ("acc", "acc_sample")]
+        missing = [key for key in needed if key not in value]
+        if missing:
+            raise ValueError(f"cannot summarise {n_steps} steps: missing rows (step, group, flavour, metric) {missing}")
         out = []
         for flavour in FLAVOURS:
             curve = [value[(0, "task_0", "task", "acc")]] + [value[(k, "task_0", flavour, "acc")] for k in range(1, n_steps)]
@@ -190,4 +242,8 @@ class Evaluator:
         return {"mappings": {k: v.tolist() for k, v in self.mappings.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.mappings = {int(k): np.asarray(v, dtype=np.int64) for k, v in state["mappings"].items()}
+        mappings = {int(k): np.asarray(v, dtype=np.int64) for k, v in state["mappings"].items()}
+        for k, pi in mappings.items():
+            if not 0 <= k < self.layout.n_steps or len(pi) != self.layout.sizes[k]:
+                raise ValueError(f"saved mapping of task {k} ({len(pi)} classes) does not fit this task layout")
+        self.mappings = mappings

@@ -1,4 +1,6 @@
 """The evaluator's formulas on hand-computed cases (expected numbers worked out by hand)."""
+import pickle
+
 import numpy as np
 import pytest
 
@@ -48,6 +50,27 @@ def two_task_evaluator():
     return ev
 
 
+def test_perfect_permuted_clustering_end_to_end():
+    # Tasks of 2 and 3 classes. Each task head names its classes with a permutation; the unified head
+    # puts every image into its own task's segment under that same permutation.
+    ev = Evaluator(TaskLayout.contiguous(5, 2))  # interval 3: task 0 = {0,1,2}, task 1 = {3,4}
+    assert ev.layout.sizes == (3, 2)
+    ev.freeze_mapping(0, np.array([0, 1, 2, 2]), np.array([2, 0, 1, 1]))  # π_0 = (0→2, 1→0, 2→1)
+    step0 = ev.evaluate(0, np.array([0, 1, 1, 2]), np.array([2, 0, 0, 1]), task_pred=np.array([1, 2, 2, 0]))
+    assert {r.group for r in step0} == {"task_0", "new", "all"}  # no "old" group at step 0
+    ev.freeze_mapping(1, np.array([3, 4]), np.array([1, 0]))  # π_1 = (0→1, 1→0), i.e. class 3 → cluster 4
+    labels = np.array([0, 1, 2, 3, 3, 4])
+    unified = np.array([2, 0, 1, 4, 4, 3])
+    rows = ev.evaluate(1, labels, unified, task_pred=np.array([1, 1, 0]))
+    for r in rows:
+        assert r.value == pytest.approx(1.0 if r.metric in ("nmi", "ari") else 100.0), r
+    assert {r.group for r in rows} == {"task_0", "task_1", "old", "new", "all"}
+    summary = ev.summary(step0 + rows, 2)
+    assert {(r.flavour, r.metric): r.value for r in summary} == {
+        (f, m): (0.0 if m.startswith("F") else 100.0) for f in ("wo", "w") for m in ("A", "A_sample", "F", "F_max")}
+    assert all(r.step == 1 and r.group == "summary" for r in summary)
+
+
 def test_wrong_routing_is_right_with_clustering_but_wrong_task_agnostically():
     ev = two_task_evaluator()
     ev.freeze_mapping(1, np.array([2, 3]), np.array([0, 1]))
@@ -57,6 +80,8 @@ def test_wrong_routing_is_right_with_clustering_but_wrong_task_agnostically():
     unified = np.array([3, 3, 2, 2, 0, 0, 1, 1])
     rows = ev.evaluate(1, labels, unified, task_pred=np.array([0, 0, 1, 1]))
     assert value(rows, 1, "task_0", "w", "acc") == 100.0
+    assert value(rows, 1, "task_1", "wo", "acc") == 0.0
+    assert value(rows, 1, "all", "w", "acc") == 100.0
     assert value(rows, 1, "task_0", "wo", "acc") == 0.0
     assert value(rows, 1, "all", "w", "acc_sample") == 100.0
     assert value(rows, 1, "all", "wo", "acc") == 0.0
@@ -99,6 +124,36 @@ def test_evaluating_before_freezing_a_mapping_is_an_error():
     ev = two_task_evaluator()
     with pytest.raises(RuntimeError, match=r"task\(s\) \[1\]"):
         ev.evaluate(1, np.array([0, 2]), np.array([0, 2]), task_pred=np.array([0]))
+    with pytest.raises(RuntimeError, match=r"task\(s\) \[0\]"):
+        Evaluator(TaskLayout((0,), (2,))).evaluate(0, np.array([0, 1]), np.array([0, 1]), np.array([0, 1]))
+
+
+@pytest.mark.parametrize("labels, unified, task_pred, message", [
+    ([0, 1, 2], [0, 1, 2], [0], "tasks after this step"),             # class 2 belongs to task 1
+    ([1, 1], [0, 1, 0], [0, 0], "labels but 3"),                       # length mismatch
+    ([0, 1], [0, 2], [0, 1], "clusters 0..1"),                         # unified id beyond the seen classes
+    ([0, 1], [0, 1], [0], "1 task-head predictions for 2 images"),
+    ([0, 1], [0, 1], [0, 2], "local clusters 0..1"),
+])
+def test_evaluate_refuses_inconsistent_inputs(labels, unified, task_pred, message):
+    ev = two_task_evaluator()
+    with pytest.raises(ValueError, match=message):
+        ev.evaluate(0, np.array(labels), np.array(unified), np.array(task_pred))
+
+
+def test_a_task_without_test_images_is_an_error():
+    ev = two_task_evaluator()
+    ev.freeze_mapping(1, np.array([2, 3]), np.array([0, 1]))
+    with pytest.raises(ValueError, match=r"no test images for task\(s\) \[0\]"):
+        ev.evaluate(1, np.array([2, 3]), np.array([2, 3]), np.array([0, 1]))
+
+
+def test_freeze_mapping_refuses_labels_of_another_task_and_foreign_clusters():
+    ev = two_task_evaluator()
+    with pytest.raises(ValueError, match="val labels must be classes 2..3"):
+        ev.freeze_mapping(1, np.array([1, 2]), np.array([0, 1]))
+    with pytest.raises(ValueError, match="local clusters 0..1"):
+        ev.freeze_mapping(1, np.array([2, 3]), np.array([2, 3]))  # absolute ids where local ones are due
 
 
 def test_forgetting_paper_and_max_over_steps():
@@ -117,8 +172,22 @@ def test_forgetting_paper_and_max_over_steps():
     assert value(summary, 2, "summary", "w", "A_sample") == 71.0
 
 
+def test_forgetting_is_zero_with_one_step():
+    rows = [MetricRow(0, "task_0", "task", "acc", 80.0)] + [
+        MetricRow(0, "all", f, m, 70.0) for f in ("wo", "w") for m in ("acc", "acc_sample")]
+    summary = Evaluator(TaskLayout.contiguous(4, 1)).summary(rows, 1)
+    assert [(r.step, r.metric, r.value) for r in summary if r.metric.startswith("F")] == [(0, "F", 0.0), (0, "F_max", 0.0)] * 2
+
+
+def test_summary_names_missing_rows():
+    with pytest.raises(ValueError, match="missing rows"):
+        Evaluator(TaskLayout.contiguous(4, 2)).summary([MetricRow(0, "task_0", "task", "acc", 80.0)], 2)
+
+
 def test_state_round_trip():
     ev = two_task_evaluator()
     other = Evaluator(ev.layout)
-    other.load_state_dict(ev.state_dict())
+    other.load_state_dict(pickle.loads(pickle.dumps(ev.state_dict())))
     assert other.mappings[0].tolist() == [1, 0]
+    with pytest.raises(ValueError, match="does not fit"):
+        Evaluator(TaskLayout((0,), (3,))).load_state_dict(ev.state_dict())
