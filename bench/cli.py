@@ -104,13 +104,20 @@ def _expand(args: argparse.Namespace) -> tuple[Any, list[Any]]:
 
     load_all()
     grid = load_grid(args.grid)
-    location = {"data_root": args.data_root or os.environ.get("BENCH_DATA_ROOT"),
+    location = {"data_root": _data_root(args),
                 "cache_dir": str(Path(args.cache_dir).resolve()) if args.cache_dir else None}
     if getattr(args, "device", None):
         location["device"] = args.device
     specs = expand(grid, methods=args.methods, datasets=args.datasets, splits=args.splits, seeds=args.seeds,
                    backbones=args.backbones, options=_parse_options(args.cfg_options), location=location)
     return grid, specs
+
+
+def _data_root(args: argparse.Namespace) -> str | None:
+    """Where the datasets are: --data-root, else $BENCH_DATA_ROOT, as an absolute path (recorded in
+    each run's spec); None leaves it to the config's per-dataset `dataset.root`."""
+    root = args.data_root or os.environ.get("BENCH_DATA_ROOT")
+    return str(Path(root).expanduser().resolve()) if root else None
 
 
 def _check_splits(specs: Sequence[Any]) -> None:
@@ -331,11 +338,10 @@ def cmd_data(args: argparse.Namespace) -> int:
             raise BenchError(f"bench data takes dataset options only (dataset.key=value), got {key!r}")
         options[key.split(".", 1)[1]] = value
     n_steps = n_steps_of(args.split)
-    data = build_dataset(args.dataset, options, args.data_root or os.environ.get("BENCH_DATA_ROOT"),
-                         str(Path(args.results) / "partitions"))
+    data = build_dataset(args.dataset, options, _data_root(args), str(Path(args.results).resolve() / "partitions"))
     try:
         print(summary_table(data.name, data.train.labels, data.test.labels, data.num_classes, n_steps,
-                            len(data.val) if data.val is not None else 0))
+                            len(data.val) if data.val is not None else 0, root=data.root))
     except ValueError as err:
         raise BenchError(f"split {args.split!r} does not fit dataset {args.dataset!r}: {err}") from None
     return 0

@@ -15,6 +15,7 @@ import torch
 from bench.augment import get_policy, prepare, to_tensor
 from bench.backbones import Backbone
 from bench.data.base import ImageSet, LoadedDataset
+from bench.data.pipeline import batches, view_input
 
 
 def cuda_bf16(device: torch.device) -> torch.autocast:
@@ -61,7 +62,7 @@ class Encoder:
     def __init__(self, backbone: Backbone, dataset: LoadedDataset, device: torch.device | str,
                  policy: str = "code") -> None:
         self.backbone, self.device = backbone, torch.device(device)
-        self.policy = get_policy(dataset.augmentation, policy)
+        self.policy = get_policy(dataset.augmentation, policy, size=backbone.input_size)
         self.norm = (dataset.mean, dataset.std) if backbone.normalize else (None, None)
 
     def preprocess(self, x: torch.Tensor, input_scale: float = 1.0) -> torch.Tensor:
@@ -93,10 +94,8 @@ def extract(encoder: Encoder, images: ImageSet, *, views: int, seed: int, batch_
     """Plain features and `views` augmented-view features of every image, in dataset order (on CPU)."""
     gen = torch.Generator().manual_seed(seed)
     plain, augmented = [], []
-    for start in range(0, len(images), batch_size):
-        batch = images.load(slice(start, start + batch_size))
+    for batch, x in batches(images, batch_size, views=views > 0):
         plain.append(encoder.plain(batch).cpu())
-        x = to_tensor(batch) if views else None
         augmented.append(torch.stack([encoder.augmented(x, gen).cpu() for _ in range(views)], 1) if views
                          else torch.empty(len(batch), 0, plain[-1].shape[1]))
     return FeatureViews(torch.cat(plain), torch.cat(augmented))
@@ -119,7 +118,7 @@ class LiveViews(FeatureViews):
         return LiveViews(self.plain.to(device), self.images, self.encoder)
 
     def two_views(self, index: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        x = to_tensor(self.images.load(index.cpu().numpy()))
+        x = view_input(self.images, index.cpu().numpy())
         return self.encoder.augmented(x, gen), self.encoder.augmented(x, gen)
 
 
@@ -141,7 +140,7 @@ class ImageSource:
         return self.encoder.preprocess(to_tensor(self.images.load(np.asarray(index))))
 
     def two_views(self, index: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        x = to_tensor(self.images.load(index.cpu().numpy())).to(self.encoder.device)
+        x = view_input(self.images, index.cpu().numpy()).to(self.encoder.device)
         return self.encoder.preprocess(self.encoder.policy(x, gen)), self.encoder.preprocess(self.encoder.policy(x, gen))
 
     def batches(self, batch_size: int = 256):

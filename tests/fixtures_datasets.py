@@ -16,9 +16,11 @@ def _image(label: int, h: int, w: int) -> np.ndarray:
     return np.clip(base + RNG.integers(0, 30, (h, w, 3)), 0, 255).astype(np.uint8)
 
 
-def _jpeg(path: Path, label: int, h: int = 64, w: int = 64) -> None:
+def _jpeg(path: Path, label: int, h: int = 64, w: int = 64, mode: str = "RGB") -> None:
+    """An image file of the class colour; `mode` "L" writes a grayscale file, as the real datasets
+    hold a few (TinyImageNet, CUB), and a .png name writes a PNG."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    Image.fromarray(_image(label, h, w)).save(path, quality=90)
+    Image.fromarray(_image(label, h, w)).convert(mode).save(path, **({} if path.suffix == ".png" else {"quality": 90}))
 
 
 def _pickle(path: Path, obj: dict) -> None:
@@ -61,7 +63,8 @@ def write_tinyimagenet(root: Path, per_class_train: int = 2, per_class_val: int 
     for wnid in wnids:
         label = sorted(wnids).index(wnid)
         for j in range(per_class_train):
-            _jpeg(out / "train" / wnid / "images" / f"{wnid}_{j}.JPEG", label)
+            _jpeg(out / "train" / wnid / "images" / f"{wnid}_{j}.JPEG", label, mode="L" if label == 3 and j == 0 else "RGB")
+        (out / "train" / wnid / f"{wnid}_boxes.txt").write_text(f"{wnid}_0.JPEG\t0\t0\t63\t63\n")
         for j in range(per_class_val):
             name = f"val_{len(lines)}.JPEG"
             _jpeg(out / "val" / "images" / name, label)
@@ -80,7 +83,7 @@ def write_cub(root: Path, per_class_train: int = 5, per_class_test: int = 1) -> 
         for j in range(per_class_train + per_class_test):
             image_id += 1
             rel = f"{folder}/Bird_{c}_{j}.jpg"
-            _jpeg(out / "images" / rel, c - 1, h=30, w=40)  # not square, as CUB's photos
+            _jpeg(out / "images" / rel, c - 1, h=30, w=40, mode="L" if (c, j) == (2, 1) else "RGB")  # not square
             images.append(f"{image_id} {rel}")
             labels.append(f"{image_id} {c}")
             split.append(f"{image_id} {1 if j < per_class_train else 0}")
@@ -94,7 +97,9 @@ def write_herbarium(root: Path, categories: list[str], per_class_train: int = 7,
     out = root / "herbarium_19"
     for label, cat in enumerate(sorted(categories)):
         for j in range(per_class_train):
-            _jpeg(out / "small-train" / cat / f"{cat}_{j}.jpg", label, h=48, w=32)
+            # ImageFolder also takes PNGs and images in sub-folders of a category
+            name = {0: f"{cat}_{j}.png", 1: f"sub/{cat}_{j}.jpg"}.get(j, f"{cat}_{j}.jpg") if label == 0 else f"{cat}_{j}.jpg"
+            _jpeg(out / "small-train" / cat / name, label, h=48, w=32)
         for j in range(per_class_test):
             _jpeg(out / "small-validation" / cat / f"{cat}_v{j}.jpg", label, h=48, w=32)
     return out

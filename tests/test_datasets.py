@@ -2,13 +2,17 @@
 persisted partitions, every error path, and a run end to end on each."""
 from __future__ import annotations
 
+import csv
 import json
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from bench.cli import main
 from bench.data import DatasetError, build_dataset
+from bench.data.partitions import draw_partition, val_count
 from bench.data.summary import format_thousands, task_counts
 from tests import fixtures_datasets as fx
 
@@ -46,6 +50,7 @@ def test_tinyimagenet_classes_are_sorted_wnids_and_val_annotations_are_read_as_i
     assert data.class_names == sorted(roots[1])
     assert data.train.images.shape == (400, 64, 64, 3)
     assert np.bincount(data.test.labels).tolist() == [1] * 200
+    assert data.train.images.dtype == np.uint8 and data.train.images.shape[-1] == 3  # grayscale files too
     # the fixture colours images by class: the val image of class k looks like its train images
     k = 17
     assert abs(data.test.images[data.test.labels == k].mean() - data.train.images[data.train.labels == k].mean()) < 10
@@ -64,6 +69,10 @@ def test_cub_classes_partition_and_persistence(roots, tmp_path):
     assert [str(p) for p in again.val.images] == [str(p) for p in data.val.images]  # read back, not redrawn
     batch = data.train.load(np.arange(3))
     assert batch.shape == (3, 256, 256, 3)  # decoded: shorter side 256, centre crop
+    assert data.train.load(np.flatnonzero(data.train.labels == 1)).shape[-1] == 3  # a grayscale file
+    # the val images are official training images, never test images, and train ∩ val = ∅
+    assert not {str(p) for p in data.val.images} & {str(p) for p in data.train.images}
+    assert all(p.name.endswith(("_0.jpg", "_1.jpg", "_2.jpg", "_3.jpg", "_4.jpg")) for p in data.val.images)
 
 
 def test_herbarium_order_is_lexicographic_and_val_is_5_per_class(roots, tmp_path):
@@ -72,6 +81,51 @@ def test_herbarium_order_is_lexicographic_and_val_is_5_per_class(roots, tmp_path
     assert np.bincount(data.val.labels).tolist() == [5] * 10
     assert np.bincount(data.train.labels).tolist() == [2] * 10
     assert np.bincount(data.test.labels).tolist() == [2] * 10
+    # ImageFolder's listing: PNGs and images in sub-folders of a category count
+    first = [p.relative_to(roots[0] / "herbarium_19") for p in [*data.train.images, *data.val.images]
+             if p.parent.name == "1" or p.parent.parent.name == "1"]
+    assert {str(p) for p in first} >= {"small-train/1/1_0.png", "small-train/1/sub/1_1.jpg"}
+    assert data.train.load(np.arange(2)).shape == (2, 256, 256, 3)
+
+
+def test_a_partition_is_drawn_once_and_shared_by_every_later_reader(roots, tmp_path):
+    first = build_dataset("herbarium19", {"num_classes": 10}, str(roots[0]), partitions_dir=str(tmp_path))
+    (saved,) = tmp_path.glob("herbarium19-*.json")
+    record = json.loads(saved.read_text())
+    assert record["val_images"] == 50 and record["train_images"] == 20 and record["seed"] == 0
+    # what is stored is what is used, even if the drawing rule's RNG changed since
+    record["val"] = sorted(record["val"])[::-1]
+    saved.write_text(json.dumps(record))
+    again = build_dataset("herbarium19", {"num_classes": 10}, str(roots[0]), partitions_dir=str(tmp_path))
+    assert sorted(map(str, again.val.images)) == sorted(map(str, first.val.images))
+    # another seed is another partition, in another file
+    other = build_dataset("herbarium19", {"num_classes": 10, "partition_seed": 1}, str(roots[0]),
+                          partitions_dir=str(tmp_path))
+    assert len(list(tmp_path.glob("herbarium19-*.json"))) == 2
+    assert sorted(map(str, other.val.images)) != sorted(map(str, first.val.images))
+
+
+def test_a_corrupt_or_foreign_partition_file_is_named_not_redrawn(roots, tmp_path):
+    build_dataset("cub200", {}, str(roots[0]), partitions_dir=str(tmp_path))
+    (saved,) = tmp_path.glob("cub200-*.json")
+    text = saved.read_text()
+    saved.write_text(text[: len(text) // 2])  # truncated
+    with pytest.raises(DatasetError, match=f"corrupt partition file {saved}"):
+        build_dataset("cub200", {}, str(roots[0]), partitions_dir=str(tmp_path))
+    record = json.loads(text)
+    record["val"][0] = "999.Nowhere/x.jpg"
+    saved.write_text(json.dumps(record))
+    with pytest.raises(DatasetError, match="lists 1 images that are not in the train split, e.g. 999.Nowhere/x.jpg"):
+        build_dataset("cub200", {}, str(roots[0]), partitions_dir=str(tmp_path))
+
+
+def test_the_partition_rule_holds_out_int_fraction_or_a_count_per_class():
+    assert [val_count(n, 0.2) for n in (1, 4, 5, 29, 30, 60)] == [0, 0, 1, 5, 6, 12]  # the authors' int(0.2·n)
+    assert [val_count(n, 5) for n in (2, 5, 6, 40)] == [1, 4, 5, 5]  # never the last training image
+    labels = np.repeat(np.arange(4), [30, 29, 10, 7])
+    mask = draw_partition(labels, 0.2, seed=0)
+    assert np.bincount(labels[mask]).tolist() == [6, 5, 2, 1]
+    assert np.array_equal(mask, draw_partition(labels, 0.2, seed=0))
 
 
 @pytest.mark.parametrize("name, remove, message", [
@@ -121,27 +175,54 @@ def test_wrong_class_counts_are_refused(tmp_path):
         build_dataset("tinyimagenet", {}, str(tmp_path))
 
 
-@pytest.mark.parametrize("dataset, per_class_train, per_class_test, split, expected", [
-    ("C10", [5000] * 10, [1000] * 10, 2, ["25.0k", "25.0k"]),
-    ("C10", [5000] * 10, [1000] * 10, 5, ["10.0k"] * 5),
-    ("C100", [500] * 100, [100] * 100, 2, ["25.0k", "25.0k"]),
-    ("C100", [500] * 100, [100] * 100, 5, ["10.0k"] * 5),
-    ("T200", [500] * 200, [50] * 200, 2, ["50.0k", "50.0k"]),
-    ("T200", [500] * 200, [50] * 200, 5, ["20.0k"] * 5),
-    # CUB: ~30 official train images per class, int(0.2·30) = 6 held out → 24 per class
-    ("B200", [24] * 200, [29] * 200, 2, ["2.4k", "2.4k"]),
-    ("B200", [24] * 200, [29] * 200, 5, ["0.9k"] * 5),
-])
-def test_counting_reproduces_the_papers_appendix_table(dataset, per_class_train, per_class_test, split, expected):
-    rows = task_counts(per_class_train, per_class_test, split)
-    assert [format_thousands(r["train"]) for r in rows] == expected
+APPENDIX = Path(__file__).resolve().parents[1] / "results" / "paper" / "appendix_table_data_splits.csv"
 
 
-def test_herbarium_class_splits_match_the_appendix():
-    rows2 = task_counts([1] * 683, [1] * 683, 2)
-    rows5 = task_counts([1] * 683, [1] * 683, 5)
-    assert [r["num_classes"] for r in rows2] == [342, 341]
-    assert [r["num_classes"] for r in rows5] == [137, 137, 137, 137, 135]
+def published_train_per_class(dataset: str) -> list[int]:
+    """Training images per class in canonical order, from each dataset's published sizes, after the
+    harness's train/val partition."""
+    if dataset == "C10":
+        return [5000] * 10
+    if dataset == "C100":
+        return [500] * 100
+    if dataset == "T200":
+        return [500] * 200
+    if dataset == "B200":
+        # 5,994 official training images, 29 or 30 a class (194·30 + 6·29); int(0.2·n) held out as val
+        official = [30] * 194 + [29] * 6
+        return [n - val_count(n, 0.2) for n in official]
+    raise KeyError(dataset)
+
+
+def appendix_rows() -> dict[tuple[str, str], list[dict]]:
+    rows: dict[tuple[str, str], list[dict]] = {}
+    with APPENDIX.open() as fh:
+        for row in csv.DictReader(fh):
+            rows.setdefault((row["dataset"], row["split"]), []).append(row)
+    return rows
+
+
+@pytest.mark.parametrize("dataset", ["C10", "C100", "T200", "B200"])
+@pytest.mark.parametrize("split", ["2-step", "5-step"])
+def test_counting_reproduces_the_papers_appendix_table(dataset, split):
+    paper = appendix_rows()[(dataset, split)]
+    per_class = published_train_per_class(dataset)
+    rows = task_counts(per_class, [0] * len(per_class), int(split[0]))
+    assert [r["num_classes"] for r in rows] == [int(p["num_classes"]) for p in paper]
+    assert [format_thousands(r["train"]) for r in rows] == [p["num_train_images"] for p in paper]
+
+
+def test_herbarium_class_splits_and_total_match_the_appendix():
+    """Herbarium's per-class sizes are not published, only the totals: 34,225 small-train images
+    over 683 classes, 5 a class held out as val."""
+    table = appendix_rows()
+    for split in ("2-step", "5-step"):
+        paper = table[("H683", split)]
+        rows = task_counts([1] * 683, [1] * 683, int(split[0]))
+        assert [r["num_classes"] for r in rows] == [int(p["num_classes"]) for p in paper]
+        assert sum(float(p["num_train_images"][:-1]) for p in paper) == pytest.approx(
+            (34225 - 683 * val_count(50, 5)) / 1000, abs=0.1 * len(paper))
+    assert format_thousands(34225 - 5 * 683) == "30.8k"
 
 
 def test_data_summary_command(roots, capsys, tmp_path):
@@ -149,6 +230,7 @@ def test_data_summary_command(roots, capsys, tmp_path):
                  "--results", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "cifar10: 10 classes, 40 train and 20 test images; 5-step split" in out
+    assert f"read from {roots[0] / 'cifar-10-batches-py'}" in out
     assert "| 0-1 " in out and "| 8-9 " in out
     assert main(["data", "summary", "cifar10", "--data-root", str(tmp_path / "nowhere")]) == 2
     assert "not found or incomplete" in capsys.readouterr().err

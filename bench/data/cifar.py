@@ -19,7 +19,7 @@ def _unpickle(path: Path) -> dict:
         raise DatasetError(f"corrupt or truncated CIFAR file {path}: {type(err).__name__}: {err}") from None
 
 
-def _batch(path: Path, label_key: str) -> ImageSet:
+def _batch(path: Path, label_key: str, num_classes: int) -> ImageSet:
     entry = _unpickle(path)
     try:
         data = np.asarray(entry["data"], dtype=np.uint8)
@@ -27,6 +27,9 @@ def _batch(path: Path, label_key: str) -> ImageSet:
         images = data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
     except (KeyError, ValueError, TypeError) as err:
         raise DatasetError(f"corrupt CIFAR file {path}: {type(err).__name__}: {err}") from None
+    if len(labels) != len(images) or (len(labels) and (labels.min() < 0 or labels.max() >= num_classes)):
+        raise DatasetError(f"corrupt CIFAR file {path}: {len(images)} images, {len(labels)} labels "
+                           f"(expected as many, each in 0..{num_classes - 1})")
     return ImageSet(np.ascontiguousarray(images), labels)
 
 
@@ -51,12 +54,13 @@ class Cifar10:
         layout = f"{self.dirname}/{{{', '.join(self.train_files)}, {self.test_file}, {self.meta_file}}}"
         path = locate(self.__class__.__name__.lower(), self.root, self.dirname,
                       [*self.train_files, self.test_file, self.meta_file], layout)
-        names = _unpickle(path / self.meta_file).get(self.names_key)
+        meta = _unpickle(path / self.meta_file)
+        names = meta.get(self.names_key) if isinstance(meta, dict) else None
         if not names or len(names) != self.num_classes:
             raise DatasetError(f"corrupt CIFAR meta file {path / self.meta_file}: expected {self.num_classes} "
                                f"names under {self.names_key!r}")
-        train = _concat([_batch(path / f, self.label_key) for f in self.train_files])
-        test = _batch(path / self.test_file, self.label_key)
+        train = _concat([_batch(path / f, self.label_key, self.num_classes) for f in self.train_files])
+        test = _batch(path / self.test_file, self.label_key, self.num_classes)
         return LoadedDataset(name=self.__class__.__name__.lower(), class_names=list(names), train=train, test=test,
                              mean=self.mean, std=self.std, augmentation="cifar", root=str(path))
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from bench.data.base import DatasetError, ImageSet, LoadedDataset
-from bench.data.files import locate, persisted_partition, read_lines
+from bench.data.files import locate, read_lines
+from bench.data.partitions import persisted_partition
 from bench.data.tinyimagenet import IMAGENET_MEAN, IMAGENET_STD
 from registries import DATASETS
 
@@ -53,6 +54,10 @@ class Cub200:
         missing = [str(p) for p in paths if not p.is_file()]
         if missing:
             raise DatasetError(f"cub200: {len(missing)} images listed in images.txt are missing, e.g. {missing[0]}")
+        bad = next((i for i in ids if not labels[i][0].isdigit() or int(labels[i][0]) not in classes), None)
+        if bad is not None:
+            raise DatasetError(f"cub200: image {bad} has class {labels[bad][0]!r} in {path / 'image_class_labels.txt'}, "
+                               f"which {path / 'classes.txt'} does not list")
         y = np.array([int(labels[i][0]) - 1 for i in ids])
         is_train = np.array([split[i][0] == "1" for i in ids])
         train_paths = [p for p, t in zip(paths, is_train) if t]

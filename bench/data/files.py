@@ -1,32 +1,36 @@
-"""What the on-disk readers share: locating a dataset, clear errors, decoding, persisted partitions."""
+"""What the on-disk readers share: locating a dataset, clear errors, decoding image files."""
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from bench.data.base import DatasetError
 
+if TYPE_CHECKING:
+    from PIL import Image
+
 DECODE_SIZE = 256  # file-backed images are decoded to Resize(256) + CenterCrop(256), the authors' 256 stage
 
 
 def locate(name: str, root: str | None, dirname: str, required: Sequence[str], layout: str) -> Path:
-    """`root/dirname` if it exists, else `root` itself; every `required` entry must be there."""
+    """The dataset's directory: `root/dirname/dirname` (an archive unpacked into a folder of its own
+    name), `root/dirname` or `root` itself, the first that holds every `required` entry."""
     if not root:
         raise DatasetError(f"dataset {name!r}: no data root given; use --data-root DIR, BENCH_DATA_ROOT or "
                            f"--cfg-options dataset.root=DIR. Expected layout: {layout}")
     base = Path(root).expanduser()
+    candidates = [base / dirname / dirname, base / dirname, base]
+    for path in candidates:
+        if all((path / r).exists() for r in required):
+            return path
     path = base / dirname if (base / dirname).is_dir() else base
     missing = [r for r in required if not (path / r).exists()]
-    if missing:
-        raise DatasetError(f"dataset {name!r} not found or incomplete at {path}: missing {', '.join(missing)}. "
-                           f"Expected layout: {layout}")
-    return path
+    raise DatasetError(f"dataset {name!r} not found or incomplete at {path}: missing {', '.join(missing)}. "
+                       f"Expected layout: {layout}")
 
 
 def read_lines(path: Path) -> list[str]:
@@ -36,19 +40,25 @@ def read_lines(path: Path) -> list[str]:
         raise DatasetError(f"cannot read {path}: {err}") from None
 
 
-def _decode_one(path: Path, size: int) -> np.ndarray:
+def open_resized(path: Path, short: int) -> Image.Image:
+    """The image at `path` in RGB, resized (bicubic) so its shorter side is `short`; an unreadable or
+    truncated file is a `DatasetError` that names it."""
     from PIL import Image, UnidentifiedImageError
 
     try:
         with Image.open(path) as img:
             img = img.convert("RGB")
             w, h = img.size
-            scale = size / min(w, h)
-            img = img.resize((max(size, round(w * scale)), max(size, round(h * scale))), Image.BICUBIC)
-            left, top = (img.width - size) // 2, (img.height - size) // 2
-            return np.asarray(img.crop((left, top, left + size, top + size)), dtype=np.uint8)
+            scale = short / min(w, h)
+            return img.resize((max(short, round(w * scale)), max(short, round(h * scale))), Image.BICUBIC)
     except (OSError, UnidentifiedImageError, ValueError) as err:
         raise DatasetError(f"unreadable image {path}: {err}") from None
+
+
+def _decode_one(path: Path, size: int) -> np.ndarray:
+    img = open_resized(path, size)
+    left, top = (img.width - size) // 2, (img.height - size) // 2
+    return np.asarray(img.crop((left, top, left + size, top + size)), dtype=np.uint8)
 
 
 def decode(paths: Sequence[Path], size: int = DECODE_SIZE, workers: int | None = None) -> np.ndarray:
@@ -67,41 +77,15 @@ def decode_native(paths: Sequence[Path], workers: int | None = None) -> np.ndarr
         try:
             with Image.open(p) as img:
                 return np.asarray(img.convert("RGB"), dtype=np.uint8)
-        except OSError as err:
+        except (OSError, ValueError) as err:
             raise DatasetError(f"unreadable image {p}: {err}") from None
 
     with ThreadPoolExecutor(workers or min(16, os.cpu_count() or 1)) as pool:
         arrays = list(pool.map(one, paths))
-    shapes = {a.shape for a in arrays}
-    if len(shapes) > 1:
-        raise DatasetError(f"images of different sizes {sorted(shapes)[:3]} where one size was expected")
+    if not arrays:
+        return np.empty((0, 0, 0, 3), np.uint8)
+    odd = next((i for i, a in enumerate(arrays) if a.shape != arrays[0].shape), None)
+    if odd is not None:
+        raise DatasetError(f"image {paths[odd]} is {arrays[odd].shape[1]}×{arrays[odd].shape[0]} where every "
+                           f"image should be {arrays[0].shape[1]}×{arrays[0].shape[0]}, like {paths[0]}")
     return np.stack(arrays)
-
-
-def persisted_partition(name: str, labels: np.ndarray, files: Iterable[str], val_per_class: float | int,
-                        seed: int, directory: str | Path | None) -> np.ndarray:
-    """Boolean val mask over a train split, drawn once per class with a fixed seed and stored as JSON.
-
-    `val_per_class` < 1 is a fraction of each class (CUB's 20%), >= 1 a count (Herbarium's 5). The file
-    name carries a hash of the file list, so a changed dataset gets a new partition, never a stale one.
-    """
-    files = list(files)
-    digest = hashlib.sha256(("\n".join(files) + f"|{val_per_class}|{seed}").encode()).hexdigest()[:12]
-    path = Path(directory) / f"{name}-{digest}.json" if directory else None
-    if path is not None and path.exists():
-        val = set(json.loads(path.read_text())["val"])
-        return np.array([f in val for f in files])
-    rng = np.random.default_rng(seed)
-    mask = np.zeros(len(labels), dtype=bool)
-    for c in np.unique(labels):
-        idx = np.flatnonzero(labels == c)
-        # int(), not round(): the authors' `int(val_split * len(idxs))`
-        n = int(len(idx) * val_per_class) if val_per_class < 1 else min(int(val_per_class), len(idx) - 1)
-        mask[rng.choice(idx, size=max(n, 0), replace=False)] = True
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(json.dumps({"dataset": name, "seed": seed, "val_per_class": val_per_class,
-                                   "val": [f for f, m in zip(files, mask) if m]}, indent=1))
-        tmp.replace(path)
-    return mask

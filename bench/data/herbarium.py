@@ -4,26 +4,30 @@ ImageFolder order, so "10" sorts before "2"). 5 images per class of small-train 
 once, with a fixed seed, persisted; small-validation is the test set."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 
 from bench.data.base import DatasetError, ImageSet, LoadedDataset
-from bench.data.files import locate, persisted_partition
+from bench.data.files import locate
+from bench.data.partitions import persisted_partition
 from bench.data.tinyimagenet import IMAGENET_MEAN, IMAGENET_STD
 from registries import DATASETS
 
 LAYOUT = "herbarium_19/{small-train/<category>/*.jpg, small-validation/<category>/*.jpg}, 683 category folders each"
-EXTENSIONS = {".jpg", ".jpeg", ".png"}
+# torchvision ImageFolder's extensions, matched case-insensitively, files found recursively
+EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
 
 def _folder(root: Path, classes: list[str]) -> ImageSet:
+    """Images and labels as torchvision's ImageFolder lists them (os.walk sorted, file names sorted)."""
     files, labels = [], []
     for i, name in enumerate(classes):
-        found = sorted(p for p in (root / name).iterdir() if p.suffix.lower() in EXTENSIONS) \
-            if (root / name).is_dir() else []
-        files += found
-        labels += [i] * len(found)
+        for directory, _, names in sorted(os.walk(root / name, followlinks=True)):
+            found = [Path(directory) / f for f in sorted(names) if f.lower().endswith(EXTENSIONS)]
+            files += found
+            labels += [i] * len(found)
     return ImageSet(files, np.array(labels, dtype=np.int64))
 
 
@@ -47,7 +51,10 @@ class Herbarium19:
             raise DatasetError(f"herbarium19: {path / 'small-train'} has {len(classes)} category folders, "
                                f"expected {self.num_classes}. Expected layout: {LAYOUT}")
         if test_classes != classes:
-            raise DatasetError(f"herbarium19: small-validation's category folders differ from small-train's at {path}")
+            only = sorted(set(classes) ^ set(test_classes))[:3]
+            raise DatasetError(f"herbarium19: the category folders of {path / 'small-validation'} differ from those of "
+                               f"{path / 'small-train'} (e.g. {', '.join(only)}); both must hold the same categories, "
+                               f"or the class indices would not match")
         train = _folder(path / "small-train", classes)
         empty = sorted(set(range(len(classes))) - set(train.labels.tolist()))
         if empty:

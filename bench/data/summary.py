@@ -27,7 +27,7 @@ def format_thousands(n: int) -> str:
 
 
 def summary_table(name: str, train_labels: np.ndarray, test_labels: np.ndarray, num_classes: int,
-                  n_steps: int, val_count: int = 0) -> str:
+                  n_steps: int, val_count: int = 0, root: str = "") -> str:
     train = np.bincount(train_labels, minlength=num_classes)
     test = np.bincount(test_labels, minlength=num_classes)
     rows = task_counts(train.tolist(), test.tolist(), n_steps)
@@ -35,5 +35,6 @@ def summary_table(name: str, train_labels: np.ndarray, test_labels: np.ndarray, 
                       for r in rows], headers=("task", "classes", "#classes", "train", "train (paper style)", "test"),
                      tablefmt="github")
     held = f", {val_count} val images held out of the official train split" if val_count else ""
+    source = f" (read from {root})" if root else ""
     return (f"{name}: {num_classes} classes, {int(train.sum())} train and {int(test.sum())} test images{held}; "
-            f"{n_steps}-step split\n{table}")
+            f"{n_steps}-step split{source}\n{table}")
