@@ -5,12 +5,12 @@
   leaks nothing across steps.
 - `timm:<model>`: any timm model by name, with the classifier removed (`num_classes=0`), e.g.
   `timm:vit_base_patch16_224.dino` (the paper's DINO ViT-B/16). `backbone.pretrained` is True
-  (timm's hub weights), False (random init, for tests) or the path of a local weights file.
+  (timm's hub weights), False (random init, for tests) or the path of a local weights file in its
+  authors' format (DINO's .pth, OpenAI CLIP's TorchScript .pt; see `bench.weights`).
 """
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any, Mapping
 
 import torch
@@ -81,11 +81,11 @@ def _create_timm(model_name: str, pretrained: bool | str, kwargs: dict[str, Any]
 
     kwargs.setdefault("num_classes", 0)
     if isinstance(pretrained, str):
-        path = Path(pretrained).expanduser()
-        if not path.is_file():
-            raise BenchError(f"backbone weights file not found: {path}; set backbone.pretrained to an existing "
-                             ".pth/.safetensors file, True (timm's hub weights) or False (random init)")
-        return timm.create_model(model_name, pretrained=True, pretrained_cfg_overlay=dict(file=str(path)), **kwargs)
+        from bench.weights import load_backbone_weights
+
+        model = timm.create_model(model_name, pretrained=False, **kwargs)
+        load_backbone_weights(model, pretrained, model_name)
+        return model
     if not pretrained:
         return timm.create_model(model_name, pretrained=False, **kwargs)
     try:
@@ -95,7 +95,8 @@ def _create_timm(model_name: str, pretrained: bool | str, kwargs: dict[str, Any]
         raise BenchError(
             f"could not load pretrained weights for timm model {model_name!r}"
             f"{' (HF_HUB_OFFLINE is set)' if offline else ''}: {type(err).__name__}. Provide them with "
-            f"--cfg-options backbone.pretrained=/path/to/weights.pth (a local .pth or .safetensors file), "
+            f"--cfg-options backbone.pretrained=/path/to/weights (a local file: DINO's .pth, OpenAI CLIP's .pt, "
+            f"timm's .pth or .safetensors), "
             f"or populate the Hugging Face cache on a machine with network access; "
             f"backbone.pretrained=False uses random weights") from None
 

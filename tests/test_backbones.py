@@ -45,3 +45,78 @@ def test_random_init_is_the_same_in_every_build():
 def test_unknown_timm_model():
     with pytest.raises(BenchError, match="unknown timm model 'vit_nope'"):
         build_backbone("timm:vit_nope", {"pretrained": False}, (32, 32, 3))
+
+
+TINY_CLIP = {"num_classes": 16, "embed_dim": 32, "depth": 2, "num_heads": 2, "img_size": 32}
+
+
+def fp16_exact(model: torch.nn.Module) -> torch.nn.Module:
+    """Round a model's weights to fp16 values, as OpenAI's archive stores them."""
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.half().float())
+    return model.eval()
+
+
+def test_an_openai_clip_torchscript_archive_is_loaded_as_the_image_tower(tmp_path):
+    import timm
+
+    from tests.fixtures_weights import write_openai_clip
+
+    source = timm.create_model("vit_base_patch16_clip_quickgelu_224", pretrained=False, **TINY_CLIP)
+    torch.nn.init.zeros_(source.head.bias)  # OpenAI's projection has no bias
+    torch.nn.init.normal_(source.blocks[1].mlp.fc2.weight, std=0.5)
+    fp16_exact(source)
+    path = tmp_path / "ViT-B-16.pt"
+    write_openai_clip(source, path)
+    model = build_backbone("clip-vitb16", {"pretrained": str(path), "kwargs": TINY_CLIP}, (32, 32, 3))
+    assert model.feature_dim == 16  # the projected embedding, not the width
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), source(x))
+
+
+def test_a_dino_resnet50_file_in_torchvisions_key_names_is_loaded(tmp_path):
+    import torchvision
+
+    source = torchvision.models.resnet50(weights=None)
+    torch.nn.init.normal_(source.layer4[2].conv3.weight, std=0.05)
+    source.fc = torch.nn.Identity()  # DINO's backbone: the 2048-d pooled feature
+    path = tmp_path / "dino_resnet50_pretrain.pth"
+    torch.save(source.state_dict(), path)
+    model = build_backbone("dino-resnet50", {"pretrained": str(path), "kwargs": {"input_size": 64}}, (32, 32, 3))
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), source.eval()(x))
+
+
+def test_a_dino_full_checkpoint_gives_its_teachers_backbone(tmp_path):
+    import timm
+
+    from tests.fixtures_weights import write_dino_full_checkpoint
+
+    kwargs = {"embed_dim": 32, "depth": 1, "num_heads": 2, "img_size": 32}
+    teacher = timm.create_model("vit_base_patch16_224", pretrained=False, num_classes=0, **kwargs).eval()
+    student = timm.create_model("vit_base_patch16_224", pretrained=False, num_classes=0, **kwargs)
+    torch.nn.init.normal_(student.blocks[0].mlp.fc1.weight, std=1.0)
+    path = tmp_path / "dino_vitbase16_full_checkpoint.pth"
+    write_dino_full_checkpoint(teacher.state_dict(), student.state_dict(), path)
+    model = build_backbone("dino-vitb16", {"pretrained": str(path), "kwargs": kwargs}, (32, 32, 3))
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), teacher(x))
+
+
+def test_a_file_for_another_architecture_is_refused_by_name_not_half_loaded(tmp_path):
+    import torchvision
+
+    path = tmp_path / "resnet.pth"
+    torch.save(torchvision.models.resnet18(weights=None).state_dict(), path)
+    with pytest.raises(BenchError, match=r"do not fit backbone 'vit_base_patch16_224.dino'.*not in the file "
+                                         r"\(cls_token.*not the model's \(conv1.weight"):
+        build_backbone("dino-vitb16", {"pretrained": str(path), "kwargs": {}}, (32, 32, 3))
+    (tmp_path / "junk.pth").write_text("not a checkpoint")
+    with pytest.raises(BenchError, match="cannot read backbone weights .*junk.pth.*OpenAI CLIP"):
+        build_backbone("dino-vitb16", {"pretrained": str(tmp_path / "junk.pth"), "kwargs": {}}, (32, 32, 3))
+    with pytest.raises(BenchError, match="weights file not found"):
+        build_backbone("dino-vitb16", {"pretrained": str(tmp_path / "nowhere.pth"), "kwargs": {}}, (32, 32, 3))

@@ -1,0 +1,112 @@
+"""Backbone weights from a local file, in the format the weights' authors publish (methods-spec §5).
+
+- DINO's backbone files (`dino_vitbase16_pretrain.pth`, `dino_resnet50_pretrain.pth`): plain state
+  dicts. The ViT's key names are timm's; the ResNet-50's are torchvision's, which timm's `resnet50`
+  shares. DINO's full training checkpoints (`*_full_checkpoint.pth`) hold `teacher` and `student`
+  with `module.`/`backbone.` prefixes and the projection head; their teacher's backbone is used, as
+  DINO's own evaluation does.
+- OpenAI CLIP (`ViT-B-16.pt`, what `clip.load` downloads): a TorchScript archive of the whole model
+  in fp16. Its image tower (`visual.*`) is converted to timm's ViT by timm's own converter; the text
+  tower is ignored.
+- timm's own `.pth` and `.safetensors` files.
+
+Every parameter of the model must come from the file: a file for another architecture is refused
+with the keys that do not match, never loaded by halves (timm's non-strict loading would keep the
+random initialisation of whatever did not match, silently).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+from torch import nn
+
+from bench.errors import BenchError
+
+# Containers that training scripts wrap a state dict in; DINO's evaluation takes the teacher.
+CONTAINERS = ("teacher", "state_dict", "model", "module")
+FORMATS = ("DINO backbone .pth or full checkpoint, OpenAI CLIP TorchScript .pt, timm .pth/.safetensors")
+
+
+def _is_torchscript(path: Path) -> bool:
+    if not zipfile.is_zipfile(path):
+        return False
+    with zipfile.ZipFile(path) as archive:
+        return any(name.split("/", 1)[-1].startswith("code/") for name in archive.namelist())
+
+
+def read_checkpoint(path: Path) -> Any:
+    """The object stored in `path`, on the CPU, without running code from it where avoidable."""
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            return load_file(str(path), device="cpu")
+        if _is_torchscript(path):
+            return torch.jit.load(str(path), map_location="cpu").state_dict()
+        # DINO's full checkpoints carry their argparse arguments next to the tensors
+        with torch.serialization.safe_globals([argparse.Namespace]):
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises many types for a file it cannot read
+        first = (str(err).strip().splitlines() or [""])[0]  # torch appends paragraphs of advice
+        raise BenchError(f"cannot read backbone weights {path}: {type(err).__name__}: {first} Expected one of: "
+                         f"{FORMATS}") from None
+
+
+def backbone_state(checkpoint: Any) -> dict[str, torch.Tensor]:
+    """The backbone's tensors out of a checkpoint: unwrapped from its container, the `module.`
+    (DistributedDataParallel) and `backbone.` (DINO's wrapper) prefixes removed, and with the
+    `backbone.` prefix present, only the backbone's entries (not DINO's projection head)."""
+    state = checkpoint
+    while isinstance(state, Mapping):
+        key = next((k for k in CONTAINERS if isinstance(state.get(k), Mapping)), None)
+        if key is None:
+            break
+        state = state[key]
+    if not isinstance(state, Mapping):
+        raise BenchError(f"the checkpoint holds a {type(state).__name__}, not a state dict")
+    tensors = {k: v for k, v in state.items() if isinstance(v, torch.Tensor)}
+    if tensors and all(k.startswith("module.") for k in tensors):
+        tensors = {k[len("module."):]: v for k, v in tensors.items()}
+    if any(k.startswith("backbone.") for k in tensors):
+        tensors = {k[len("backbone."):]: v for k, v in tensors.items() if k.startswith("backbone.")}
+    return tensors
+
+
+def _timm_filter(state: dict[str, torch.Tensor], model: nn.Module) -> dict[str, torch.Tensor]:
+    """timm's own conversion for the model's family (OpenAI CLIP → ViT, position-embedding resize)."""
+    convert = getattr(sys.modules.get(type(model).__module__), "checkpoint_filter_fn", None)
+    return convert(state, model) if convert is not None else state
+
+
+def load_backbone_weights(model: nn.Module, path: str | Path, name: str) -> None:
+    """Load `path` into the timm `model` (registered as backbone `name`), or raise a `BenchError`
+    that says which keys did not match. The classifier of a model built without one
+    (`num_classes=0`) is the only part of a file that may go unused."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise BenchError(f"backbone weights file not found: {path}; set backbone.pretrained to an existing file "
+                         f"({FORMATS}), True (timm's hub weights) or False (random init)")
+    state = _timm_filter(backbone_state(read_checkpoint(path)), model)
+    classifier = model.pretrained_cfg.get("classifier") if hasattr(model, "pretrained_cfg") else None
+    if classifier and getattr(model, "num_classes", 1) == 0:
+        state = {k: v for k, v in state.items() if not k.startswith(f"{classifier}.")}
+    expected = model.state_dict()
+    wrong_shape = [k for k, v in state.items() if k in expected and v.shape != expected[k].shape]
+    missing = [k for k in expected if k not in state and not k.endswith("num_batches_tracked")]
+    unexpected = [k for k in state if k not in expected]
+    if missing or unexpected or wrong_shape:
+        def some(keys: list[str]) -> str:
+            return ", ".join(keys[:4]) + (", ..." if len(keys) > 4 else "")
+
+        problems = [f"{len(missing)} of the model's entries are not in the file ({some(missing)})" if missing else "",
+                    f"{len(unexpected)} entries of the file are not the model's ({some(unexpected)})" if unexpected
+                    else "",
+                    f"{len(wrong_shape)} have another shape ({some(wrong_shape)})" if wrong_shape else ""]
+        raise BenchError(f"backbone weights {path} do not fit backbone {name!r}: "
+                         f"{'; '.join(p for p in problems if p)}. Expected one of: {FORMATS}, for this architecture")
+    model.load_state_dict(state, strict=False)  # strict but for BatchNorm's num_batches_tracked
