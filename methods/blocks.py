@@ -167,22 +167,40 @@ class PrototypeStats:
         self.means, self.stds, self.n_classes = dict(state["means"]), dict(state["stds"]), state["n_classes"]
 
 
+def first_trainable_block(depth: int, trainable: int | str) -> int:
+    """Index of the first trainable block of a `depth`-block ViT, from a count of last blocks or a
+    block name ("blocks.11")."""
+    names = [f"blocks.{i}" for i in range(depth)]
+    if isinstance(trainable, str):
+        if trainable not in names:
+            raise ValueError(f"unknown block {trainable!r} to unfreeze from; this backbone has {names[0]} .. "
+                             f"{names[-1]}")
+        return names.index(trainable)
+    if not 1 <= int(trainable) <= depth:
+        raise ValueError(f"cannot unfreeze the last {trainable} blocks of a {depth}-block backbone; choose 1..{depth} "
+                         f"or a block name ({names[0]} .. {names[-1]})")
+    return depth - int(trainable)
+
+
 class LastBlocksTrainable(nn.Module):
-    """A copy of a timm ViT backbone whose last `n` transformer blocks train (§2.1, "g = 12 − n").
+    """A copy of a timm ViT backbone whose last transformer blocks train (§2.1, `grad_from_block`).
 
-    The frozen prefix (patch embedding, position embedding, the first blocks) runs under `no_grad`,
-    so activations are kept only for the trainable blocks; the final norm stays frozen, as in the
-    authors' code. The feature is the CLS token after the final norm (timm's pre-logits)."""
+    `trainable` is how many blocks, counted from the end (1: `blocks.11` of a ViT-B), or the name of
+    the first trainable block (`"blocks.11"`, `"blocks.10"` for ResTune's two). The frozen prefix
+    (patch and position embedding, the earlier blocks) runs under `no_grad`, so activations are kept
+    only for the trainable blocks; the final norm and any projection head (CLIP's 512-d) stay
+    frozen, as in the authors' code. The output is the backbone's own feature."""
 
-    def __init__(self, backbone: nn.Module, n: int = 1) -> None:
+    def __init__(self, backbone: nn.Module, trainable: int | str = 1) -> None:
         super().__init__()
         import copy
 
         model = getattr(backbone, "model", backbone)
         if not hasattr(model, "blocks"):
-            raise ValueError("unfreezing the last block needs a ViT backbone (timm model with .blocks)")
+            raise ValueError("unfreezing the last block needs a ViT backbone (a timm model with .blocks), "
+                             f"not {type(model).__name__}")
         self.model = copy.deepcopy(model).requires_grad_(False)
-        self.first_trainable = len(self.model.blocks) - n
+        self.first_trainable = first_trainable_block(len(self.model.blocks), trainable)
         for block in self.model.blocks[self.first_trainable:]:
             block.requires_grad_(True)
 
@@ -198,12 +216,12 @@ class LastBlocksTrainable(nn.Module):
     def _forward(self, x: torch.Tensor) -> torch.Tensor:
         m = self.model
         with torch.no_grad():
-            x = m.norm_pre(m._pos_embed(m.patch_embed(x)))
+            x = m.norm_pre(m.patch_drop(m._pos_embed(m.patch_embed(x))))
             for block in m.blocks[: self.first_trainable]:
                 x = block(x)
         for block in m.blocks[self.first_trainable:]:
             x = block(x)
-        return m.forward_head(m.norm(x), pre_logits=True)
+        return m.forward_head(m.norm(x))  # pooled token, then the head: Identity, or CLIP's projection
 
     def trainable_state(self) -> dict[str, torch.Tensor]:
         return {k: v.detach().cpu().clone() for k, v in self.model.blocks[self.first_trainable:].state_dict().items()}

@@ -38,7 +38,7 @@ class JointUnfrozen(Baseline):
         """The (backbone, head) pair of stage 1 of step `key`, or of stage 2 for key "joint"."""
         if key not in self._models:
             blocks, weight = self.stage2 if key == "joint" else self.stage1[key]
-            net = LastBlocksTrainable(self.frozen_backbone, self.hparams["unfreeze_blocks"])
+            net = LastBlocksTrainable(self.frozen_backbone, self.hparams["unfreeze"])
             net.load_trainable_state(blocks)
             head = CosineHead(weight.shape[1], weight.shape[0], True)
             head.weight.data.copy_(weight)
@@ -61,7 +61,7 @@ class JointUnfrozen(Baseline):
 
     def _stage1(self, step: Step) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         hp = self.hparams
-        net = LastBlocksTrainable(step.backbone, hp["unfreeze_blocks"]).to(step.device).train()
+        net = LastBlocksTrainable(step.backbone, hp["unfreeze"]).to(step.device).train()
         head = concatenated_head([self.heads[step.index]], True).train()
         opt = self._optimizer(net.trainable_parameters() + list(head.parameters()))
         gen = torch.Generator().manual_seed(self.seed * 1000 + 800 + step.index)
@@ -84,7 +84,7 @@ class JointUnfrozen(Baseline):
         sources = [*step.past_images, step.images]
         teachers = [self._model(s) for s in range(step.index + 1)]  # stage 1 of this step is stored already
         offsets = torch.tensor([0] + [w.shape[0] for _, w in self.stage1]).cumsum(0).tolist()
-        net = LastBlocksTrainable(step.backbone, hp["unfreeze_blocks"]).to(step.device).train()
+        net = LastBlocksTrainable(step.backbone, hp["unfreeze"]).to(step.device).train()
         joint = concatenated_head([teacher[1] for teacher in teachers], True).train()
         opt = self._optimizer(net.trainable_parameters() + list(joint.parameters()))
         gen = torch.Generator().manual_seed(self.seed * 1000 + 900 + step.index)

@@ -149,3 +149,56 @@ def test_joint_unfrozen_trains_only_the_last_block_and_resumes(tmp_path):
     assert not torch.equal(net.model.blocks[1].mlp.fc1.weight, fresh.model.blocks[1].mlp.fc1.weight)
     torch.testing.assert_close(backbone.model.blocks[1].mlp.fc1.weight, fresh.model.blocks[1].mlp.fc1.weight)
     torch.testing.assert_close(net.model.norm.weight, fresh.model.norm.weight)  # the final norm stays frozen
+
+
+def test_joint_unfrozen_stage2_starts_fresh_and_labels_each_steps_images_with_its_own_stage1_pair(monkeypatch):
+    """Stage 2 at step 1: a fresh copy of the pre-trained backbone and a head initialised from the
+    stage-1 heads, trained on zipped batches of both steps' images, each step's rows labelled by its
+    own stage-1 (backbone, head) pair inside its own class range."""
+    from bench.backbones import build_backbone
+    from bench.data import build_dataset
+    from bench.features import Encoder, ImageSource
+    from methods.blocks import LastBlocksTrainable
+    from methods.joint_unfrozen import JointUnfrozen
+
+    (spec,) = tiny_specs(methods=["Joint (unfrozen)"], backbone="timm:vit_tiny_patch16_224",
+                         **{"backbone.kwargs.depth": 2})
+    backbone = build_backbone(spec.backbone, spec.config["backbone"], (8, 8, 3))
+    data = build_dataset("synthetic", spec.config["dataset"])
+    encoder = Encoder(backbone, data, "cpu")
+    sources = [ImageSource(data.train.subset((data.train.labels >= lo) & (data.train.labels < lo + 3)), encoder)
+               for lo in (0, 3)]  # 36 images each
+    method = JointUnfrozen(32, 0, **{**spec.config["method"], "stage2_epochs": 2, "stage2_batch_size": 10})
+    method.frozen_backbone = backbone
+    # stage-1 pairs that disagree with the pre-trained backbone, so a stage 2 that started from one
+    # of them instead of a fresh copy would show
+    for n in (3, 3):
+        trained = LastBlocksTrainable(backbone, 1)
+        torch.nn.init.normal_(trained.model.blocks[1].mlp.fc2.weight, std=1.0)
+        method.stage1.append((trained.trainable_state(), torch.randn(n, 32)))
+    initial = []
+    real_optimizer = JointUnfrozen._optimizer
+    monkeypatch.setattr(JointUnfrozen, "_optimizer",
+                        lambda self, params: initial.extend(p.detach().clone() for p in params) or
+                        real_optimizer(self, params))
+    calls = []
+    real_loss = __import__("methods.joint_unfrozen", fromlist=["x"]).hard_cross_entropy
+    monkeypatch.setattr("methods.joint_unfrozen.hard_cross_entropy",
+                        lambda logits, y, t: calls.append((logits.shape, y.clone())) or real_loss(logits, y, t))
+    step = Step(index=1, n_classes=3, offset=3, train=FeatureViews(torch.randn(36, 32), torch.randn(36, 2, 32)),
+                images=sources[1], past_images=[sources[0]], backbone=backbone)
+    blocks, head = method._stage2(step)
+    assert head.shape == (6, 32)
+    # the student starts from a fresh copy of the pre-trained last block and the stage-1 heads
+    pretrained = list(backbone.model.blocks[1].parameters())
+    assert len(initial) == len(pretrained) + 1
+    for start, weight in zip(initial, pretrained):
+        torch.testing.assert_close(start, weight)
+    torch.testing.assert_close(initial[-1], torch.cat([w for _, w in method.stage1]))
+    assert not torch.equal(blocks["1.mlp.fc2.weight"], backbone.model.blocks[1].mlp.fc2.weight)  # it trained
+    # ceil(36/10) = 4 iterations per epoch, 2 epochs; each: 2 views × 10 images × 2 steps
+    # (the last, partial batch: 2 views × 6 × 2)
+    assert [shape[0] for shape, _ in calls] == [40, 40, 40, 24] * 2
+    for shape, y in calls:
+        half = shape[0] // 2
+        assert ((y[:half] >= 0) & (y[:half] < 3)).all() and ((y[half:] >= 3) & (y[half:] < 6)).all()

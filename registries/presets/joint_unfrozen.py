@@ -1,4 +1,6 @@
 # Joint (unfrozen) (methods-spec §3.5). The Baseline heads (the warm start) take Baseline's keys.
 # Stage epochs and batches are the scripts' (CIFAR: stage 2 with batch 128); the paper gives none.
+# `unfreeze`: how many last blocks train (1: blocks.11 of ViT-B/16, the authors' g=11), or the name
+# of the first trainable block ("blocks.11").
 _base_ = ["./baseline.py"]
-paper = dict(unfreeze_blocks=1, stage1_epochs=200, stage1_batch_size=256, stage2_epochs=100, stage2_batch_size=128)
+paper = dict(unfreeze=1, stage1_epochs=200, stage1_batch_size=256, stage2_epochs=100, stage2_batch_size=128)
