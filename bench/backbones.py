@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any, Mapping
 
 import torch
@@ -28,6 +29,7 @@ class Backbone(nn.Module):
     """
 
     feature_dim: int
+    weights: bool | str = False  # what the weights were loaded from: a file, True (timm's hub) or False
     input_size: int | None = None
     channels: int | None = None
     normalize: bool = True
@@ -101,7 +103,11 @@ def _create_timm(model_name: str, pretrained: bool | str, kwargs: dict[str, Any]
             f"backbone.pretrained=False uses random weights") from None
 
 
-def build_backbone(name: str, options: Mapping[str, Any], image_shape: tuple[int, int, int]) -> Backbone:
+def build_backbone(name: str, options: Mapping[str, Any], image_shape: tuple[int, int, int],
+                   weights_dir: str | None = None) -> Backbone:
+    """The backbone `name` with its `options` (`pretrained`, `kwargs`); `weights_dir` is where the
+    paper backbones' published files are found when `pretrained` is True (see `resolve_pretrained`).
+    The returned model's `weights` says what it was loaded from (a file path, True or False)."""
     family, _, model_name = name.partition(":")
     cls = BACKBONES.get(family)
     if cls is None:
@@ -110,11 +116,28 @@ def build_backbone(name: str, options: Mapping[str, Any], image_shape: tuple[int
         raise BenchError("backbone 'timm' needs a model name, e.g. timm:vit_base_patch16_224.dino")
     # Randomly initialised weights (pretrained=False, for tests) must be the same in every process,
     # so that runs and feature banks agree; the global RNG is left as it was.
+    pretrained = resolve_pretrained(name, options.get("pretrained", True), weights_dir)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        model = cls(model_name=model_name, image_shape=image_shape, pretrained=options.get("pretrained", True),
+        model = cls(model_name=model_name, image_shape=image_shape, pretrained=pretrained,
                     kwargs=options.get("kwargs", {}))
+    model.weights = pretrained
     return model.eval().requires_grad_(False)
+
+
+def resolve_pretrained(name: str, pretrained: bool | str, weights_dir: str | None) -> bool | str:
+    """With a weights directory (`bench run --weights-dir`), a paper backbone asked for its
+    pretrained weights (`pretrained=True`) reads the file its authors publish, under its published
+    name, from there: one directory serves a grid of several backbones (Tab. 4). An explicit path
+    in `pretrained`, `False`, and `timm:<model>` backbones are left as they are."""
+    if pretrained is not True or not weights_dir or name not in PUBLISHED_FILES:
+        return pretrained
+    path = Path(weights_dir).expanduser() / PUBLISHED_FILES[name]
+    if not path.is_file():
+        expected = ", ".join(f"{file} ({alias})" for alias, file in PUBLISHED_FILES.items())
+        raise BenchError(f"backbone {name!r}: no {PUBLISHED_FILES[name]} in the weights directory {weights_dir}; "
+                         f"it holds the paper backbones' files under their published names: {expected}")
+    return str(path.resolve())
 
 
 # The paper's three backbones (Tab. 4; methods-spec §5) by short name. Each is a timm model; a local
@@ -141,6 +164,13 @@ def _register_alias(alias: str, model_name: str, defaults: dict[str, Any]) -> No
     Alias.__name__ = f"Backbone_{alias.replace('-', '_')}"
     BACKBONES.register_module(name=alias, module=Alias)
 
+
+# The file each paper backbone's authors publish, by the name it is published under.
+PUBLISHED_FILES: dict[str, str] = {
+    "dino-vitb16": "dino_vitbase16_pretrain.pth",
+    "dino-resnet50": "dino_resnet50_pretrain.pth",
+    "clip-vitb16": "ViT-B-16.pt",  # what OpenAI's clip.load("ViT-B/16") downloads
+}
 
 for _alias, (_model, _defaults) in PAPER_BACKBONES.items():
     _register_alias(_alias, _model, _defaults)

@@ -59,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="local (subprocesses, default), debug (in-process) or slurm (job arrays)")
     run.add_argument("--jobs", type=int, default=None, help="local runs at a time (default: CPU cores)")
     run.add_argument("--device", help="cpu, cuda, cuda:1 … (default: cuda if available)")
+    run.add_argument("--weights-dir", help="directory holding the paper backbones' published weight files "
+                     "(dino_vitbase16_pretrain.pth, dino_resnet50_pretrain.pth, ViT-B-16.pt; else $BENCH_WEIGHTS_DIR)")
     run.add_argument("--force", action="store_true", help="re-run runs that are already done")
     run.add_argument("--retry-failed", action="store_true", help="run only the runs that failed")
     run.add_argument("--dry-run", action="store_true", help="print what would run, run nothing")
@@ -108,6 +110,9 @@ def _expand(args: argparse.Namespace) -> tuple[Any, list[Any]]:
                 "cache_dir": str(Path(args.cache_dir).resolve()) if args.cache_dir else None}
     if getattr(args, "device", None):
         location["device"] = args.device
+    weights_dir = getattr(args, "weights_dir", None) or os.environ.get("BENCH_WEIGHTS_DIR")
+    if weights_dir:
+        location["weights_dir"] = str(Path(weights_dir).expanduser().resolve())
     specs = expand(grid, methods=args.methods, datasets=args.datasets, splits=args.splits, seeds=args.seeds,
                    backbones=args.backbones, options=_parse_options(args.cfg_options), location=location)
     return grid, specs

@@ -138,7 +138,8 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
     data = build_dataset(spec.dataset, spec.config["dataset"], spec.location.get("data_root"),
                          spec.location.get("partitions_dir") or str(out.parent.parent / "partitions"))
     layout = TaskLayout.contiguous(data.num_classes, spec.n_steps)
-    backbone = build_backbone(spec.backbone, spec.config["backbone"], data.train.image_shape).to(device)
+    backbone = build_backbone(spec.backbone, spec.config["backbone"], data.train.image_shape,
+                              spec.location.get("weights_dir")).to(device)
     views = spec.config["features"]["views"]
     train, val, test = features_for(spec, data, backbone, device, views, log, results=out.parent.parent)
     log(f"features ({spec.config['features']['mode']}): train {tuple(train.plain.shape)} with "
@@ -230,7 +231,7 @@ def features_for(spec: RunSpec, data: Any, backbone: Any, device: torch.device, 
         "format": 1, "dataset": spec.dataset, "dataset_options": spec.config["dataset"],
         "data_root": str(data.root), "classes": data.num_classes,
         "sizes": [len(data.train), len(data.test), len(data.val) if data.val is not None else 0],
-        "backbone": spec.backbone, "pretrained": weights_identity(spec.config["backbone"]["pretrained"]),
+        "backbone": spec.backbone, "pretrained": weights_identity(backbone.weights),
         "backbone_kwargs": spec.config["backbone"]["kwargs"], "policy": [data.augmentation, feat["policy"]],
         "views": stored_views, "bank_seed": feat["bank_seed"],
     }

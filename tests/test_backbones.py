@@ -120,3 +120,26 @@ def test_a_file_for_another_architecture_is_refused_by_name_not_half_loaded(tmp_
         build_backbone("dino-vitb16", {"pretrained": str(tmp_path / "junk.pth"), "kwargs": {}}, (32, 32, 3))
     with pytest.raises(BenchError, match="weights file not found"):
         build_backbone("dino-vitb16", {"pretrained": str(tmp_path / "nowhere.pth"), "kwargs": {}}, (32, 32, 3))
+
+
+def test_a_weights_directory_serves_each_paper_backbone_its_published_file(tmp_path, capsys):
+    """`bench run --weights-dir DIR`: the run reads DIR/dino_vitbase16_pretrain.pth, the bank is keyed
+    by that file, and a directory without the file is a clear error."""
+    import timm
+
+    from bench.bank import list_banks
+    from bench.cli import main
+
+    tiny = {"img_size": 16, "patch_size": 8, "embed_dim": 32, "depth": 1, "num_heads": 2}  # the smoke grid's
+    source = timm.create_model("vit_base_patch16_224", pretrained=False, num_classes=0, **tiny)
+    (tmp_path / "weights").mkdir()
+    torch.save(source.state_dict(), tmp_path / "weights" / "dino_vitbase16_pretrain.pth")
+    argv = ["run", "--grid", "smoke", "--methods", "K-means", "--backbone", "dino-vitb16", "--cluster", "debug",
+            "--results", str(tmp_path / "results"), "--cfg-options", "backbone.pretrained=True"]
+    assert main([*argv, "--weights-dir", str(tmp_path / "weights")]) == 0
+    (bank,) = list_banks(tmp_path / "results" / "cache")
+    assert bank.fields["pretrained"]["file"] == str(tmp_path / "weights" / "dino_vitbase16_pretrain.pth")
+    capsys.readouterr()
+    assert main([*argv, "--weights-dir", str(tmp_path), "--force"]) == 1
+    error = next((tmp_path / "results" / "runs").glob("*/error.txt")).read_text()
+    assert "no dino_vitbase16_pretrain.pth in the weights directory" in error and "ViT-B-16.pt (clip-vitb16)" in error
