@@ -378,7 +378,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from bench.report import write_report
-    from bench.report.aggregate import final_scores
+    from bench.report.aggregate import backbone_label, final_scores
     from bench.report.table import render_table
     from registries import METHODS
 
@@ -388,10 +388,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise BenchError(f"no finished runs of grid {grid.name!r} under {args.results}; run `bench run --grid {grid.name}` first")
     out = args.out or Path(args.results) / "reports" / grid.name
     default_backbone = (args.backbones or grid.backbones)[0]
-    labelled = frame.copy()
-    other = labelled["backbone"] != default_backbone  # rows of another backbone (Tab. 4) say which
-    labelled.loc[other, "label"] = labelled.loc[other, "label"] + " · " + labelled.loc[other, "backbone"]
-    labels = list(dict.fromkeys(s.label if s.backbone == default_backbone else f"{s.label} · {s.backbone}" for s in specs))
+    labelled = frame.assign(label=[backbone_label(l, b, default_backbone) for l, b in zip(frame["label"], frame["backbone"])])
+    labels = list(dict.fromkeys(backbone_label(s.label, s.backbone, default_backbone) for s in specs))
     order = {"split": list(dict.fromkeys(s.split for s in specs)),
              "dataset": list(dict.fromkeys(s.dataset for s in specs)), "label": labels}
     references = tuple(dict.fromkeys(s.label for s in specs if METHODS.get(s.method).sees_past_steps))
@@ -399,12 +397,14 @@ def cmd_report(args: argparse.Namespace) -> int:
                          exclude_from_best=references)
     suffix = {"latex": "tex", "markdown": "md", "csv": "csv"}[args.format]
     for block in grid.blocks if len(grid.blocks) > 1 else ():
-        ids = {s.run_id for s in specs if block.contains(s)}
-        part = labelled[labelled["run_id"].isin(ids)]
+        mine = sorted((s for s in specs if block.contains(s)), key=block.position)
+        part = labelled[labelled["run_id"].isin({s.run_id for s in mine})]
         if block.name and len(part):
             path = out / f"table_{block.name}.{suffix}"
-            path.write_text(render_table(final_scores(part, order), args.format, exclude_from_best=references,
-                                         caption=f"grid {grid.name}, {block.name}"))
+            block_order = {**order, "label": list(dict.fromkeys(backbone_label(s.label, s.backbone, default_backbone)
+                                                                for s in mine))}
+            path.write_text(render_table(final_scores(part, block_order), args.format, layout=block.layout,
+                                         exclude_from_best=references, caption=f"grid {grid.name}, {block.name}"))
             paths.append(path)
     if args.compare:
         from bench.report.compare import compare, paper_reference, render_compare

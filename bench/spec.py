@@ -32,6 +32,11 @@ from mmengine.config import Config
 from bench.errors import BenchError, unknown
 
 SPLITS: dict[str, int] = {"2-step": 2, "5-step": 5, "10-step": 10}
+# How `bench report` lays out a block's table (bench/report/layouts.py builds each); named here so
+# that reading a grid checks the name without importing the report's plotting stack.
+LAYOUTS: dict[str, str] = {"comparison": "Tab. 5: one row per method", "references": "Tab. 2: references first",
+                           "ablation": "Tab. 3: rows (a)-(d), CosNorm and KTRFR marks",
+                           "backbones": "Tab. 4: one row per backbone"}
 
 DEFAULT_SECTIONS: dict[str, dict[str, Any]] = {
     "dataset": {},
@@ -98,11 +103,20 @@ class Block:
     splits: tuple[str, ...]
     backbones: tuple[str, ...]
     name: str = ""
+    layout: str = "comparison"  # of its table in `bench report`: a key of LAYOUTS
+
+    @staticmethod
+    def _entry(spec: "RunSpec") -> str:
+        return spec.method if spec.preset == "paper" else f"{spec.method}:{spec.preset}"
 
     def contains(self, spec: "RunSpec") -> bool:
-        entry = spec.method if spec.preset == "paper" else f"{spec.method}:{spec.preset}"
-        return (entry in self.methods and spec.dataset in self.datasets and spec.split in self.splits
+        return (self._entry(spec) in self.methods and spec.dataset in self.datasets and spec.split in self.splits
                 and spec.backbone in self.backbones)
+
+    def position(self, spec: "RunSpec") -> tuple[int, int]:
+        """Where a spec of this block comes in its table: the block lists methods in the paper's order
+        (Tab. 2: K-means first), which the grid-wide, name-sorted order of specs loses."""
+        return self.methods.index(self._entry(spec)), self.backbones.index(spec.backbone)
 
 
 @dataclass(frozen=True)
@@ -155,8 +169,11 @@ def load_grid(name: str) -> Grid:
 
     def block(entry: Mapping[str, Any]) -> Block:
         backbones = entry.get("backbones", [entry.get("backbone", cfg.get("backbone", "pixels"))])
+        layout = entry.get("layout", "comparison")
+        if layout not in LAYOUTS:
+            raise BenchError(f"grid {name!r}, block {entry.get('name', '')!r}: {unknown('table layout', layout, LAYOUTS)}")
         return Block(tuple(entry["methods"]), tuple(entry["datasets"]), tuple(entry["splits"]), tuple(backbones),
-                     entry.get("name", ""))
+                     entry.get("name", ""), layout)
 
     blocks = [block({**cfg, **b}) for b in cfg["blocks"]] if "blocks" in cfg else [block(cfg)]
     return Grid(name=name, blocks=tuple(blocks), seeds=tuple(int(s) for s in cfg["seeds"]),

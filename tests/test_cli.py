@@ -106,26 +106,34 @@ def test_offline_hub_weights_fail_fast_with_instructions(capsys, tmp_path, monke
     assert time.monotonic() - start < 30
 
 
+def fake_run(results, spec, a, f=5.0):
+    """A finished run of `spec` whose final A and F are `a` and `f` (both flavours), written as the runner does."""
+    import pandas as pd
+
+    from bench.runner import run_dir
+
+    out = run_dir(results, spec)
+    out.mkdir(parents=True)
+    rows = [dict(step=spec.n_steps - 1, group="summary", flavour=fl, metric=m, value=a if m == "A" else f)
+            for fl in ("wo", "w") for m in ("A", "F")]
+    rows += [dict(step=k, group="all", flavour="wo", metric="acc", value=a) for k in range(spec.n_steps)]
+    frame = pd.DataFrame(rows).assign(run_id=spec.run_id, method=spec.method, preset=spec.preset, label=spec.label,
+                                      dataset=spec.dataset, split=spec.split, n_steps=spec.n_steps,
+                                      backbone=spec.backbone, seed=spec.seed, primary_flavour="wo")
+    frame.to_parquet(out / "metrics.parquet")
+    (out / "DONE").write_text("")
+
+
 def test_compare_paper_keeps_backbones_apart(capsys, tmp_path):
     """Tab. 4 runs of one method on several backbones are compared each with its own paper row."""
     import pandas as pd
 
-    from bench.runner import run_dir
     from bench.spec import expand, load_grid
 
     specs = [s for s in expand(load_grid("paper"), methods=["Baseline"], datasets=["cifar10"], splits=["5-step"])]
     assert sorted(s.backbone for s in specs) == ["clip-vitb16", "dino-resnet50", "dino-vitb16"]
     for spec, a in zip(sorted(specs, key=lambda s: s.backbone), (70.0, 40.0, 80.0)):
-        out = run_dir(tmp_path, spec)
-        out.mkdir(parents=True)
-        rows = [dict(step=4, group="summary", flavour=f, metric=m, value=a if m == "A" else 5.0)
-                for f in ("wo", "w") for m in ("A", "F")]
-        rows += [dict(step=k, group="all", flavour="wo", metric="acc", value=a) for k in range(5)]
-        frame = pd.DataFrame(rows).assign(run_id=spec.run_id, method="Baseline", preset="paper", label="Baseline",
-                                          dataset="cifar10", split="5-step", n_steps=5, backbone=spec.backbone,
-                                          seed=0, primary_flavour="wo")
-        frame.to_parquet(out / "metrics.parquet")
-        (out / "DONE").write_text("")
+        fake_run(tmp_path, spec, a)
     code, out, err = run(capsys, "report", "--grid", "paper", "--results", str(tmp_path), "--format", "csv",
                          "--compare", "paper")
     assert code == 0, err
@@ -134,5 +142,48 @@ def test_compare_paper_keeps_backbones_apart(capsys, tmp_path):
     assert a.loc["dino-resnet50", "mean"] == 40.0 and a.loc["dino-resnet50", "paper"] == 45.8
     assert a.loc["dino-vitb16", "mean"] == 80.0 and a.loc["dino-vitb16", "paper"] == 85.4
     assert a.loc["clip-vitb16", "mean"] == 70.0
-    tab4 = (tmp_path / "reports" / "paper" / "table_tab4.csv").read_text()
-    assert "Baseline · dino-resnet50" in tab4
+    tab4 = pd.read_csv(tmp_path / "reports" / "paper" / "table_tab4.csv")
+    a4 = tab4[tab4["metric"] == "A"].set_index("backbone")["mean"]
+    assert a4.to_dict() == {"dino-resnet50": 40.0, "dino-vitb16": 80.0, "clip-vitb16": 70.0}  # the paper's row order
+    assert set(tab4["method"]) == {"Baseline"}
+
+
+def test_report_writes_each_block_in_its_papers_layout(capsys, tmp_path):
+    """`bench report --grid paper`: table_tab2..5 in the layouts of Tab. 2, 3, 4 and 5."""
+    from bench.spec import expand, load_grid
+
+    specs = expand(load_grid("paper"), datasets=["cifar10"], splits=["5-step"])
+    values = {}
+    for i, spec in enumerate(specs):  # a distinct A per run, to find each run's row again
+        values[(spec.label, spec.backbone)] = a = 50.0 + i
+        fake_run(tmp_path, spec, a)
+    code, out, err = run(capsys, "report", "--grid", "paper", "--results", str(tmp_path), "--format", "markdown")
+    assert code == 0, err
+    folder = tmp_path / "reports" / "paper"
+    assert {p.name for p in folder.glob("table*.md")} == {"table.md", "table_tab2.md", "table_tab3.md", "table_tab4.md",
+                                                         "table_tab5.md"}
+
+    def rows(name):
+        lines = (folder / name).read_text().strip().splitlines()
+        return [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines]
+
+    tab3 = rows("table_tab3.md")
+    assert tab3[0][:4] == ["split", "", "CosNorm", "KTRFR"]
+    vit = "dino-vitb16"
+    assert [r[1:4] for r in tab3[2:]] == [["(a)", "✓", "✓"], ["(b)", "✓", "✗"], ["(c)", "✗", "✓"], ["(d)", "✗", "✗"]]
+    a_of = [r[5].strip("*") for r in tab3[2:]]
+    assert a_of == [f"{values[(label, vit)]:.1f}" for label in
+                    ("Baseline++", "Baseline", "Baseline++ [no_cosnorm]", "Baseline [no_cosnorm]")]
+    tab4 = rows("table_tab4.md")
+    assert tab4[0][:2] == ["backbone", "cifar10 F↓"]
+    assert [r[0] for r in tab4[2:]] == ["ResNet50-DINO", "ViT-B/16-DINO", "ViT-B/16-CLIP"]
+    assert tab4[2][2] == f"{values[('Baseline', 'dino-resnet50')]:.1f}"
+    tab2 = rows("table_tab2.md")
+    assert [r[1] for r in tab2[2:]] == ["K-means", "Joint (frozen)", "Joint (unfrozen)", "Baseline", "Baseline++"]
+    tab5 = rows("table_tab5.md")
+    assert tab5[0][:2] == ["split", "method"] and [r[1] for r in tab5[2:]] == ["Baseline", "Baseline++"]
+    code, _, err = run(capsys, "report", "--grid", "paper", "--results", str(tmp_path), "--format", "latex")
+    assert code == 0, err
+    tex = (folder / "table_tab3.tex").read_text()
+    assert "amssymb" in tex and r"& (d) & $\times$ & $\times$ &" in tex and r"& (a) & \checkmark & \checkmark &" in tex
+    assert r"\cmidrule{2-" in (folder / "table_tab2.tex").read_text()

@@ -1,6 +1,8 @@
-"""Reports: aggregation over seeds, the Tab. 5 layout with direction-aware bolding, and the figures."""
+"""Reports: aggregation over seeds, the Tab. 5 layout with direction-aware bolding, the layouts of Tab. 2,
+3 and 4, and the figures."""
 from __future__ import annotations
 
+import io
 import shutil
 import subprocess
 
@@ -8,7 +10,7 @@ import pandas as pd
 import pytest
 
 from bench.report import write_report
-from bench.report.aggregate import final_scores, step_curves
+from bench.report.aggregate import backbone_label, final_scores, step_curves
 from bench.report.plots import method_colour
 from bench.report.table import escape_latex, leaderboard, render_table
 
@@ -17,7 +19,8 @@ def frame_of(entries):
     """entries: (label, dataset, split, seed, primary, {(flavour, metric): value}, curve) → long frame."""
     rows = []
     for label, dataset, split, seed, primary, summary, curve in entries:
-        base = dict(run_id=f"{label}-{dataset}-{split}-{seed}", method=label.split(" [")[0], preset="paper",
+        preset = label.split(" [")[1].rstrip("]") if " [" in label else "paper"  # as RunSpec.label writes it
+        base = dict(run_id=f"{label}-{dataset}-{split}-{seed}", method=label.split(" [")[0], preset=preset,
                     label=label, dataset=dataset, split=split, n_steps=len(curve), backbone="pixels", seed=seed,
                     primary_flavour=primary)
         for (flavour, metric), v in summary.items():
@@ -93,8 +96,12 @@ def test_latex_layout_and_escaping(frame):
 @pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex is not installed")
 def test_latex_compiles(frame, tmp_path):
     tex = render_table(final_scores(frame), "latex", caption=r"mean $\pm$ std")
+    compile_latex(tex, tmp_path, packages="booktabs,multirow")
+
+
+def compile_latex(tex, tmp_path, packages):
     doc = tmp_path / "doc.tex"
-    doc.write_text("\\documentclass{article}\n\\usepackage{booktabs,multirow}\n\\begin{document}\n"
+    doc.write_text(f"\\documentclass{{article}}\n\\usepackage{{{packages}}}\n\\begin{{document}}\n"
                    + tex + "\n\\end{document}\n")
     out = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", doc.name], cwd=tmp_path,
                          capture_output=True, text=True, timeout=120)
@@ -160,3 +167,151 @@ def test_the_paper_grid_has_a_block_per_table():
     tab4 = [s for s in specs if grid.blocks[3].contains(s)]
     assert sorted({s.backbone for s in tab4}) == ["clip-vitb16", "dino-resnet50", "dino-vitb16"]
     assert len(expand(load_grid("full"))) == 168
+
+
+# --- per-block layouts (Tab. 2, 3 and 4) ---------------------------------------------------------------
+
+def md_rows(text):
+    """A github table → its header cells and its rows as lists of stripped cells."""
+    lines = [[c.strip() for c in line.strip().strip("|").split("|")] for line in text.strip().splitlines()]
+    return lines[0], lines[2:]
+
+
+@pytest.fixture
+def ablation_frame():
+    # listed (d), (c), (b), (a) so that the order of the rows is the layout's, not the frame's;
+    # Baseline [no_cosnorm] has no 5-step run: its row there must show `--`
+    return frame_of([
+        ("Baseline [no_cosnorm]", "C10", "2-step", 0, "wo", s(74.3, 16.1), [90, 74]),
+        ("Baseline++ [no_cosnorm]", "C10", "2-step", 0, "wo", s(80.2, 8.2), [90, 80]),
+        ("Baseline++ [no_cosnorm]", "C10", "5-step", 0, "wo", s(90.7, 6.3), [90, 90]),
+        ("Baseline", "C10", "2-step", 0, "wo", s(89.2, 8.5), [90, 89]),
+        ("Baseline", "C10", "5-step", 0, "wo", s(85.4, 8.2), [90, 85]),
+        ("Baseline++", "C10", "2-step", 0, "wo", s(90.9, 4.5), [91, 90]),
+        ("Baseline++", "C10", "5-step", 0, "wo", s(91.7, 7.6), [92, 91]),
+        ("Baseline++", "C100", "5-step", 0, "wo", s(67.7, 12.3), [70, 67]),
+    ])
+
+
+def test_ablation_rows_marks_and_order(ablation_frame):
+    headers, rows = md_rows(render_table(final_scores(ablation_frame), "markdown", layout="ablation"))
+    assert headers[:4] == ["split", "", "CosNorm", "KTRFR"] and headers[4:] == ["C10 F↓", "C10 A↑", "C100 F↓", "C100 A↑"]
+    marks = {"(a)": ["✓", "✓"], "(b)": ["✓", "✗"], "(c)": ["✗", "✓"], "(d)": ["✗", "✗"]}
+    for split in ("2-step", "5-step"):
+        group = [r for r in rows if r[0] == split]
+        assert [r[1] for r in group] == ["(a)", "(b)", "(c)", "(d)"]
+        assert all(r[2:4] == marks[r[1]] for r in group)
+    by_row = {(r[0], r[1]): r[4:] for r in rows}
+    # each row holds its own method's numbers; bold per split and column, F lower and A higher
+    assert by_row[("2-step", "(a)")][:2] == ["**4.5**", "**90.9**"]
+    assert by_row[("2-step", "(c)")][:2] == ["8.2", "80.2"] and by_row[("2-step", "(d)")][:2] == ["16.1", "74.3"]
+    assert by_row[("5-step", "(c)")][:2] == ["**6.3**", "90.7"] and by_row[("5-step", "(a)")][:2] == ["7.6", "**91.7**"]
+    assert by_row[("5-step", "(d)")] == ["--"] * 4  # no runs
+    assert by_row[("5-step", "(a)")][2:] == ["**12.3**", "**67.7**"] and by_row[("5-step", "(b)")][2:] == ["--", "--"]
+
+
+def test_ablation_latex_and_csv(ablation_frame):
+    scores = final_scores(ablation_frame)
+    tex = render_table(scores, "latex", layout="ablation")
+    assert "amssymb" in tex.splitlines()[0] and tex.splitlines()[0].startswith("%")
+    assert r"Split &  & CosNorm & KTRFR & F$\downarrow$" in tex and r"\cmidrule(lr){5-6} \cmidrule(lr){7-8}" in tex
+    assert r"\multirow{4}{*}{5-step} & (a) & \checkmark & \checkmark & 7.6 & \textbf{91.7}" in tex
+    assert r" & (c) & $\times$ & \checkmark & 8.2 & 80.2 & -- & --" in tex
+    assert r" & (d) & $\times$ & $\times$ & -- & -- & -- & --" in tex
+    csv = pd.read_csv(io.StringIO(render_table(scores, "csv", layout="ablation")))
+    assert list(csv.columns) == ["split", "dataset", "row", "cosnorm", "ktrfr", "method", "metric", "mean", "std", "n"]
+    keys = csv.drop_duplicates("method").set_index("method")[["row", "cosnorm", "ktrfr"]]
+    assert keys.loc["Baseline [no_cosnorm]"].tolist() == ["(d)", "no", "no"]
+    assert keys.loc["Baseline++ [no_cosnorm]"].tolist() == ["(c)", "no", "yes"]
+    assert keys.loc["Baseline"].tolist() == ["(b)", "yes", "no"] and keys.loc["Baseline++"].tolist() == ["(a)", "yes", "yes"]
+    assert csv[csv["split"] == "5-step"]["row"].drop_duplicates().tolist() == ["(a)", "(b)", "(c)"]
+
+
+def backbone_frame(splits=("5-step",)):
+    """Baseline on four backbones, labelled as `bench report` labels them, listed out of the paper's order."""
+    entries = []
+    for split in splits:
+        for backbone, a, f in [("clip-vitb16", 87.5, 5.3), ("pixels", 30.0, 50.0), ("dino-resnet50", 45.8, 37.5),
+                               ("dino-vitb16", 85.4, 8.2)]:
+            for dataset, shift in (("C10", 0.0), ("C100", -20.0)):
+                entries.append((backbone_label("Baseline", backbone, "dino-vitb16"), dataset, split, 0, "wo",
+                                s(a + shift, f), [90, a]))
+    frame = frame_of(entries)
+    return frame.assign(backbone=frame["label"].str.split(" · ").str[1].fillna("dino-vitb16"), method="Baseline")
+
+
+def test_backbone_rows_in_the_papers_order():
+    headers, rows = md_rows(render_table(final_scores(backbone_frame()), "markdown", layout="backbones"))
+    assert headers == ["backbone", "C10 F↓", "C10 A↑", "C100 F↓", "C100 A↑"]  # one split: no split column
+    assert [r[0] for r in rows] == ["ResNet50-DINO", "ViT-B/16-DINO", "ViT-B/16-CLIP", "pixels"]
+    assert rows[0][1:] == ["37.5", "45.8", "37.5", "25.8"]
+    assert rows[2][1:] == ["**5.3**", "**87.5**", "**5.3**", "**67.5**"]  # best F and A of every column
+
+
+def test_backbone_layout_with_several_splits_latex_and_csv():
+    scores = final_scores(backbone_frame(("2-step", "5-step")))
+    headers, rows = md_rows(render_table(scores, "markdown", layout="backbones"))
+    assert headers[:2] == ["split", "backbone"] and [r[0] for r in rows] == ["2-step"] * 4 + ["5-step"] * 4
+    tex = render_table(scores, "latex", layout="backbones")
+    assert r"\multirow{4}{*}{2-step} & ResNet50-DINO & 37.5 & 45.8" in tex and "amssymb" not in tex
+    csv = pd.read_csv(io.StringIO(render_table(scores, "csv", layout="backbones")))
+    assert list(csv.columns) == ["split", "dataset", "method", "backbone", "metric", "mean", "std", "n"]
+    assert set(csv["method"]) == {"Baseline"}
+    assert csv["backbone"].drop_duplicates().tolist() == ["dino-resnet50", "dino-vitb16", "clip-vitb16", "pixels"]
+    a = csv[(csv["metric"] == "A") & (csv["dataset"] == "C10") & (csv["split"] == "5-step")].set_index("backbone")
+    assert a.loc["dino-resnet50", "mean"] == 45.8
+
+
+def test_references_come_first_then_a_rule(frame):
+    scores = final_scores(frame)  # K-means is listed after the baselines in the frame
+    headers, rows = md_rows(render_table(scores, "markdown", exclude_from_best=["K-means"], layout="references"))
+    assert [r[1] for r in rows if r[0] == "5-step"] == ["K-means", "Baseline", "Baseline++"]
+    assert "**" not in " ".join(next(r for r in rows if r[1] == "K-means"))  # a reference is never bold
+    tex = render_table(scores, "latex", exclude_from_best=["K-means"], layout="references").splitlines()
+    kmeans = next(i for i, line in enumerate(tex) if "K-means" in line)
+    assert tex[kmeans + 1] == r"\cmidrule{2-4}" and tex[kmeans + 2].startswith(" & Baseline &")
+    assert sum(line.startswith(r"\cmidrule{") for line in tex) == 1  # no references in the other splits: no rule
+    assert not any(line.startswith(r"\cmidrule{") for line in render_table(scores, "latex").splitlines())
+    csv = pd.read_csv(io.StringIO(render_table(scores, "csv", exclude_from_best=["K-means"], layout="references")))
+    assert csv.drop_duplicates("method").set_index("method")["reference"].to_dict() == \
+        {"Baseline": "no", "Baseline++": "no", "K-means": "yes"}
+
+
+def test_bold_cells_are_the_same_in_every_layout(ablation_frame):
+    """The layouts only reorder and rename rows: the bold cells are those of the Tab. 5 layout."""
+    scores = final_scores(ablation_frame)
+
+    def bold(layout, n_head):
+        _, rows = md_rows(render_table(scores, "markdown", layout=layout))
+        return sorted((r[0], tuple(r[n_head:])) for r in rows if any("**" in c for c in r))
+
+    assert bold("comparison", 2) == bold("ablation", 4) != []
+
+
+def test_unknown_layout_lists_the_valid_ones(frame):
+    with pytest.raises(ValueError, match="unknown table layout 'tab9'; choose from comparison, references, ablation, backbones"):
+        render_table(final_scores(frame), "markdown", layout="tab9")
+
+
+def test_grid_layouts_are_checked(tmp_path, monkeypatch):
+    import registries
+    from bench.errors import BenchError
+    from bench.report.layouts import BUILDERS
+    from bench.spec import LAYOUTS, load_grid
+
+    assert set(LAYOUTS) == set(BUILDERS)
+    assert [b.layout for b in load_grid("paper").blocks] == ["comparison", "references", "ablation", "backbones"]
+    (tmp_path / "bad.py").write_text('seeds = [0]\nbackbone = "pixels"\nblocks = [dict(name="t", layout="wide", '
+                                     'methods=["Baseline"], datasets=["digits"], splits=["2-step"])]\n')
+    monkeypatch.setattr(registries, "GRIDS_DIR", tmp_path)
+    with pytest.raises(BenchError, match="grid 'bad', block 't': unknown table layout 'wide'; known: ablation, backbones, "
+                                         "comparison, references"):
+        load_grid("bad")
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex is not installed")
+@pytest.mark.parametrize("layout", ["references", "ablation", "backbones"])
+def test_layouts_compile(layout, frame, ablation_frame, tmp_path):
+    scores = final_scores({"references": frame, "ablation": ablation_frame, "backbones": backbone_frame()}[layout])
+    tex = render_table(scores, "latex", caption="c", exclude_from_best=["K-means"], layout=layout)
+    compile_latex(tex, tmp_path, packages="booktabs,multirow,amssymb")

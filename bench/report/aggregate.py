@@ -28,6 +28,12 @@ def _categorical(frame: pd.DataFrame, order: Mapping[str, Sequence[str]] | None)
     return frame
 
 
+def backbone_label(label: str, backbone: str, default_backbone: str) -> str:
+    """Runs of another backbone than the grid's default (Tab. 4) get a label of their own, so that
+    they are never averaged with the default backbone's runs of the same method."""
+    return label if backbone == default_backbone else f"{label} · {backbone}"
+
+
 def final_scores(frame: pd.DataFrame, order: Mapping[str, Sequence[str]] | None = None) -> pd.DataFrame:
     """A and F of every (split, dataset, method label): the `summary` rows in each method's primary
     flavour, averaged over seeds. Columns: split, dataset, label, metric, mean, std (NaN for one
@@ -35,9 +41,11 @@ def final_scores(frame: pd.DataFrame, order: Mapping[str, Sequence[str]] | None 
     rows = frame[(frame["group"] == "summary") & (frame["flavour"] == frame["primary_flavour"])
                  & frame["metric"].isin(["A", "F"])]
     rows = _categorical(rows, order)
+    # what a label stands for, kept for the tables' row headers (Tab. 3's marks, Tab. 4's backbones)
+    identity = {c: (c, "first") for c in ("backbone", "method", "preset") if c in rows}
     out = (rows.groupby(KEYS + ["metric"], observed=True)
            .agg(mean=("value", "mean"), std=("value", lambda v: v.std(ddof=1)), n=("value", "count"),
-                backbone=("backbone", "first")).reset_index())
+                **identity).reset_index())
     return out.sort_values(KEYS + ["metric"]).reset_index(drop=True)
 
 

@@ -1,5 +1,6 @@
-"""Tables in the layout of the paper's Tab. 5: row groups per split, one row per method, an
-F↓ / A↑ column pair per dataset, the best value of each column (per split) in bold."""
+"""The paper's tables: row groups per split, an F↓ / A↑ column pair per dataset, the best value of
+each column (per split) in bold. Which rows there are and what their headers say is the layout's
+(`layouts.py`: Tab. 5 by default, Tab. 2, 3 and 4); the cells and their bolding are shared."""
 from __future__ import annotations
 
 import math
@@ -8,10 +9,13 @@ from typing import Literal, Sequence
 import pandas as pd
 from tabulate import tabulate
 
+from bench.report.layouts import NO, YES, Shape, axes, shape_of
+
 METRICS = ("F", "A")  # column order within a dataset, as in the paper
 LOWER_IS_BETTER = {"F"}
 LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+LATEX_MARKS = {YES: r"\checkmark", NO: r"$\times$"}  # \checkmark is amssymb's
 
 
 def escape_latex(text: str) -> str:
@@ -32,67 +36,81 @@ def _cells(scores: pd.DataFrame, exclude_from_best: Sequence[str]) -> dict[tuple
     return cells
 
 
-def _layout(scores: pd.DataFrame) -> tuple[list, list, dict]:
-    splits = [s for s in scores["split"].cat.categories if s in set(scores["split"])] \
-        if hasattr(scores["split"], "cat") else list(dict.fromkeys(scores["split"]))
-    datasets = [d for d in (scores["dataset"].cat.categories if hasattr(scores["dataset"], "cat")
-                            else dict.fromkeys(scores["dataset"])) if d in set(scores["dataset"])]
-    labels = {s: [l for l in (scores["label"].cat.categories if hasattr(scores["label"], "cat")
-                              else dict.fromkeys(scores["label"]))
-                  if l in set(scores.loc[scores["split"] == s, "label"])] for s in splits}
-    return splits, datasets, labels
-
-
 def render_table(scores: pd.DataFrame, fmt: Literal["latex", "markdown", "csv"], caption: str = "",
-                 exclude_from_best: Sequence[str] = ()) -> str:
-    """The table as text. `caption` is used by LaTeX only and must already be valid LaTeX."""
+                 exclude_from_best: Sequence[str] = (), layout: str = "comparison") -> str:
+    """The table as text, its rows in `layout` (see `layouts.BUILDERS`). `caption` is used by LaTeX
+    only and must already be valid LaTeX."""
+    if fmt not in ("latex", "markdown", "csv"):
+        raise ValueError(f"unknown format {fmt!r}; choose from latex, markdown, csv")
+    shape = shape_of(scores, layout, exclude_from_best)
     if fmt == "csv":
-        tidy = scores.rename(columns={"label": "method"})[["split", "dataset", "method", "metric", "mean", "std", "n"]]
-        return tidy.to_csv(index=False, float_format="%.4f")
+        return _csv(scores, shape)
     cells = _cells(scores, exclude_from_best)
-    splits, datasets, labels = _layout(scores)
-    if fmt == "markdown":
-        return _markdown(cells, splits, datasets, labels)
-    if fmt == "latex":
-        return _latex(cells, splits, datasets, labels, caption)
-    raise ValueError(f"unknown format {fmt!r}; choose from latex, markdown, csv")
+    datasets = axes(scores)[1]
+    return _markdown(cells, shape, datasets) if fmt == "markdown" else _latex(cells, shape, datasets, caption)
 
 
-def _markdown(cells, splits, datasets, labels) -> str:
-    headers = ["split", "method"] + [f"{d} {m}{'↓' if m in LOWER_IS_BETTER else '↑'}" for d in datasets for m in METRICS]
-    rows = []
-    for split in splits:
-        for label in labels[split]:
-            row = [split, label]
-            for dataset in datasets:
-                for metric in METRICS:
-                    mean, std, best = cells.get((split, label, dataset, metric), ("--", "", False))
-                    text = f"{mean} ± {std}" if std else mean
-                    row.append(f"**{text}**" if best else text)
-            rows.append(row)
+def _csv(scores: pd.DataFrame, shape: Shape) -> str:
+    """Tidy: one line per (split, dataset, row, metric), the layout's key columns naming the row."""
+    keys = pd.DataFrame([{"split": split, "label": row.label, "_group": g, "_row": r, **row.keys}
+                         for g, (split, rows) in enumerate(shape.groups) for r, row in enumerate(rows)])
+    tidy = (scores.drop(columns=[c for c in shape.key_columns if c in scores])  # the layout's names win
+            .astype({"split": str, "label": str}).merge(keys, on=["split", "label"], how="left")
+            .sort_values(["_group", "dataset", "_row", "metric"], kind="stable"))  # the rendered tables' order
+    columns = ["split", "dataset", *shape.key_columns, "metric", "mean", "std", "n"]
+    return tidy[columns].to_csv(index=False, float_format="%.4f")
+
+
+def _values(cells: dict, split: str, label: str, datasets: Sequence[str], bold: str, pm: str) -> list[str]:
+    """The F/A texts of one row: `bold` and `pm` are the format's bold template and ± separator."""
+    out = []
+    for dataset in datasets:
+        for metric in METRICS:
+            mean, std, best = cells.get((split, label, dataset, metric), ("--", "", False))
+            text = f"{mean}{pm}{std}" if std else mean
+            out.append(bold.format(text) if best else text)
+    return out
+
+
+def _markdown(cells: dict, shape: Shape, datasets: Sequence[str]) -> str:
+    # github tables have no rules: Tab. 2's separator is LaTeX-only
+    headers = (["split"] if shape.split_column else []) + list(shape.columns) \
+        + [f"{d} {m}{'↓' if m in LOWER_IS_BETTER else '↑'}" for d in datasets for m in METRICS]
+    rows = [([split] if shape.split_column else []) + list(row.header)
+            + _values(cells, split, row.label, datasets, "**{}**", " ± ")
+            for split, group in shape.groups for row in group]
     return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True) + "\n"
 
 
-def _latex(cells, splits, datasets, labels, caption: str) -> str:
-    lines = [r"\begin{table}[t]", r"\centering"]
+def _latex_cell(text: str) -> str:
+    return LATEX_MARKS.get(text, escape_latex(text))
+
+
+def _latex(cells: dict, shape: Shape, datasets: Sequence[str], caption: str) -> str:
+    first = 2 if shape.split_column else 1  # the first column a row-group rule spans
+    n_head = first - 1 + len(shape.columns)
+    width = n_head + 2 * len(datasets)
+    marks = any(cell in LATEX_MARKS for _, group in shape.groups for row in group for cell in row.header)
+    lines = [r"% needs \usepackage{booktabs,multirow,amssymb}"] if marks else []
+    lines += [r"\begin{table}[t]", r"\centering"]
     if caption:
         lines.append(rf"\caption{{{caption}}}")  # LaTeX-ready: the caller escapes what it inserts
-    lines += [rf"\begin{{tabular}}{{ll{'cc' * len(datasets)}}}", r"\toprule",
-              " & & " + " & ".join(rf"\multicolumn{{2}}{{c}}{{{escape_latex(d)}}}" for d in datasets) + r" \\",
-              " ".join(rf"\cmidrule(lr){{{3 + 2 * i}-{4 + 2 * i}}}" for i in range(len(datasets))),
-              "Split & Method & " + " & ".join(r"F$\downarrow$ & A$\uparrow$" for _ in datasets) + r" \\",
+    titles = (["Split"] if shape.split_column else []) + [t[:1].upper() + t[1:] for t in shape.columns]
+    groups = " & ".join(rf"\multicolumn{{2}}{{c}}{{{escape_latex(d)}}}" for d in datasets)
+    lines += [rf"\begin{{tabular}}{{{'l' * (first - 1)}{shape.align}{'cc' * len(datasets)}}}", r"\toprule",
+              " " + "& " * n_head + groups + r" \\",
+              " ".join(rf"\cmidrule(lr){{{n_head + 1 + 2 * i}-{n_head + 2 + 2 * i}}}" for i in range(len(datasets))),
+              " & ".join(titles + [r"F$\downarrow$ & A$\uparrow$" for _ in datasets]) + r" \\",
               r"\midrule"]
-    for i, split in enumerate(splits):
-        for j, label in enumerate(labels[split]):
-            first = rf"\multirow{{{len(labels[split])}}}{{*}}{{{escape_latex(split)}}}" if j == 0 else ""
-            row = [first, escape_latex(label)]
-            for dataset in datasets:
-                for metric in METRICS:
-                    mean, std, best = cells.get((split, label, dataset, metric), ("--", "", False))
-                    text = rf"{mean}\,$\pm$\,{std}" if std else mean
-                    row.append(rf"\textbf{{{text}}}" if best else text)
-            lines.append(" & ".join(row) + r" \\")
-        lines.append(r"\midrule" if i < len(splits) - 1 else r"\bottomrule")
+    for i, (split, rows) in enumerate(shape.groups):
+        for j, row in enumerate(rows):
+            if row.rule_above:
+                lines.append(rf"\cmidrule{{{first}-{width}}}")
+            lead = [] if not shape.split_column else \
+                [rf"\multirow{{{len(rows)}}}{{*}}{{{escape_latex(split)}}}" if j == 0 else ""]
+            values = _values(cells, split, row.label, datasets, r"\textbf{{{}}}", r"\,$\pm$\,")
+            lines.append(" & ".join(lead + [_latex_cell(h) for h in row.header] + values) + r" \\")
+        lines.append(r"\midrule" if i < len(shape.groups) - 1 else r"\bottomrule")
     lines += [r"\end{tabular}", r"\end{table}", ""]
     return "\n".join(lines)
 

@@ -1,6 +1,7 @@
 # Every cell of the paper's Tab. 2, 3, 4 and 5 whose method `bench` implements, one seed, on the paper's
 # backbone (DINO ViT-B/16; Tab. 4 adds DINO ResNet-50 and CLIP ViT-B/16). Needs the real datasets
-# (--data-root) and the backbones' weights. `full` is this grid over three seeds.
+# (--data-root) and the backbones' weights. `full` is this grid over three seeds. A block's `layout` is that of
+# its table in `bench report` (bench.spec.LAYOUTS; default: Tab. 5's).
 seeds = [0]
 backbone = "dino-vitb16"
 _small = ["cifar10", "cifar100", "tinyimagenet"]
@@ -10,12 +11,14 @@ blocks = [
     # Tab. 5: the comparison on all five datasets
     dict(name="tab5", methods=["Baseline", "Baseline++"], datasets=_all, splits=_splits),
     # Tab. 2: the references against the two baselines
-    dict(name="tab2", methods=["K-means", "Joint (frozen)", "Joint (unfrozen)", "Baseline", "Baseline++"],
-         datasets=_small, splits=_splits),
+    dict(name="tab2", layout="references",
+         methods=["K-means", "Joint (frozen)", "Joint (unfrozen)", "Baseline", "Baseline++"], datasets=_small,
+         splits=_splits),
     # Tab. 3: CosNorm × KTRFR, rows (a) Baseline++, (b) Baseline, (c) and (d) without CosNorm
-    dict(name="tab3", methods=["Baseline++", "Baseline", "Baseline++:no_cosnorm", "Baseline:no_cosnorm"], datasets=_small,
+    dict(name="tab3", layout="ablation",
+         methods=["Baseline++", "Baseline", "Baseline++:no_cosnorm", "Baseline:no_cosnorm"], datasets=_small,
          splits=_splits),
     # Tab. 4: Baseline, 5-step, three backbones
-    dict(name="tab4", methods=["Baseline"], datasets=_small, splits=["5-step"],
+    dict(name="tab4", layout="backbones", methods=["Baseline"], datasets=_small, splits=["5-step"],
          backbones=["dino-resnet50", "dino-vitb16", "clip-vitb16"]),
 ]
