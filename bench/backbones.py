@@ -98,8 +98,8 @@ def _create_timm(model_name: str, pretrained: bool | str, kwargs: dict[str, Any]
             f"could not load pretrained weights for timm model {model_name!r}"
             f"{' (HF_HUB_OFFLINE is set)' if offline else ''}: {type(err).__name__}. Provide them with "
             f"--cfg-options backbone.pretrained=/path/to/weights (a local file: DINO's .pth, OpenAI CLIP's .pt, "
-            f"timm's .pth or .safetensors), "
-            f"or populate the Hugging Face cache on a machine with network access; "
+            f"timm's .pth or .safetensors), with bench run --weights-dir DIR (the paper backbones' published "
+            f"files: {', '.join(PUBLISHED_FILES.values())}), or populate the Hugging Face cache on a machine with network access; "
             f"backbone.pretrained=False uses random weights") from None
 
 

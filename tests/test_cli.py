@@ -102,7 +102,8 @@ def test_offline_hub_weights_fail_fast_with_instructions(capsys, tmp_path, monke
                          "--cfg-options", "backbone.pretrained=True")
     assert code == 1
     assert "could not load pretrained weights for timm model 'vit_tiny_patch16_224' (HF_HUB_OFFLINE is set)" in err
-    assert "backbone.pretrained=/path/to/weights.pth" in err
+    assert "backbone.pretrained=/path/to/weights (a local file: DINO's .pth, OpenAI CLIP's .pt" in err
+    assert "--weights-dir DIR (the paper backbones' published files: dino_vitbase16_pretrain.pth" in err
     assert time.monotonic() - start < 30
 
 
