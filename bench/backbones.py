@@ -99,7 +99,8 @@ def _create_timm(model_name: str, pretrained: bool | str, kwargs: dict[str, Any]
             f"{' (HF_HUB_OFFLINE is set)' if offline else ''}: {type(err).__name__}. Provide them with "
             f"--cfg-options backbone.pretrained=/path/to/weights (a local file: DINO's .pth, OpenAI CLIP's .pt, "
             f"timm's .pth or .safetensors), with bench run --weights-dir DIR (the paper backbones' published "
-            f"files: {', '.join(PUBLISHED_FILES.values())}), or populate the Hugging Face cache on a machine with network access; "
+            f"files: {', '.join(PUBLISHED_FILES.values())}), or populate the Hugging Face cache on a machine "
+            f"with network access; "
             f"backbone.pretrained=False uses random weights") from None
 
 
@@ -114,9 +115,9 @@ def build_backbone(name: str, options: Mapping[str, Any], image_shape: tuple[int
         raise unknown("backbone", name, [*BACKBONES.module_dict, "timm:<model name>"])
     if family == "timm" and not model_name:
         raise BenchError("backbone 'timm' needs a model name, e.g. timm:vit_base_patch16_224.dino")
+    pretrained = resolve_pretrained(name, options.get("pretrained", True), weights_dir)
     # Randomly initialised weights (pretrained=False, for tests) must be the same in every process,
     # so that runs and feature banks agree; the global RNG is left as it was.
-    pretrained = resolve_pretrained(name, options.get("pretrained", True), weights_dir)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         model = cls(model_name=model_name, image_shape=image_shape, pretrained=pretrained,
@@ -141,8 +142,8 @@ def resolve_pretrained(name: str, pretrained: bool | str, weights_dir: str | Non
 
 
 # The paper's three backbones (Tab. 4; methods-spec §5) by short name. Each is a timm model; a local
-# weights file in the authors' published format goes in backbone.pretrained (DINO's .pth files load
-# into timm's models by their own key names).
+# weights file in the authors' published format (PUBLISHED_FILES) goes in backbone.pretrained or in
+# the --weights-dir directory, and `bench.weights` reads it.
 PAPER_BACKBONES: dict[str, tuple[str, dict[str, Any]]] = {
     # 768-d CLS token after the final LayerNorm
     "dino-vitb16": ("vit_base_patch16_224.dino", {}),

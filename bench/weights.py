@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any, Mapping
@@ -47,7 +48,9 @@ def read_checkpoint(path: Path) -> Any:
 
             return load_file(str(path), device="cpu")
         if _is_torchscript(path):
-            return torch.jit.load(str(path), map_location="cpu").state_dict()
+            with warnings.catch_warnings():  # TorchScript is deprecated, but it is what OpenAI publishes
+                warnings.simplefilter("ignore", FutureWarning)
+                return torch.jit.load(str(path), map_location="cpu").state_dict()
         # DINO's full checkpoints carry their argparse arguments next to the tensors
         with torch.serialization.safe_globals([argparse.Namespace]):
             return torch.load(path, map_location="cpu", weights_only=True)

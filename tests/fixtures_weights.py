@@ -4,6 +4,7 @@ TorchScript archive (fp16, image and text towers, OpenAI's key names), DINO's Re
 from __future__ import annotations
 
 import argparse
+import warnings
 from pathlib import Path
 
 import torch
@@ -62,7 +63,9 @@ def write_openai_clip(vit: nn.Module, path: Path) -> None:
     root = _ClipArchive()
     for key, value in openai_clip_state(vit).items():
         _put(root, key, value.half() if value.is_floating_point() else value)
-    torch.jit.save(torch.jit.trace(root, torch.ones(1, dtype=torch.half)), str(path))
+    with warnings.catch_warnings():  # TorchScript is deprecated; OpenAI's files are TorchScript all the same
+        warnings.simplefilter("ignore", FutureWarning)
+        torch.jit.save(torch.jit.trace(root, torch.ones(1, dtype=torch.half)), str(path))
 
 
 def write_dino_full_checkpoint(teacher: dict[str, torch.Tensor], student: dict[str, torch.Tensor],
