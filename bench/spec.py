@@ -45,6 +45,11 @@ DEFAULT_SECTIONS: dict[str, dict[str, Any]] = {
 }
 
 
+def method_label(method: str, preset: str) -> str:
+    """How a run's method is shown: the method, with its preset in brackets unless it is `paper`."""
+    return method if preset == "paper" else f"{method} [{preset}]"
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """One (method, preset, dataset, split, backbone, seed) job with its resolved config.
@@ -65,7 +70,7 @@ class RunSpec:
 
     @property
     def label(self) -> str:
-        return self.method if self.preset == "paper" else f"{self.method} [{self.preset}]"
+        return method_label(self.method, self.preset)
 
     def identity(self) -> dict[str, Any]:
         """What the run id hashes: everything but where things are (location, dataset.root)."""

@@ -6,10 +6,11 @@ from pathlib import Path
 import pandas as pd
 from tabulate import tabulate
 
+from bench.spec import method_label
+
 DATASETS = {"C10": "cifar10", "C100": "cifar100", "T200": "tinyimagenet", "B200": "cub200", "H683": "herbarium19"}
 METHODS = {"Kmeans": "K-means"}
 BACKBONES = {"ResNet50-DINO": "dino-resnet50", "ViT-B/16-DINO": "dino-vitb16", "ViT-B/16-CLIP": "clip-vitb16"}
-ABLATION_ROWS = {"(a)": "Baseline++", "(b)": "Baseline", "(c)": "Baseline++ [no_cosnorm]", "(d)": "Baseline [no_cosnorm]"}
 PAPER_DIR = Path(__file__).resolve().parents[2] / "results" / "paper"
 
 
@@ -19,8 +20,11 @@ def paper_reference(paper_dir: Path = PAPER_DIR, default_backbone: str = "dino-v
     for name in ("table2_reference_methods.csv", "table5_sota_comparison.csv"):
         t = pd.read_csv(paper_dir / name)
         frames.append(t.assign(label=t["method"].replace(METHODS), backbone=default_backbone))
+    from bench.report.layouts import ABLATION_ROWS  # layouts imports this module: import on use
+
+    rows = {f"({chr(ord('a') + i)})": method_label(*row) for i, row in enumerate(ABLATION_ROWS)}
     t3 = pd.read_csv(paper_dir / "table3_self_ablation.csv")
-    frames.append(t3.assign(label=t3["row"].map(ABLATION_ROWS), backbone=default_backbone))
+    frames.append(t3.assign(label=t3["row"].map(rows), backbone=default_backbone))
     t4 = pd.read_csv(paper_dir / "table4_backbone_ablation.csv")
     frames.append(t4.assign(label=t4["method"], backbone=t4["backbone"].map(BACKBONES)))
     ref = pd.concat(frames, ignore_index=True)

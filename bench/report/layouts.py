@@ -11,6 +11,7 @@ from typing import Callable, Mapping, Sequence
 import pandas as pd
 
 from bench.report.compare import BACKBONES
+from bench.spec import method_label
 
 YES, NO = "✓", "✗"  # the renderers draw these marks (LaTeX: \checkmark and $\times$)
 BACKBONE_NAMES = {registry: shown for shown, registry in BACKBONES.items()}  # paper order: Tab. 4's rows
@@ -53,11 +54,6 @@ def _identity(scores: pd.DataFrame) -> dict[str, tuple[str, str, str]]:
     """label → (method, preset, backbone); frames without those columns read as (label, paper, "")."""
     return {str(r["label"]): (str(r.get("method", r["label"])), str(r.get("preset", "paper")),
                               str(r.get("backbone", ""))) for r in scores.drop_duplicates("label").to_dict("records")}
-
-
-def method_label(method: str, preset: str) -> str:
-    """As `RunSpec.label`: the method, with its preset in brackets unless it is `paper`."""
-    return method if preset == "paper" else f"{method} [{preset}]"
 
 
 def comparison(scores: pd.DataFrame, references: Sequence[str]) -> Shape:
