@@ -5,8 +5,8 @@ A grid (an mmengine config file in `registries/grids/`) names methods (optionall
 frozen `RunSpec`s whose canonical JSON hashes to the `run_id`.
 
 A run's configuration has four sections, resolved in this order (later wins): the method's preset
-(`registries/presets/<slug>.py`, `paper` or `code`, with its per-dataset/split `overrides`), the
-grid's `cfg`, then `--cfg-options section.key=value` from the command line:
+(`registries/presets/<slug>.py`, `paper` or `code`, with its per-dataset/split `overrides`; a preset
+may also set `features` or `backbone` keys, as every `code` preset sets `features.policy`), the grid's `cfg`, then `--cfg-options section.key=value` from the command line:
 
 - `method`: the method's hyper-parameters (valid keys: those of its `paper` preset);
 - `dataset`: options of the dataset reader (e.g. `num_classes` for `synthetic`);
@@ -43,6 +43,10 @@ DEFAULT_SECTIONS: dict[str, dict[str, Any]] = {
     "backbone": {"pretrained": True, "kwargs": {}, "batch_size": 256},
     "features": {"mode": "bank", "views": 8, "bank_seed": 0, "batch_size": 512, "policy": "paper"},
 }
+
+
+# Sections a preset may set besides the method's own keys (a `code` preset sets `features.policy`).
+PRESET_SECTIONS = ("features", "backbone")
 
 
 def method_label(method: str, preset: str) -> str:
@@ -202,9 +206,8 @@ def _read_config(path: str) -> dict[str, Any]:
     return Config.fromfile(path).to_dict()
 
 
-def load_preset(method: str, preset: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The method's hyper-parameters for a preset (`paper` updated with the preset's changes),
-    and its per-dataset/split overrides."""
+def _preset(method: str, preset: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The preset's dict (`paper` updated with the preset's changes) and its overrides."""
     from registries import METHODS, PRESETS_DIR
 
     cls = METHODS.get(method)
@@ -216,8 +219,21 @@ def load_preset(method: str, preset: str) -> tuple[dict[str, Any], dict[str, Any
         raise unknown(f"preset of {method}", preset, preset_names(cfg))
     params = dict(cfg["paper"])
     params.update(cfg.get(preset, {}))
-    overrides = cfg.get("overrides", {}).get(preset, {})
-    return params, overrides
+    return params, cfg.get("overrides", {}).get(preset, {})
+
+
+def load_preset(method: str, preset: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The method's hyper-parameters for a preset and its per-dataset/split overrides (without the
+    other sections a preset may set: `preset_sections`)."""
+    params, overrides = _preset(method, preset)
+    return {k: v for k, v in params.items() if k not in PRESET_SECTIONS}, overrides
+
+
+def preset_sections(method: str, preset: str) -> dict[str, dict[str, Any]]:
+    """The run-config sections other than `method` that a preset sets, e.g. the `code` presets'
+    `features=dict(policy="code")`: what the authors ran is more than the method's keys."""
+    params, _ = _preset(method, preset)
+    return {k: dict(v) for k, v in params.items() if k in PRESET_SECTIONS}
 
 
 def deep_merge(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
@@ -276,7 +292,8 @@ def resolve_config(method: str, preset: str, dataset: str, split: str,
     params, overrides = load_preset(method, preset)
     params.update(_matching_overrides(overrides, dataset, split))
     config = {"method": params, **copy.deepcopy(DEFAULT_SECTIONS)}
-    for source in (_flatten(grid_cfg), options):
+    sections = _flatten(preset_sections(method, preset))
+    for source in (sections, _flatten(grid_cfg), options):
         relevant = {k: v for k, v in source.items()
                     if not (k.startswith("method.") and k.split(".")[1] not in params)}
         config = apply_options(config, relevant, allow_new=("dataset",))

@@ -68,7 +68,7 @@ def head_training(epochs: int, device: str) -> None:
     data = FeatureViews(torch.randn(n, dim, generator=gen).to(device),
                         torch.randn(n, views, dim, generator=gen).half().to(device))
     hp = dict(epochs=epochs, lr=0.1, momentum=0.9, weight_decay=1e-4, eta_min=1e-4, temperature=0.1,
-              sk_epsilon=0.05, sk_iters=3)
+              sk_epsilon=0.05, sk_iters=3, reduction="mean")
 
     def ours():
         head = CosineHead(dim, k).to(device)
@@ -81,7 +81,7 @@ def head_training(epochs: int, device: str) -> None:
         for epoch in range(epochs):
             opt.param_groups[0]["lr"] = cosine_lr(epoch, epochs, 0.1, 1e-4)
             head.renormalize()
-            loss = swapped_prediction_loss(head(x1), head(x2), 0.1, 0.05, 3)
+            loss = swapped_prediction_loss(head(x1), head(x2), 0.1, 0.05, 3, reduction="mean")
             opt.zero_grad()
             loss.backward()
             opt.step()

@@ -35,7 +35,8 @@ class Baseline(Method):
         self.losses.append(train_head_swapped(
             head, step.train, epochs=epochs, batch_size=hp["batch_size"], lr=hp["lr"],
             momentum=hp["momentum"], weight_decay=hp["weight_decay"], eta_min=hp["eta_min"],
-            temperature=hp["temperature"], sk_epsilon=hp["sk_epsilon"], sk_iters=hp["sk_iters"], gen=gen))
+            temperature=hp["temperature"], sk_epsilon=hp["sk_epsilon"], sk_iters=hp["sk_iters"],
+            reduction=hp["swap_reduction"], gen=gen))
         self.heads.append(head)
 
     @torch.no_grad()

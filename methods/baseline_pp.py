@@ -24,6 +24,22 @@ from methods.baseline import WithStudent
 from methods.blocks import CosineHead, PrototypeStats, concatenated_head, cosine_lr, hard_cross_entropy
 from registries import METHODS
 
+KTRFR_REDUCTIONS = ("sum", "mean")
+
+
+def ktrfr_loss(current_logits: torch.Tensor, current_targets: torch.Tensor, replay_logits: torch.Tensor,
+               replay_targets: torch.Tensor, temperature: float, reduction: str) -> torch.Tensor:
+    """L_past + L_current (Eq. 6, Algorithm 2), each the mean cross-entropy of its own rows (`sum`),
+    or one mean over the concatenated rows (`mean`, the authors' code), which weighs the replayed
+    features by their share of the rows. With nothing to replay both are L_current."""
+    if reduction not in KTRFR_REDUCTIONS:
+        raise ValueError(f"unknown KTRFR reduction {reduction!r}; choose from {', '.join(KTRFR_REDUCTIONS)}")
+    if reduction == "mean" or len(replay_targets) == 0:
+        return hard_cross_entropy(torch.cat([current_logits, replay_logits]),
+                                  torch.cat([current_targets, replay_targets]), temperature)
+    return (hard_cross_entropy(replay_logits, replay_targets, temperature)
+            + hard_cross_entropy(current_logits, current_targets, temperature))
+
 
 @METHODS.register_module(name="Baseline++")
 class BaselinePlusPlus(WithStudent):
@@ -78,16 +94,15 @@ class BaselinePlusPlus(WithStudent):
             for group in opt.param_groups:
                 group["lr"] = cosine_lr(epoch, epochs, hp["lr"], hp["eta_min"])
             order = torch.randperm(n, generator=gen)
-            for start in range(0, n, hp["batch_size"]):
-                index = order[start: start + hp["batch_size"]]
+            for start in range(0, n, hp["ktrfr_batch_size"]):
+                index = order[start: start + hp["ktrfr_batch_size"]]
                 x1, x2 = step.train.two_views(index, gen)
                 with torch.no_grad():
                     y = torch.cat([teacher(x1).argmax(1), teacher(x2).argmax(1)]) + step.offset
                 xr, yr = self.prototypes.sample(self.replay_counts(len(index), gen), hp["shared_std"], gen)
-                x = torch.cat([x1, x2, xr.to(x1.device)])
-                y = torch.cat([y, yr.to(y.device)])
                 student.renormalize()
-                loss = hard_cross_entropy(student(x), y, hp["temperature"])
+                loss = ktrfr_loss(student(torch.cat([x1, x2])), y, student(xr.to(x1.device)), yr.to(y.device),
+                                  hp["temperature"], hp["ktrfr_reduction"])
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()

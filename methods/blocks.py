@@ -60,13 +60,22 @@ def soft_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, temperature:
     return -(targets * torch.log(probs.clamp_min(1e-8))).sum(1).mean()
 
 
+SWAP_REDUCTIONS = ("sum", "mean")
+
+
 def swapped_prediction_loss(logits1: torch.Tensor, logits2: torch.Tensor, temperature: float,
-                            epsilon: float, n_iters: int) -> torch.Tensor:
-    """§2.4: each view is trained towards the Sinkhorn assignment of the other view; averaged over
-    the 2B rows (the code's reduction, half of the paper's sum of two cross-entropies)."""
+                            epsilon: float, n_iters: int, *, reduction: str) -> torch.Tensor:
+    """§2.4: each view is trained towards the Sinkhorn assignment of the other view.
+
+    `sum` is Algorithm 1's ℓ(z₂, y₁) + ℓ(z₁, y₂), each cross-entropy a mean over the B rows of its
+    view; `mean` is the authors' code, one mean over the 2B concatenated rows: half the sum, which
+    halves the effective learning rate against an unchanged weight decay."""
+    if reduction not in SWAP_REDUCTIONS:
+        raise ValueError(f"unknown swapped-loss reduction {reduction!r}; choose from {', '.join(SWAP_REDUCTIONS)}")
     t1 = sinkhorn_knopp(logits2.detach(), epsilon, n_iters)
     t2 = sinkhorn_knopp(logits1.detach(), epsilon, n_iters)
-    return soft_cross_entropy(torch.cat([logits1, logits2]), torch.cat([t1, t2]), temperature)
+    mean = soft_cross_entropy(torch.cat([logits1, logits2]), torch.cat([t1, t2]), temperature)
+    return 2 * mean if reduction == "sum" else mean  # both views hold B rows: the sum of their means
 
 
 def cosine_lr(epoch: int, epochs: int, lr: float, eta_min: float) -> float:
@@ -77,7 +86,7 @@ def cosine_lr(epoch: int, epochs: int, lr: float, eta_min: float) -> float:
 
 def train_head_swapped(head: CosineHead, data: FeatureViews, *, epochs: int, batch_size: int, lr: float,
                        momentum: float, weight_decay: float, eta_min: float, temperature: float,
-                       sk_epsilon: float, sk_iters: int, gen: torch.Generator) -> list[float]:
+                       sk_epsilon: float, sk_iters: int, reduction: str, gen: torch.Generator) -> list[float]:
     """Train a cosine head with the swapped Sinkhorn loss on stored features (Baseline's step).
 
     Tensors are indexed directly (no DataLoader); batches are shuffled every epoch and the last
@@ -96,7 +105,8 @@ def train_head_swapped(head: CosineHead, data: FeatureViews, *, epochs: int, bat
             index = order[start: start + batch_size]
             x1, x2 = data.two_views(index, gen)
             head.renormalize()
-            loss = swapped_prediction_loss(head(x1), head(x2), temperature, sk_epsilon, sk_iters)
+            loss = swapped_prediction_loss(head(x1), head(x2), temperature, sk_epsilon, sk_iters,
+                                           reduction=reduction)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -157,7 +167,8 @@ class PrototypeStats:
             xs.append(self.means[k] + noise * sigma)
             ys.append(torch.full((n,), k, dtype=torch.long))
         if not xs:
-            return torch.empty(0), torch.empty(0, dtype=torch.long)
+            dim = next(iter(self.means.values())).shape[0] if self.means else 0
+            return torch.empty(0, dim), torch.empty(0, dtype=torch.long)
         return torch.cat(xs), torch.cat(ys)
 
     def state_dict(self) -> dict:

@@ -73,7 +73,7 @@ class JointUnfrozen(Baseline):
                 x1, x2 = step.images.two_views(order[start: start + batch], gen)
                 head.renormalize()
                 loss = swapped_prediction_loss(head(net(x1)), head(net(x2)), hp["temperature"], hp["sk_epsilon"],
-                                               hp["sk_iters"])
+                                               hp["sk_iters"], reduction=hp["swap_reduction"])
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()

@@ -61,11 +61,16 @@ def test_cosine_head_without_weight_normalisation_keeps_weights():
 def test_swapped_loss_uses_the_other_views_assignment():
     torch.manual_seed(1)
     l1, l2 = torch.randn(8, 4, requires_grad=True), torch.randn(8, 4)
-    loss = swapped_prediction_loss(l1, l2, temperature=0.1, epsilon=0.05, n_iters=3)
-    expected = (soft_cross_entropy(l1, sinkhorn_knopp(l2), 0.1) + soft_cross_entropy(l2, sinkhorn_knopp(l1), 0.1)) / 2
-    torch.testing.assert_close(loss, expected)
+    ce1, ce2 = soft_cross_entropy(l1, sinkhorn_knopp(l2), 0.1), soft_cross_entropy(l2, sinkhorn_knopp(l1), 0.1)
+    # Algorithm 1 sums the two views' cross-entropies; the authors' code averages the 2B rows
+    loss = swapped_prediction_loss(l1, l2, temperature=0.1, epsilon=0.05, n_iters=3, reduction="sum")
+    torch.testing.assert_close(loss, ce1 + ce2)
+    mean = swapped_prediction_loss(l1, l2, temperature=0.1, epsilon=0.05, n_iters=3, reduction="mean")
+    torch.testing.assert_close(mean, (ce1 + ce2) / 2)
     loss.backward()
     assert l1.grad is not None and l1.grad.abs().sum() > 0
+    with pytest.raises(ValueError, match="choose from sum, mean"):
+        swapped_prediction_loss(l1, l2, temperature=0.1, epsilon=0.05, n_iters=3, reduction="avg")
 
 
 def test_cosine_schedule_is_stepped_at_epoch_start():

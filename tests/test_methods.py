@@ -88,10 +88,62 @@ def test_presets_differ_where_the_spec_says():
     code, overrides = load_preset("Baseline++", "code")
     differing = {k for k in paper if paper[k] != code[k]}
     assert differing == {"weight_decay", "ktrfr_epochs", "ktrfr_normalize_weights", "shared_std",
-                         "replay_per_class", "init_from"}
+                         "replay_per_class", "init_from", "swap_reduction", "ktrfr_reduction"}
+    assert (paper["swap_reduction"], code["swap_reduction"]) == ("sum", "mean")
+    assert (paper["ktrfr_reduction"], code["ktrfr_reduction"]) == ("sum", "mean")
     assert overrides["cifar100/5-step"]["replay_per_class"] == 20
     assert load_preset("K-means", "code")[0] == {"init": "random", "n_init": 1, "max_iter": 200}
     assert load_preset("Baseline", "no_cosnorm")[0]["normalize_weights"] is False
+
+
+@pytest.mark.parametrize("method", sorted(METHODS.module_dict))
+def test_code_presets_train_on_the_authors_views_paper_presets_on_the_papers(method):
+    """A preset sets `features` keys too: `Baseline:code` must not train on the paper's views."""
+    from bench.spec import _read_config, preset_names, resolve_config
+    from registries import PRESETS_DIR
+
+    presets = preset_names(_read_config(str(PRESETS_DIR / f"{METHODS.get(method).preset_file}.py")))
+    for preset in presets:
+        config = resolve_config(method, preset, "cifar10", "2-step", {}, {})
+        assert config["features"]["policy"] == ("code" if preset == "code" else "paper"), preset
+        assert "features" not in config["method"]
+    if "code" in presets:  # the command line still wins over the preset
+        config = resolve_config(method, "code", "cifar10", "2-step", {}, {"features.policy": "paper"})
+        assert config["features"]["policy"] == "paper"
+
+
+def test_ktrfr_batch_is_its_own_key_so_baselines_cifar100_override_does_not_reach_it():
+    from bench.spec import resolve_config
+
+    config = resolve_config("Baseline++", "code", "cifar100", "5-step", {}, {})["method"]
+    assert (config["batch_size"], config["ktrfr_batch_size"]) == (512, 256)
+
+
+def test_ktrfr_loss_sums_two_means_in_paper_and_averages_all_rows_in_code():
+    from methods.baseline_pp import ktrfr_loss
+    from methods.blocks import hard_cross_entropy
+
+    torch.manual_seed(0)
+    current, replay = torch.randn(4, 3), torch.randn(2, 3)
+    yc, yr = torch.tensor([0, 1, 2, 0]), torch.tensor([1, 2])
+    per_row = [-torch.log_softmax(l / 0.1, 0)[y] for l, y in zip(torch.cat([current, replay]), torch.cat([yc, yr]))]
+    by_hand_current, by_hand_replay = sum(per_row[:4]) / 4, sum(per_row[4:]) / 2
+    torch.testing.assert_close(ktrfr_loss(current, yc, replay, yr, 0.1, "sum"), by_hand_current + by_hand_replay)
+    torch.testing.assert_close(ktrfr_loss(current, yc, replay, yr, 0.1, "mean"), sum(per_row) / 6)
+    nothing = ktrfr_loss(current, yc, replay[:0], yr[:0], 0.1, "sum")  # no old class to replay
+    torch.testing.assert_close(nothing, hard_cross_entropy(current, yc, 0.1))
+
+
+def test_ktrfr_draws_batches_of_its_own_size(monkeypatch):
+    method = make_pp(ktrfr_epochs=1, ktrfr_batch_size=4, batch_size=512)
+    method.heads = [CosineHead(4, 2).eval(), CosineHead(4, 2).eval()]
+    method.prototypes.add_step(torch.randn(6, 4), torch.tensor([0, 0, 0, 1, 1, 1]), n_classes=2)
+    data = FeatureViews(torch.randn(10, 4), torch.randn(10, 2, 4))
+    sizes = []
+    real = data.two_views
+    monkeypatch.setattr(data, "two_views", lambda index, gen: sizes.append(len(index)) or real(index, gen))
+    method._ktrfr(Step(index=1, n_classes=2, offset=2, train=data))
+    assert sizes == [4, 4, 2]
 
 
 def test_joint_trains_on_zipped_batches_labelled_by_each_tasks_own_head(monkeypatch):

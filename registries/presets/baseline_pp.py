@@ -7,6 +7,9 @@ paper = dict(
     replay_per_class=0,             # 0: as many replayed features per batch as the batch holds (paper);
                                     # n > 0: n per previous class (discrepancy 4, the code's table)
     init_from="previous_student",   # discrepancy 7: the code re-initialises from the Baseline heads
+    ktrfr_batch_size=256,           # current images per KTRFR batch (Baseline's batch_size may differ: C100 5-step)
+    ktrfr_reduction="sum",          # discrepancy 8: Eq. 6 sums the replay mean and the current mean;
+                                    # the code takes one mean over the concatenated rows ("mean")
 )
 code = dict(
     weight_decay=5e-5,
@@ -15,6 +18,7 @@ code = dict(
     shared_std=True,
     replay_per_class=12,
     init_from="baseline_heads",
+    ktrfr_reduction="mean",
 )
 # The "w/o CosNorm" ablation of Tab. 3 (row c): neither the Baseline heads nor the student
 # normalise their weights; features stay normalised inside the heads.
