@@ -287,7 +287,14 @@ def _print_leaderboard(results: Path, specs: Sequence[Any]) -> None:
     frame = _load_frame(results, specs)
     if len(frame):
         print()
-        print(leaderboard(final_scores(frame)))
+        print(leaderboard(final_scores(frame), references=_references(specs)))
+
+
+def _references(specs: Sequence[Any]) -> tuple[str, ...]:
+    """Labels of the reference methods (K-means, the Joint methods): marked, never bold, as in the paper."""
+    from registries import METHODS
+
+    return tuple(dict.fromkeys(s.label for s in specs if METHODS.get(s.method).sees_past_steps))
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -380,7 +387,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     from bench.report import write_report
     from bench.report.aggregate import backbone_label, final_scores
     from bench.report.table import render_table
-    from registries import METHODS
 
     grid, specs = _expand(args)
     frame = _load_frame(args.results, specs)
@@ -392,7 +398,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     labels = list(dict.fromkeys(backbone_label(s.label, s.backbone, default_backbone) for s in specs))
     order = {"split": list(dict.fromkeys(s.split for s in specs)),
              "dataset": list(dict.fromkeys(s.dataset for s in specs)), "label": labels}
-    references = tuple(dict.fromkeys(s.label for s in specs if METHODS.get(s.method).sees_past_steps))
+    references = _references(specs)
     paths = write_report(labelled, out, args.format, title=f"grid {grid.name}", order=order,
                          exclude_from_best=references)
     suffix = {"latex": "tex", "markdown": "md", "csv": "csv"}[args.format]
@@ -404,7 +410,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             block_order = {**order, "label": list(dict.fromkeys(backbone_label(s.label, s.backbone, default_backbone)
                                                                 for s in mine))}
             path.write_text(render_table(final_scores(part, block_order), args.format, layout=block.layout,
-                                         exclude_from_best=references, caption=f"grid {grid.name}, {block.name}"))
+                                         exclude_from_best=references, caption=f"grid {grid.name}, {block.name}."))
             paths.append(path)
     if args.compare:
         from bench.report.compare import compare, paper_reference, render_compare

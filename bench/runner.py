@@ -32,7 +32,7 @@ from bench.errors import BenchError
 from bench.evaluate import Evaluator, MetricRow, TaskLayout
 from bench.bank import default_cache_dir, load_or_build, weights_identity
 from bench.features import Encoder, FeatureViews, ImageSource, LiveViews, extract
-from bench.spec import RunSpec, write_atomic
+from bench.spec import RunSpec, features_protocol, write_atomic
 
 DONE, ERROR, CHECKPOINT, METRICS = "DONE", "error.txt", "checkpoint.pt", "metrics.parquet"
 FEATURE_MODES = ("bank", "exact")
@@ -145,6 +145,13 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
     log(f"features ({spec.config['features']['mode']}): train {tuple(train.plain.shape)} with "
         f"{train.views.shape[1]} stored views, test {tuple(test.plain.shape)}, {time.monotonic() - clock:.1f}s")
     val_images = data.val_or_train()
+    mapping_images = "val" if data.val is not None else "train"
+    log(f"task mappings frozen on the {'held-out validation' if data.val is not None else 'training'} images")
+    without_val = sorted(set(range(data.num_classes)) - set(val_images.labels.tolist()))
+    if without_val:
+        log(f"WARNING: {len(without_val)} class(es) have no {mapping_images} image to freeze the task mapping from "
+            f"(e.g. class {without_val[0]} {data.class_names[without_val[0]]!r}); their test images never count "
+            f"as correct in the task-agnostic (wo) flavour")
 
     method = METHODS.build(dict(type=spec.method, feature_dim=backbone.feature_dim, seed=spec.seed,
                                 **spec.config["method"]))
@@ -174,7 +181,7 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
     for t in range(first_step, spec.n_steps):
         seed_everything(spec.seed * 1000 + t)
         offset, n_classes = layout.offsets[t], layout.sizes[t]
-        of_task = [np.flatnonzero(train_task == s) for s in range(t + 1)]
+        of_task = [step_order(np.flatnonzero(train_task == s), spec.seed, s) for s in range(t + 1)]
         past = [train.subset(of_task[s]).to(device) for s in range(t)] if method.sees_past_steps else []
         step = Step(index=t, n_classes=n_classes, offset=offset, train=train.subset(of_task[t]).to(device),
                     past=past, device=device)
@@ -201,15 +208,22 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
         _save_checkpoint(out / CHECKPOINT, state)
 
     rows.extend(evaluator.summary(rows, spec.n_steps))
-    frame = _frame(spec, rows, device, started_at, spent + time.monotonic() - clock)
+    frame = _frame(spec, rows, device, started_at, spent + time.monotonic() - clock, mapping_images)
     tmp = out / f".{METRICS}.tmp"
     frame.to_parquet(tmp, index=False)
     tmp.replace(out / METRICS)
     write_atomic(out / DONE, _now() + "\n")
     (out / CHECKPOINT).unlink(missing_ok=True)
     summary = {(r.flavour, r.metric): r.value for r in rows if r.group == "summary"}
-    flavour = method.primary_flavour
-    log(f"done: A={summary[(flavour, 'A')]:.1f} F={summary[(flavour, 'F')]:.1f} ({flavour})")
+    shown = {name: f"{name}={summary[source]:.1f} ({'/'.join(source)})" for name, source in method.reported.items()}
+    log(f"done: {shown['A']} {shown['F']}")
+
+
+def step_order(indices: np.ndarray, seed: int, step: int) -> np.ndarray:
+    """A step's training images in a seeded random order (the same for every method of a run seed).
+    Readers deliver them grouped by class (TinyImageNet, CUB, Herbarium): a method that did not
+    shuffle could otherwise read the labels off the order."""
+    return indices[np.random.default_rng([seed, step]).permutation(len(indices))]
 
 
 def features_for(spec: RunSpec, data: Any, backbone: Any, device: torch.device, views: int,
@@ -275,13 +289,17 @@ def _save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
-def _frame(spec: RunSpec, rows: list[MetricRow], device: torch.device, started_at: str, duration: float) -> pd.DataFrame:
+def _frame(spec: RunSpec, rows: list[MetricRow], device: torch.device, started_at: str, duration: float,
+           mapping_images: str) -> pd.DataFrame:
     from registries import METHODS
 
     frame = pd.DataFrame([asdict(r) for r in rows])
+    cls = METHODS.get(spec.method)
     identity = dict(run_id=spec.run_id, method=spec.method, preset=spec.preset, label=spec.label,
                     dataset=spec.dataset, split=spec.split, n_steps=spec.n_steps, backbone=spec.backbone,
-                    seed=spec.seed, primary_flavour=METHODS.get(spec.method).primary_flavour)
+                    seed=spec.seed, reported_A="/".join(cls.reported["A"]), reported_F="/".join(cls.reported["F"]),
+                    features=features_protocol(spec.config, inputs=cls.inputs, trains_on_views=cls.trains_on_views),
+                    mapping_images=mapping_images)
     provenance = dict(
         bench_version=bench.__version__, git_commit=_git_commit(), host=socket.gethostname(),
         device=torch.cuda.get_device_name(device) if device.type == "cuda" else device.type,

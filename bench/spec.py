@@ -54,6 +54,17 @@ def method_label(method: str, preset: str) -> str:
     return method if preset == "paper" else f"{method} [{preset}]"
 
 
+def features_protocol(config: Mapping[str, Any], *, inputs: str = "features", trains_on_views: bool = True) -> str:
+    """How a run's training views were computed, as reports state it: `bank V=8` (V stored views per
+    training image, drawn from again every epoch), `exact` (fresh views every epoch, the paper's
+    protocol) or `plain features` (a method that trains on no views, K-means)."""
+    feat = config["features"]
+    if not trains_on_views:
+        return "plain features"
+    views = f"bank V={feat['views']}" if feat["mode"] == "bank" else "exact"
+    return f"images, fresh views; head warm-up {views}" if inputs == "images" else views
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """One (method, preset, dataset, split, backbone, seed) job with its resolved config.

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Mapping
 
 import torch
 
@@ -39,7 +39,10 @@ class Method:
 
     inputs: ClassVar[str] = "features"
     sees_past_steps: ClassVar[bool] = False
-    primary_flavour: ClassVar[str] = "wo"  # the flavour its A and F are reported in
+    # Where its reported A and F come from: (flavour, summary metric) of the evaluator's rows. The
+    # paper reports every method task-agnostically ("wo"), except K-means' A (one Hungarian match).
+    reported: ClassVar[Mapping[str, tuple[str, str]]] = {"A": ("wo", "A"), "F": ("wo", "F")}
+    trains_on_views: ClassVar[bool] = True  # False: only plain features (no augmented views) reach it
     preset_file: ClassVar[str]  # registries/presets/<preset_file>.py
 
     def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:

@@ -166,7 +166,7 @@ def test_report_writes_each_block_in_its_papers_layout(capsys, tmp_path):
 
     def rows(name):
         lines = (folder / name).read_text().strip().splitlines()
-        return [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines]
+        return [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines if line.startswith("|")]
 
     tab3 = rows("table_tab3.md")
     assert tab3[0][:4] == ["split", "", "CosNorm", "KTRFR"]

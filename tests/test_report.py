@@ -69,7 +69,7 @@ def test_splits_sort_numerically(frame):
 
 def test_bold_is_direction_aware_tie_aware_and_skips_references(frame):
     md = render_table(final_scores(frame), "markdown", exclude_from_best=["K-means"])
-    lines = {line.split("|")[1].strip() + "/" + line.split("|")[2].strip(): line for line in md.splitlines()[2:]}
+    lines = {line.split("|")[1].strip() + "/" + line.split("|")[2].strip(): line for line in md.splitlines()[2:] if line.startswith("|")}
     # 5-step: A best is Baseline++ 84.0 (K-means' 95.0 is a reference: never bold); F best is Baseline++ 5.0.
     assert "**84.0**" in lines["5-step/Baseline++"] and "**5.0**" in lines["5-step/Baseline++"]
     assert "**" not in lines["5-step/Baseline"] and "**" not in lines["5-step/K-means"]
@@ -80,7 +80,7 @@ def test_bold_is_direction_aware_tie_aware_and_skips_references(frame):
 
 def test_csv_is_tidy(frame):
     text = render_table(final_scores(frame), "csv")
-    assert text.splitlines()[0] == "split,dataset,method,metric,mean,std,n"
+    assert text.splitlines()[0] == "split,dataset,method,metric,mean,std,n,source"
     assert "5-step,C10,Baseline,A,82.0000,2.8284,2" in text
 
 
@@ -173,7 +173,8 @@ def test_the_paper_grid_has_a_block_per_table():
 
 def md_rows(text):
     """A github table → its header cells and its rows as lists of stripped cells."""
-    lines = [[c.strip() for c in line.strip().strip("|").split("|")] for line in text.strip().splitlines()]
+    lines = [[c.strip() for c in line.strip().strip("|").split("|")] for line in text.strip().splitlines()
+             if line.startswith("|")]  # the protocol note below the table is not a row
     return lines[0], lines[2:]
 
 
@@ -219,7 +220,7 @@ def test_ablation_latex_and_csv(ablation_frame):
     assert r" & (c) & $\times$ & \checkmark & 8.2 & 80.2 & -- & --" in tex
     assert r" & (d) & $\times$ & $\times$ & -- & -- & -- & --" in tex
     csv = pd.read_csv(io.StringIO(render_table(scores, "csv", layout="ablation")))
-    assert list(csv.columns) == ["split", "dataset", "row", "cosnorm", "ktrfr", "method", "metric", "mean", "std", "n"]
+    assert list(csv.columns) == ["split", "dataset", "row", "cosnorm", "ktrfr", "method", "metric", "mean", "std", "n", "source"]
     keys = csv.drop_duplicates("method").set_index("method")[["row", "cosnorm", "ktrfr"]]
     assert keys.loc["Baseline [no_cosnorm]"].tolist() == ["(d)", "no", "no"]
     assert keys.loc["Baseline++ [no_cosnorm]"].tolist() == ["(c)", "no", "yes"]
@@ -255,7 +256,7 @@ def test_backbone_layout_with_several_splits_latex_and_csv():
     tex = render_table(scores, "latex", layout="backbones")
     assert r"\multirow{4}{*}{2-step} & ResNet50-DINO & 37.5 & 45.8" in tex and "amssymb" not in tex
     csv = pd.read_csv(io.StringIO(render_table(scores, "csv", layout="backbones")))
-    assert list(csv.columns) == ["split", "dataset", "method", "backbone", "metric", "mean", "std", "n"]
+    assert list(csv.columns) == ["split", "dataset", "method", "backbone", "metric", "mean", "std", "n", "source"]
     assert set(csv["method"]) == {"Baseline"}
     assert csv["backbone"].drop_duplicates().tolist() == ["dino-resnet50", "dino-vitb16", "clip-vitb16", "pixels"]
     a = csv[(csv["metric"] == "A") & (csv["dataset"] == "C10") & (csv["split"] == "5-step")].set_index("backbone")
@@ -268,7 +269,7 @@ def test_references_come_first_then_a_rule(frame):
     assert [r[1] for r in rows if r[0] == "5-step"] == ["K-means", "Baseline", "Baseline++"]
     assert "**" not in " ".join(next(r for r in rows if r[1] == "K-means"))  # a reference is never bold
     tex = render_table(scores, "latex", exclude_from_best=["K-means"], layout="references").splitlines()
-    kmeans = next(i for i, line in enumerate(tex) if "K-means" in line)
+    kmeans = next(i for i, line in enumerate(tex) if "K-means" in line and not line.startswith(r"\caption"))
     assert tex[kmeans + 1] == r"\cmidrule{2-4}" and tex[kmeans + 2].startswith(" & Baseline &")
     assert sum(line.startswith(r"\cmidrule{") for line in tex) == 1  # no references in the other splits: no rule
     assert not any(line.startswith(r"\cmidrule{") for line in render_table(scores, "latex").splitlines())

@@ -18,7 +18,7 @@ from registries import METHODS
 from tests.helpers import tiny_specs
 
 SCHEMA = ["run_id", "method", "preset", "label", "dataset", "split", "n_steps", "backbone", "seed",
-          "primary_flavour", "step", "group", "flavour", "metric", "value", "bench_version", "git_commit", "host",
+          "reported_A", "reported_F", "features", "mapping_images", "step", "group", "flavour", "metric", "value", "bench_version", "git_commit", "host",
           "device", "slurm_job_id", "started_at", "ended_at", "duration_s"]
 
 

@@ -34,24 +34,43 @@ def backbone_label(label: str, backbone: str, default_backbone: str) -> str:
     return label if backbone == default_backbone else f"{label} · {backbone}"
 
 
+REPORTED = ("A", "F")
+
+
+def reported_sources(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with `reported_A` and `reported_F` ("flavour/metric" of the summary row each reported
+    value is read from). Runs written before methods declared them per metric carry one
+    `primary_flavour` for both, which is what they were reported in then."""
+    if all(f"reported_{m}" in frame for m in REPORTED):
+        return frame
+    return frame.assign(**{f"reported_{m}": frame["primary_flavour"] + f"/{m}" for m in REPORTED})
+
+
 def final_scores(frame: pd.DataFrame, order: Mapping[str, Sequence[str]] | None = None) -> pd.DataFrame:
-    """A and F of every (split, dataset, method label): the `summary` rows in each method's primary
-    flavour, averaged over seeds. Columns: split, dataset, label, metric, mean, std (NaN for one
-    seed), n (seeds)."""
-    rows = frame[(frame["group"] == "summary") & (frame["flavour"] == frame["primary_flavour"])
-                 & frame["metric"].isin(["A", "F"])]
-    rows = _categorical(rows, order)
+    """A and F of every (split, dataset, method label): for each, the `summary` row its method
+    declares (`Method.reported`, e.g. K-means' A is `w/A_sample`), averaged over seeds. Columns:
+    split, dataset, label, metric, mean, std (NaN for one seed), n (seeds), source (flavour/metric)."""
+    frame = reported_sources(frame)
+    summary = frame[frame["group"] == "summary"]
+    source = summary["flavour"] + "/" + summary["metric"]
+    parts = [summary[source == summary[f"reported_{m}"]].assign(metric=m, source=source) for m in REPORTED]
+    rows = _categorical(pd.concat(parts, ignore_index=True), order)
     # what a label stands for, kept for the tables' row headers (Tab. 3's marks, Tab. 4's backbones)
-    identity = {c: (c, "first") for c in ("backbone", "method", "preset") if c in rows}
+    # and captions (how features were computed)
+    identity = {c: (c, "first") for c in ("backbone", "method", "preset", "features") if c in rows}
     out = (rows.groupby(KEYS + ["metric"], observed=True)
            .agg(mean=("value", "mean"), std=("value", lambda v: v.std(ddof=1)), n=("value", "count"),
-                **identity).reset_index())
+                source=("source", "first"), **identity).reset_index())
     return out.sort_values(KEYS + ["metric"]).reset_index(drop=True)
 
 
 def step_curves(frame: pd.DataFrame, order: Mapping[str, Sequence[str]] | None = None) -> pd.DataFrame:
-    """Accuracy on all classes seen so far (`all`/`acc`, primary flavour) after every step, over seeds."""
-    rows = frame[(frame["group"] == "all") & (frame["metric"] == "acc") & (frame["flavour"] == frame["primary_flavour"])]
+    """Accuracy on all classes seen so far after every step, over seeds, in the flavour and weighting
+    of each method's reported A (`all`/`acc`, or `acc_sample` for a sample-weighted A)."""
+    frame = reported_sources(frame)
+    flavour, summary_metric = frame["reported_A"].str.split("/").str[0], frame["reported_A"].str.split("/").str[1]
+    metric = summary_metric.map({"A": "acc", "A_sample": "acc_sample"})
+    rows = frame[(frame["group"] == "all") & (frame["metric"] == metric) & (frame["flavour"] == flavour)]
     rows = _categorical(rows, order)
     out = (rows.groupby(KEYS + ["step"], observed=True)["value"]
            .agg(mean="mean", std=lambda v: v.std(ddof=1), n="count").reset_index())

@@ -41,18 +41,25 @@ def compare(scores: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
                            label=scores["label"].astype(str)).merge(
         reference, on=["split", "dataset", "label", "backbone", "metric"], how="left")
     merged["diff"] = merged["mean"] - merged["paper"]
-    return merged[["split", "dataset", "label", "backbone", "metric", "mean", "std", "n", "paper", "diff"]]
+    protocol = [c for c in ("source", "features") if c in merged]  # the paper: W/O (K-means' A: W), fresh views
+    return merged[["split", "dataset", "label", "backbone", "metric", "mean", "std", "n", "paper", "diff", *protocol]]
 
 
 def render_compare(table: pd.DataFrame, fmt: str) -> str:
     if fmt == "csv":
         return table.to_csv(index=False, float_format="%.4f")
+    from bench.report.table import source_text
+
     rows = []
-    for r in table.itertuples():
-        measured = f"{r.mean:.1f}" + ("" if pd.isna(r.std) else f" ± {r.std:.1f}")
-        paper = "--" if pd.isna(r.paper) else f"{r.paper:.1f}"
-        diff = "--" if pd.isna(r.diff) else f"{r.diff:+.1f}"
-        rows.append((r.split, r.dataset, r.label, r.backbone, r.metric, measured, paper, diff))
-    headers = ("split", "dataset", "method", "backbone", "metric", "measured", "paper", "Δ")
+    for r in table.to_dict("records"):
+        measured = f"{r['mean']:.1f}" + ("" if pd.isna(r["std"]) else f" ± {r['std']:.1f}")
+        paper = "--" if pd.isna(r["paper"]) else f"{r['paper']:.1f}"
+        diff = "--" if pd.isna(r["diff"]) else f"{r['diff']:+.1f}"
+        flavour = source_text(r["source"]) if isinstance(r.get("source"), str) else "--"
+        rows.append((r["split"], r["dataset"], r["label"], r["backbone"], r["metric"], measured, paper, diff, flavour,
+                     r.get("features", "--")))
+    # the paper's cells are task-agnostic (K-means' A: one match) with fresh views every epoch:
+    # a bank-mode cell is not that protocol, and says so
+    headers = ("split", "dataset", "method", "backbone", "metric", "measured", "paper", "Δ", "flavour", "features")
     return tabulate(rows, headers=headers, tablefmt="latex_booktabs" if fmt == "latex" else "github",
                     disable_numparse=True) + "\n"

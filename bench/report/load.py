@@ -1,18 +1,58 @@
 """Reading finished runs: the only part of reporting that touches the run directories."""
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 import pandas as pd
 
 COLUMNS = ["run_id", "method", "preset", "label", "dataset", "split", "n_steps", "backbone", "seed",
-           "primary_flavour", "step", "group", "flavour", "metric", "value"]
+           "reported_A", "reported_F", "features", "step", "group", "flavour", "metric", "value"]
 
 
-def load_metrics(run_dirs: Iterable[Path]) -> pd.DataFrame:
-    """All `metrics.parquet` of the runs that are DONE, concatenated (unfinished runs are skipped)."""
-    frames = [pd.read_parquet(Path(d) / "metrics.parquet") for d in run_dirs if (Path(d) / "DONE").exists()]
+def _warn(message: str) -> None:
+    print(f"bench: warning: {message}", file=sys.stderr)
+
+
+def load_metrics(run_dirs: Iterable[Path], warn: Callable[[str], None] = _warn) -> pd.DataFrame:
+    """All `metrics.parquet` of the runs that are DONE, concatenated. Unfinished runs are skipped
+    silently; a finished run whose metrics cannot be read is skipped with a warning naming the file
+    (the next `bench run` re-runs it), never with a traceback."""
+    frames = []
+    for d in map(Path, run_dirs):
+        if not (d / "DONE").exists():
+            continue
+        path = d / "metrics.parquet"
+        try:
+            frame = pd.read_parquet(path)
+            missing = {"run_id", "group", "flavour", "metric", "value"} - set(frame.columns)
+            if missing:
+                raise ValueError(f"missing columns {', '.join(sorted(missing))}")
+        except Exception as err:  # pyarrow and OS errors of many kinds: the file is what matters
+            reason = (str(err).splitlines() or [""])[0]
+            warn(f"skipping run {d.name}: cannot read {path} ({type(err).__name__}: {reason}); `bench run` re-runs it")
+            continue
+        if "features" not in frame:
+            frame["features"] = _legacy_features(d)
+        frames.append(frame)
     if not frames:
         return pd.DataFrame(columns=COLUMNS)
     return pd.concat(frames, ignore_index=True)
+
+
+def _legacy_features(run: Path) -> str:
+    """How a run written before metrics recorded it computed its features, from its spec.json."""
+    from bench.spec import features_protocol
+
+    try:
+        spec = json.loads((run / "spec.json").read_text())
+        from registries import METHODS, load_all
+
+        load_all()
+        cls = METHODS.get(spec["method"])
+        traits = {"inputs": cls.inputs, "trains_on_views": cls.trains_on_views} if cls else {}
+        return features_protocol(spec["config"], **traits)
+    except Exception:  # an unreadable spec must not hide the run's metrics
+        return "unknown"

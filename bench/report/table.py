@@ -47,7 +47,11 @@ def render_table(scores: pd.DataFrame, fmt: Literal["latex", "markdown", "csv"],
         return _csv(scores, shape)
     cells = _cells(scores, exclude_from_best)
     datasets = axes(scores)[1]
-    return _markdown(cells, shape, datasets) if fmt == "markdown" else _latex(cells, shape, datasets, caption)
+    # every format says which flavour the numbers are and how the features were computed
+    note = protocol_note(scores) if "source" in scores else ""
+    if fmt == "markdown":
+        return _markdown(cells, shape, datasets) + (f"\n{note}\n" if note else "")
+    return _latex(cells, shape, datasets, " ".join(filter(None, [caption, escape_latex(note)])))
 
 
 def _csv(scores: pd.DataFrame, shape: Shape) -> str:
@@ -57,7 +61,8 @@ def _csv(scores: pd.DataFrame, shape: Shape) -> str:
     tidy = (scores.drop(columns=[c for c in shape.key_columns if c in scores])  # the layout's names win
             .astype({"split": str, "label": str}).merge(keys, on=["split", "label"], how="left")
             .sort_values(["_group", "dataset", "_row", "metric"], kind="stable"))  # the rendered tables' order
-    columns = ["split", "dataset", *shape.key_columns, "metric", "mean", "std", "n"]
+    columns = ["split", "dataset", *shape.key_columns, "metric", "mean", "std", "n",
+               *[c for c in ("source", "features") if c in tidy]]
     return tidy[columns].to_csv(index=False, float_format="%.4f")
 
 
@@ -115,19 +120,63 @@ def _latex(cells: dict, shape: Shape, datasets: Sequence[str], caption: str) -> 
     return "\n".join(lines)
 
 
-def leaderboard(scores: pd.DataFrame) -> str:
-    """The terminal table `bench run` ends with: A and F per split, dataset and method, best A first."""
+FLAVOURS = {"wo": "task-agnostic (W/O)", "w": "one Hungarian match over all seen classes (W)"}
+
+
+def source_text(source: str) -> str:
+    """`w/A_sample` → `W, sample-weighted`: which evaluator row a reported value is."""
+    flavour, metric = source.split("/")
+    return flavour.upper().replace("WO", "W/O") + (", sample-weighted" if metric.endswith("_sample") else "")
+
+
+def protocol_note(scores: pd.DataFrame) -> str:
+    """Plain text for a caption: which flavour each method's A and F are (the paper's protocol is
+    task-agnostic; K-means' A is one match over all classes) and how the features were computed."""
+    def by_value(column: str) -> dict[str, list[str]]:
+        groups: dict[str, list[str]] = {}
+        for label, value in scores.drop_duplicates("label")[["label", column]].itertuples(index=False):
+            groups.setdefault(str(value), []).append(str(label))
+        return groups
+
+    parts = []
+    per_label = {label: "; ".join(f"{metric} {source_text(source)}" for metric, source in
+                                 g.drop_duplicates("metric")[["metric", "source"]].itertuples(index=False))
+                 for label, g in scores.groupby("label", observed=True, sort=False)}
+    usual = "A W/O; F W/O"
+    others = [f"{label}: {text}" for label, text in per_label.items() if text != usual]
+    parts.append("A and F task-agnostic (W/O)" + (f", except {', '.join(others)}" if others else ""))
+    if "features" in scores:
+        groups = by_value("features")
+        text = "; ".join(f"{value} ({', '.join(labels)})" for value, labels in groups.items()) if len(groups) > 1 \
+            else next(iter(groups), "unknown")
+        parts.append(f"Features: {text}")
+        if any("bank" in value for value in groups):
+            parts.append("bank V=n: n stored augmented views per training image, reused every epoch, "
+                         "not the paper's fresh views (features.mode=exact)")
+    return ". ".join(parts) + "."
+
+
+def leaderboard(scores: pd.DataFrame, references: Sequence[str] = ()) -> str:
+    """The terminal table `bench run` ends with: A and F per split, dataset and method, best A first;
+    reference methods marked as in the paper's tables, the flavour of A and F and the features said."""
     def text(hit: pd.DataFrame) -> str:
         if hit.empty:
             return "--"
         row = hit.iloc[0]
         return f"{row['mean']:.1f}" + ("" if pd.isna(row["std"]) else f" ± {row['std']:.1f}")
 
+    def flavour(hit: pd.DataFrame) -> str:
+        return source_text(hit["source"].iloc[0]) if len(hit) and "source" in hit else "--"
+
     rows = []
     for (split, dataset, label), group in scores.groupby(["split", "dataset", "label"], observed=True, sort=True):
         a, f = group[group["metric"] == "A"], group[group["metric"] == "F"]
         best_first = -float(a["mean"].iloc[0]) if len(a) else math.inf
-        rows.append(((split, dataset, best_first), (split, dataset, label, text(a), text(f), int(group["n"].max()))))
+        shown = f"{label} (reference)" if label in references else str(label)
+        features = str(group["features"].iloc[0]) if "features" in group else "--"
+        rows.append(((split, dataset, best_first), (split, dataset, shown, text(a), text(f), int(group["n"].max()),
+                                                    f"{flavour(a)} · {flavour(f)}", features)))
     rows.sort(key=lambda r: r[0])
-    return tabulate([r[1] for r in rows], headers=("split", "dataset", "method", "A ↑ (%)", "F ↓ (%)", "seeds"),
+    return tabulate([r[1] for r in rows], headers=("split", "dataset", "method", "A ↑ (%)", "F ↓ (%)", "seeds",
+                                                   "A · F flavour", "features"),
                     tablefmt="github", disable_numparse=True)
