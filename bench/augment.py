@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.errors import unknown
+from bench.spec import POLICY_PRESETS
 
 Policy = Callable[[torch.Tensor, torch.Generator], torch.Tensor]
 
@@ -51,7 +52,6 @@ POLICIES: dict[str, Policy] = {
 # `code` is each dataset's own (methods-spec §2.5), `paper` the paper's SimCLR-like views for all.
 # The toy datasets keep their own policy under both presets.
 DATASET_POLICIES = ("cifar", "tinyimagenet", "finegrained")
-POLICY_PRESETS = ("paper", "code")
 
 
 def get_policy(name: str, preset: str = "code", size: int | None = None) -> Policy:

@@ -32,10 +32,9 @@ from bench.errors import BenchError
 from bench.evaluate import Evaluator, MetricRow, TaskLayout
 from bench.bank import default_cache_dir, load_or_build, weights_identity
 from bench.features import Encoder, FeatureViews, ImageSource, LiveViews, extract
-from bench.spec import RunSpec, features_protocol, write_atomic
+from bench.spec import FEATURE_MODES, RunSpec, features_protocol, write_atomic
 
 DONE, ERROR, CHECKPOINT, METRICS = "DONE", "error.txt", "checkpoint.pt", "metrics.parquet"
-FEATURE_MODES = ("bank", "exact")
 
 
 def run_dir(results: Path, spec: RunSpec) -> Path:

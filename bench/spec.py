@@ -38,6 +38,9 @@ LAYOUTS: dict[str, str] = {"comparison": "Tab. 5: one row per method", "referenc
                            "ablation": "Tab. 3: rows (a)-(d), CosNorm and KTRFR marks",
                            "backbones": "Tab. 4: one row per backbone"}
 
+FEATURE_MODES = ("bank", "exact")  # features.mode
+POLICY_PRESETS = ("paper", "code")  # features.policy: the paper's views or the authors' per-dataset ones
+SECTION_CHOICES: dict[str, tuple[str, ...]] = {"features.mode": FEATURE_MODES, "features.policy": POLICY_PRESETS}
 DEFAULT_SECTIONS: dict[str, dict[str, Any]] = {
     "dataset": {},
     "backbone": {"pretrained": True, "kwargs": {}, "batch_size": 256},
@@ -366,11 +369,30 @@ def expand(grid: Grid, *, methods: Sequence[str] | None = None, datasets: Sequen
                         _check_backbone(backbone, BACKBONES)
                         grid_cfg = deep_merge(dict(grid.cfg), {"dataset": grid.dataset_options.get(dataset, {})})
                         config = resolve_config(method, preset, dataset, split, grid_cfg, options)
+                        check_config(METHODS.get(method), DATASETS.get(dataset), config, n_steps)
                         for seed in seeds if seeds is not None else grid.seeds:
                             spec = RunSpec(method, preset, dataset, split, n_steps, backbone, int(seed), config,
                                            dict(location or {}))
                             specs.setdefault(spec.run_id, spec)  # blocks may overlap: each run once
     return sorted(specs.values(), key=lambda s: (s.method, s.preset, s.dataset, s.n_steps, s.backbone, s.seed))
+
+
+def check_config(method_cls: Any, reader: Any, config: Mapping[str, Any], n_steps: int) -> None:
+    """Every value of a resolved run config, before anything runs (see `bench.validate`)."""
+    from bench.validate import check_dataset_options, check_method, check_sections
+
+    method_defaults = load_preset_defaults(method_cls)
+    check_method(config["method"], method_defaults, method_cls.hparam_choices, n_steps)
+    check_sections(config, DEFAULT_SECTIONS, SECTION_CHOICES)
+    check_dataset_options(reader, config["dataset"])
+
+
+def load_preset_defaults(method_cls: Any) -> dict[str, Any]:
+    """The `paper` preset of a method class: what gives each of its keys a type."""
+    from registries import PRESETS_DIR
+
+    paper = _read_config(str(PRESETS_DIR / f"{method_cls.preset_file}.py"))["paper"]
+    return {k: v for k, v in paper.items() if k not in PRESET_SECTIONS}
 
 
 def _check_backbone(name: str, registry: Any) -> None:

@@ -86,14 +86,20 @@ def _timm_filter(state: dict[str, torch.Tensor], model: nn.Module) -> dict[str, 
     return convert(state, model) if convert is not None else state
 
 
-def load_backbone_weights(model: nn.Module, path: str | Path, name: str) -> None:
-    """Load `path` into the timm `model` (registered as backbone `name`), or raise a `BenchError`
-    that says which keys did not match. The classifier of a model built without one
-    (`num_classes=0`) is the only part of a file that may go unused."""
+def check_weights_file(path: str | Path) -> Path:
+    """The file, or a `BenchError` saying it is missing and what `backbone.pretrained` takes."""
     path = Path(path).expanduser()
     if not path.is_file():
         raise BenchError(f"backbone weights file not found: {path}; set backbone.pretrained to an existing file "
                          f"({FORMATS}), True (timm's hub weights) or False (random init)")
+    return path
+
+
+def load_backbone_weights(model: nn.Module, path: str | Path, name: str) -> None:
+    """Load `path` into the timm `model` (registered as backbone `name`), or raise a `BenchError`
+    that says which keys did not match. The classifier of a model built without one
+    (`num_classes=0`) is the only part of a file that may go unused."""
+    path = check_weights_file(path)
     state = _timm_filter(backbone_state(read_checkpoint(path)), model)
     classifier = model.pretrained_cfg.get("classifier") if hasattr(model, "pretrained_cfg") else None
     if classifier and getattr(model, "num_classes", 1) == 0:

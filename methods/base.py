@@ -43,6 +43,8 @@ class Method:
     # paper reports every method task-agnostically ("wo"), except K-means' A (one Hungarian match).
     reported: ClassVar[Mapping[str, tuple[str, str]]] = {"A": ("wo", "A"), "F": ("wo", "F")}
     trains_on_views: ClassVar[bool] = True  # False: only plain features (no augmented views) reach it
+    # the valid values of its string hyper-parameters, checked with every config value before a run
+    hparam_choices: ClassVar[Mapping[str, tuple[Any, ...]]] = {}
     preset_file: ClassVar[str]  # registries/presets/<preset_file>.py
 
     def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:

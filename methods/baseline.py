@@ -11,13 +11,14 @@ from typing import Any
 import torch
 
 from methods.base import Method, Step
-from methods.blocks import CosineHead, train_head_swapped
+from methods.blocks import SWAP_REDUCTIONS, CosineHead, train_head_swapped
 from registries import METHODS
 
 
 @METHODS.register_module(name="Baseline")
 class Baseline(Method):
     preset_file = "baseline"
+    hparam_choices = {"swap_reduction": SWAP_REDUCTIONS}
 
     def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
         super().__init__(feature_dim, seed, **hparams)

@@ -25,6 +25,7 @@ from methods.blocks import CosineHead, PrototypeStats, concatenated_head, cosine
 from registries import METHODS
 
 KTRFR_REDUCTIONS = ("sum", "mean")
+STUDENT_INITS = ("previous_student", "baseline_heads")
 
 
 def ktrfr_loss(current_logits: torch.Tensor, current_targets: torch.Tensor, replay_logits: torch.Tensor,
@@ -44,6 +45,7 @@ def ktrfr_loss(current_logits: torch.Tensor, current_targets: torch.Tensor, repl
 @METHODS.register_module(name="Baseline++")
 class BaselinePlusPlus(WithStudent):
     preset_file = "baseline_pp"
+    hparam_choices = {**WithStudent.hparam_choices, "ktrfr_reduction": KTRFR_REDUCTIONS, "init_from": STUDENT_INITS}
 
     def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
         super().__init__(feature_dim, seed, **hparams)
@@ -65,10 +67,10 @@ class BaselinePlusPlus(WithStudent):
         hp = self.hparams
         if hp["init_from"] == "previous_student" and self.student is not None:
             parts = [self.student, self.heads[-1]]
-        elif hp["init_from"] in ("previous_student", "baseline_heads"):
+        elif hp["init_from"] in STUDENT_INITS:
             parts = self.heads
         else:
-            raise ValueError(f"unknown init_from {hp['init_from']!r}; choose previous_student or baseline_heads")
+            raise ValueError(f"unknown init_from {hp['init_from']!r}; choose from {', '.join(STUDENT_INITS)}")
         return concatenated_head(parts, hp["ktrfr_normalize_weights"])
 
     def replay_counts(self, batch: int, gen: torch.Generator) -> dict[int, int]:

@@ -26,6 +26,7 @@ class KMeansReference(Method):
     sees_past_steps = True
     reported = {"A": ("w", "A_sample"), "F": ("wo", "F")}
     trains_on_views = False  # plain features only
+    hparam_choices = {"init": ("k-means++", "random")}
 
     def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
         super().__init__(feature_dim, seed, **hparams)
