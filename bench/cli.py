@@ -94,8 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser("report", help="tables and plots of a grid's finished runs")
     _add_selection(rep)
+    rep.set_defaults(grid=None)  # no grid named: every finished run under the results root
     rep.add_argument("--format", default="latex", choices=("latex", "markdown", "csv"))
-    rep.add_argument("--out", type=Path, help="output directory (default: <results>/reports/<grid>)")
+    rep.add_argument("--out", type=Path, help="output directory (default: <results>/reports/<grid>, "
+                     "or <results>/reports/all without --grid)")
     rep.add_argument("--compare", choices=("paper",), help="put the paper's numbers beside the measured ones")
     return parser
 
@@ -141,8 +143,38 @@ def _check_splits(specs: Sequence[Any]) -> None:
             raise BenchError(f"split {spec.split!r} does not fit dataset {spec.dataset!r} ({n} classes): {err}") from None
 
 
+def _preflight(specs: Sequence[Any]) -> None:
+    """What every run of the grid will read, checked once before anything is started or submitted:
+    the datasets' files (located, not loaded) and the backbone weight files. One line on failure,
+    instead of every run starting, failing and writing its own error."""
+    import json
+
+    from bench.backbones import resolve_pretrained
+    from bench.data import make_reader
+    from bench.weights import check_weights_file
+
+    seen: set[str] = set()
+    for spec in specs:
+        dataset = json.dumps([spec.dataset, spec.config["dataset"], spec.location.get("data_root")], sort_keys=True,
+                             default=str)
+        if dataset not in seen:
+            seen.add(dataset)
+            reader = make_reader(spec.dataset, spec.config["dataset"], spec.location.get("data_root"))
+            if hasattr(reader, "check"):
+                reader.check()
+        weights = json.dumps([spec.backbone, spec.config["backbone"]["pretrained"], spec.location.get("weights_dir")],
+                             default=str)
+        if weights not in seen:
+            seen.add(weights)
+            pretrained = resolve_pretrained(spec.backbone, spec.config["backbone"]["pretrained"],
+                                            spec.location.get("weights_dir"))
+            if isinstance(pretrained, str):
+                check_weights_file(pretrained)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    from bench.runner import check_writable, invalidate, is_done
+    from bench.runner import check_writable, damaged, invalidate, is_done
+    from bench.runner import run_dir as run_dir_of
     from bench.scheduler import CLUSTERS
 
     args.started = time.monotonic()
@@ -151,6 +183,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise BenchError(f"unknown cluster {args.cluster!r}; choose from {', '.join(clusters)}")
     grid, specs = _expand(args)
     _check_splits(specs)
+    for spec in specs:
+        bad = damaged(args.results, spec)
+        if bad:
+            print(f"bench: warning: run {spec.run_id} ({spec.describe()}) is marked done but cannot be read back "
+                  f"({'; '.join(f'{run_dir_of(args.results, spec) / k}: {v}' for k, v in bad.items())}); it runs "
+                  f"again, its damaged files kept aside in the run directory", file=sys.stderr)
     done = [s for s in specs if is_done(args.results, s)]
     if args.force:
         pending = specs
@@ -160,6 +198,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         pending = [s for s in specs if s not in done and (run_dir(args.results, s) / ERROR).exists()]
     else:
         pending = [s for s in specs if s not in done]
+    if not args.dry_run:
+        _preflight(pending)
     if args.cluster == "slurm":
         return _run_slurm(args, grid, specs, pending)
     if args.dry_run:
@@ -383,14 +423,53 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def _finished_runs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
+    """`bench report` without --grid: every finished run under the results root (what the user just
+    ran, whatever grid or options it came from), narrowed by --methods, --datasets, --splits, --seeds
+    and --backbone, as one grid named `all`."""
+    from collections import Counter
+
+    from bench.runner import DONE
+    from bench.spec import Block, Grid, RunSpec
+
+    if args.cfg_options:
+        raise BenchError("--cfg-options selects runs of a grid: name it with --grid (without --grid, bench report "
+                         "reports every finished run under the results root)")
+    specs = []
+    for directory in sorted((Path(args.results) / "runs").glob("*/")):
+        if not (directory / DONE).exists():
+            continue
+        try:
+            spec = RunSpec.from_json((directory / "spec.json").read_text())
+        except (OSError, ValueError, TypeError) as err:
+            print(f"bench: warning: skipping run {directory.name}: cannot read {directory / 'spec.json'} "
+                  f"({type(err).__name__}); `bench run` re-runs it", file=sys.stderr)
+            continue
+        entry = spec.method if spec.preset == "paper" else f"{spec.method}:{spec.preset}"
+        if ((args.methods and entry not in args.methods and spec.method not in args.methods)
+                or (args.datasets and spec.dataset not in args.datasets) or (args.splits and spec.split not in args.splits)
+                or (args.seeds and spec.seed not in args.seeds) or (args.backbones and spec.backbone not in args.backbones)):
+            continue
+        specs.append(spec)
+    specs.sort(key=lambda s: (s.method, s.preset, s.dataset, s.n_steps, s.backbone, s.seed))
+    backbones = [b for b, _ in Counter(s.backbone for s in specs).most_common()]  # the usual one first
+    axis = {name: tuple(dict.fromkeys(getattr(s, name) for s in specs)) for name in ("dataset", "split")}
+    block = Block(tuple(dict.fromkeys(Block._entry(s) for s in specs)), axis["dataset"], axis["split"], tuple(backbones))
+    print(f"no --grid given: reporting the {len(specs)} finished run(s) under {Path(args.results) / 'runs'}"
+          + (f" ({', '.join(dict.fromkeys(s.label for s in specs))} on {', '.join(axis['dataset'])})" if specs else ""))
+    return Grid(name="all", blocks=(block,), seeds=tuple(sorted({s.seed for s in specs})), cfg={}), specs
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from bench.report import write_report
     from bench.report.aggregate import backbone_label, final_scores
     from bench.report.table import render_table
 
-    grid, specs = _expand(args)
+    grid, specs = _expand(args) if args.grid else _finished_runs(args)
     frame = _load_frame(args.results, specs)
     if not len(frame):
+        if not args.grid:
+            raise BenchError(f"no finished runs under {args.results} match the selection; `bench run` makes some")
         raise BenchError(f"no finished runs of grid {grid.name!r} under {args.results}; run `bench run --grid {grid.name}` first")
     out = args.out or Path(args.results) / "reports" / grid.name
     default_backbone = (args.backbones or grid.backbones)[0]

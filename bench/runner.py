@@ -9,6 +9,7 @@ evaluator.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import random
 import socket
@@ -18,7 +19,7 @@ import traceback
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
@@ -41,8 +42,45 @@ def run_dir(results: Path, spec: RunSpec) -> Path:
     return Path(results) / "runs" / spec.run_id
 
 
+def unreadable(out: Path) -> dict[str, str]:
+    """The files of a finished run directory that cannot be read, with why: a truncated
+    `metrics.parquet` (its footer is read, not the data) or a `spec.json` that is not this run's JSON."""
+    import pyarrow.parquet as pq
+
+    bad: dict[str, str] = {}
+    try:
+        pq.read_metadata(out / METRICS)
+    except Exception as err:  # pyarrow raises several types for damaged files
+        bad[METRICS] = f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}"
+    try:
+        if json.loads((out / "spec.json").read_text()).get("run_id") != out.name:
+            bad["spec.json"] = "it describes another run"
+    except Exception as err:
+        bad["spec.json"] = f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}"
+    return bad
+
+
 def is_done(results: Path, spec: RunSpec) -> bool:
-    return (run_dir(results, spec) / DONE).exists()
+    """A run is done when its DONE marker exists and its results can be read back."""
+    out = run_dir(results, spec)
+    return (out / DONE).exists() and not unreadable(out)
+
+
+def damaged(results: Path, spec: RunSpec) -> dict[str, str]:
+    """The unreadable files of a run that claims to be done (empty for a sound or an unfinished run)."""
+    out = run_dir(results, spec)
+    return unreadable(out) if (out / DONE).exists() else {}
+
+
+def set_aside(out: Path, names: Iterable[str]) -> Path:
+    """Move damaged files (and the DONE marker that vouched for them) into `damaged-<time>/` of the
+    run directory: kept for inspection, never deleted, and out of the way of the re-run."""
+    aside = out / f"damaged-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S%f')}"
+    aside.mkdir()
+    for name in [*names, DONE]:
+        if (out / name).exists():
+            (out / name).replace(aside / name)
+    return aside
 
 
 def invalidate(results: Path, spec: RunSpec) -> None:
@@ -108,10 +146,15 @@ def execute(spec: RunSpec, results: Path, *, echo: bool = False) -> Path:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise RunBusy(f"run {spec.run_id} is being run by another process") from None
-        if (out / DONE).exists():
-            return out
-        (out / ERROR).unlink(missing_ok=True)
         log = Log(out / "log.txt", echo)
+        if (out / DONE).exists():
+            bad = unreadable(out)
+            if not bad:
+                return out
+            aside = set_aside(out, bad)
+            log(f"results unreadable ({'; '.join(f'{k}: {v}' for k, v in bad.items())}): moved to {aside.name}/, "
+                f"running again")
+        (out / ERROR).unlink(missing_ok=True)
         try:
             _run(spec, out, log)
         except Exception as err:
@@ -159,8 +202,8 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
     evaluator = Evaluator(layout)
     rows: list[MetricRow] = []
     first_step, started_at, spent = 0, _now(), 0.0
-    if (out / CHECKPOINT).exists():
-        state = torch.load(out / CHECKPOINT, weights_only=False)
+    state = _read_checkpoint(out, log)
+    if state is not None:
         method.load_state_dict(state["method"])
         evaluator.load_state_dict(state["evaluator"])
         rows = [MetricRow(**r) for r in state["rows"]]
@@ -280,6 +323,22 @@ def _argmax(fn: Any, x: FeatureViews | ImageSource, device: torch.device, *args:
                                                                    for i in range(0, len(x), 4096))
     out = [fn(batch, *args).argmax(1).cpu() for batch in batches]
     return torch.cat(out).numpy() if out else np.empty(0, dtype=np.int64)
+
+
+def _read_checkpoint(out: Path, log: Log) -> dict[str, Any] | None:
+    """The last step's checkpoint, or None; one that cannot be read is set aside (the run starts over)."""
+    if not (out / CHECKPOINT).exists():
+        return None
+    try:
+        state = torch.load(out / CHECKPOINT, weights_only=False)
+        if not isinstance(state, dict) or not {"step", "method", "evaluator", "rows"} <= set(state):
+            raise ValueError("not a bench checkpoint")
+        return state
+    except Exception as err:  # torch raises many types for damaged files
+        aside = set_aside(out, [CHECKPOINT])
+        log(f"checkpoint unreadable ({type(err).__name__}: {(str(err).splitlines() or [''])[0]}): moved to "
+            f"{aside.name}/, starting from step 1")
+        return None
 
 
 def _save_checkpoint(path: Path, state: dict[str, Any]) -> None:

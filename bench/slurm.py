@@ -24,7 +24,7 @@ import submitit
 from mmengine.config import Config
 
 from bench.errors import BenchError, unknown
-from bench.runner import DONE, ERROR, RunBusy, execute, run_dir
+from bench.runner import ERROR, RunBusy, execute, is_done, run_dir
 from bench.spec import RunSpec
 
 MANIFEST = "submissions.jsonl"
@@ -161,7 +161,7 @@ def sacct_states(job_ids: Sequence[str]) -> dict[str, str] | None:
 
 def run_state(results: Path, spec: RunSpec, job: Mapping[str, Any] | None, sacct: Mapping[str, str] | None) -> str:
     out = run_dir(results, spec)
-    if (out / DONE).exists():
+    if is_done(results, spec):
         return "done"
     if job is None:
         return "failed" if (out / ERROR).exists() else "unsubmitted"
@@ -229,6 +229,10 @@ def plan(specs: Sequence[RunSpec], profile: Profile, overrides: Mapping[str, Any
 def submit(specs: Sequence[RunSpec], results: Path, profile: Profile, overrides: Mapping[str, Any],
            grid: str) -> Submission:
     """Submit every run not already queued or running, one job array per resource group."""
+    missing = [tool for tool in ("sbatch", "srun") if shutil.which(tool) is None]
+    if missing:
+        raise BenchError(f"cannot submit to SLURM: {' and '.join(missing)} not on PATH (no SLURM client on this "
+                         f"machine); run `bench run --cluster slurm` where it is installed, or use --cluster local")
     active = status(results, specs).states
     busy = {s.run_id for state in ("pending", "running") for s in active.get(state, [])}
     todo = [s for s in specs if s.run_id not in busy]
@@ -239,13 +243,31 @@ def submit(specs: Sequence[RunSpec], results: Path, profile: Profile, overrides:
                                          slurm_max_num_timeout=profile.max_requeues)
         executor.update_parameters(name=f"bench-{grid}", slurm_array_parallelism=profile.array_parallelism,
                                    **params)
-        with executor.batch():
-            jobs = [executor.submit(SlurmRun(), s.to_json(), str(Path(results).resolve())) for s in members]
+        jobs = _submit_array(executor, members, results, profile, params)
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
         record(results, ({"run_id": s.run_id, "job_id": j.job_id, "folder": str(folder).replace("%j", j.job_id),
                           "grid": grid, "submitted_at": now} for s, j in zip(members, jobs)))
         arrays.append((jobs[0].job_id.split("_")[0], len(members), _summary(params)))
     return Submission(arrays, skipped_active=len(specs) - len(todo))
+
+
+def _submit_array(executor: submitit.AutoExecutor, members: Sequence[RunSpec], results: Path, profile: Profile,
+                  params: Mapping[str, Any]) -> list[Any]:
+    """One job array; sbatch refusing it (resources the cluster cannot give, a wrong partition or
+    account) or missing altogether is one line saying what it said and how to ask for less."""
+    import contextlib
+    import io
+
+    chatter = io.StringIO()  # submitit echoes sbatch's stderr before raising: keep it for the one line
+    try:
+        with contextlib.redirect_stderr(chatter), executor.batch():
+            return [executor.submit(SlurmRun(), s.to_json(), str(Path(results).resolve())) for s in members]
+    except submitit.core.utils.FailedJobError as err:
+        said = [line.strip() for line in (str(err) or chatter.getvalue()).splitlines() if line.strip()]
+        reason = (said[-1] if said else "no reason given").removeprefix("sbatch: error: ")
+        raise BenchError(f"sbatch refused the job array: {reason}; profile {profile.name!r} asked for "
+                         f"{_summary(params) or 'its defaults'}; ask for what the cluster has with --profile NAME "
+                         f"or --slurm-options key=value (e.g. mem_gb=16 gpus_per_node=1 slurm_partition=NAME)") from None
 
 
 def cancel(results: Path, specs: Sequence[RunSpec]) -> list[str]:

@@ -140,6 +140,9 @@ def test_a_weights_directory_serves_each_paper_backbone_its_published_file(tmp_p
     (bank,) = list_banks(tmp_path / "results" / "cache")
     assert bank.fields["pretrained"]["file"] == str(tmp_path / "weights" / "dino_vitbase16_pretrain.pth")
     capsys.readouterr()
-    assert main([*argv, "--weights-dir", str(tmp_path), "--force"]) == 1
-    error = next((tmp_path / "results" / "runs").glob("*/error.txt")).read_text()
+    # checked before anything runs: one line, and the finished run is left as it was (even with --force)
+    assert main([*argv, "--weights-dir", str(tmp_path), "--force"]) == 2
+    error = capsys.readouterr().err
     assert "no dino_vitbase16_pretrain.pth in the weights directory" in error and "ViT-B-16.pt (clip-vitb16)" in error
+    assert not list((tmp_path / "results" / "runs").glob("*/error.txt"))
+    assert len(list((tmp_path / "results" / "runs").glob("*/DONE"))) == 1

@@ -22,41 +22,7 @@ def test_list(capsys, kind, expected):
     assert code == 0 and expected in out
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--methods", "Basline"], "unknown method 'Basline'; known: Baseline, Baseline++, Joint (frozen), Joint (unfrozen), K-means"),
-    (["--methods", "Baseline:papr"], "unknown preset of Baseline 'papr'; known: code, no_cosnorm, paper"),
-    (["--datasets", "cifar1O"], "unknown dataset 'cifar1O'; known: "),
-    (["--splits", "3-step"], "unknown split '3-step'; known: 10-step, 2-step, 5-step"),
-    (["--backbone", "resnet"], "unknown backbone 'resnet'; known: clip-vitb16, dino-resnet50, dino-vitb16, pixels"),
-    (["--grid", "nope"], "unknown grid 'nope'; known: demo, full, paper, smoke"),
-    (["--cfg-options", "method.epochz=3"], "bad --cfg-options key 'method.epochz': no selected method has it; valid keys: "),
-    (["--cfg-options", "featurez.views=3"], "unknown section 'featurez'; valid sections: "),
-    (["--cfg-options", "features.viewz=3"], "'viewz' is not a known key; valid keys: features.bank_seed, features.batch_size, features.mode, features.policy, features.views"),
-    (["--cfg-options", "novalue"], "bad --cfg-options item 'novalue'"),
-    (["--splits", "10-step", "--datasets", "synthetic", "--cfg-options", "dataset.num_classes=5"],
-     "split '10-step' does not fit dataset 'synthetic' (5 classes)"),
-    (["--datasets", "synthetic", "--cfg-options", "dataset.colour=1"], "dataset 'synthetic' has no option 'colour'"),
-])
-def test_user_errors_are_one_clear_line(capsys, tmp_path, argv, message):
-    code, out, err = run(capsys, "run", "--results", str(tmp_path), *argv)
-    assert code == 2
-    assert message in err
-    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
-
-
-def test_unwritable_results_directory(capsys, tmp_path):
-    blocker = tmp_path / "file"
-    blocker.write_text("")
-    code, _, err = run(capsys, "run", "--grid", "smoke", "--results", str(blocker / "results"))
-    assert code == 2 and "is not writable" in err and "--results DIR" in err
-
-
-def test_missing_pretrained_weights_fail_fast_with_instructions(capsys, tmp_path):
-    code, out, err = run(capsys, "run", "--grid", "smoke", "--methods", "K-means", "--cluster", "debug",
-                         "--backbone", "timm:vit_tiny_patch16_224", "--results", str(tmp_path),
-                         "--cfg-options", "backbone.pretrained=/nonexistent/weights.pth")
-    assert code == 1
-    assert "backbone weights file not found: /nonexistent/weights.pth" in err + out
+# Unknown names, bad options and values, missing data or weights: the catalogue in test_bad_input.py.
 
 
 def test_run_skip_rerun_and_report(capsys, tmp_path):

@@ -133,3 +133,15 @@ def test_a_hundred_runs_in_one_array(capsys, tmp_path):
     wait_for(lambda: "100 done" in bench(capsys, "status", *argv)[1], 900, "all 100 runs")
     print(f"\n100-run array: submitted in {submitted:.1f}s, all done after {time.monotonic() - start:.1f}s")
     assert len(list((tmp_path / "runs").iterdir())) == 100
+
+
+def test_a_profile_the_cluster_cannot_satisfy_is_one_line(capsys, tmp_path):
+    """sbatch refuses 100 TB of memory: its reason, the profile's resources and how to change them."""
+    code = main(["run", "--grid", "smoke", "--cluster", "slurm", "--profile", "local", "--results", str(tmp_path),
+                 "--slurm-options", "mem_gb=100000000", "--cfg-options", *TINY])
+    _, err = capsys.readouterr()
+    assert code == 2 and "Traceback" not in err
+    (line,) = err.strip().splitlines()
+    assert line.startswith("bench: error: sbatch refused the job array: ") and "profile 'local' asked for" in line
+    assert "mem_gb=100000000" in line and "--slurm-options" in line
+    assert not latest_jobs(tmp_path)  # nothing recorded as submitted

@@ -50,10 +50,14 @@ class Cifar10:
     def __init__(self, root: str | None = None) -> None:
         self.root = root
 
-    def load(self) -> LoadedDataset:
+    def check(self) -> Path:
+        """Where the files are, or a `DatasetError` saying what is missing (reads nothing)."""
         layout = f"{self.dirname}/{{{', '.join(self.train_files)}, {self.test_file}, {self.meta_file}}}"
-        path = locate(self.__class__.__name__.lower(), self.root, self.dirname,
+        return locate(self.__class__.__name__.lower(), self.root, self.dirname,
                       [*self.train_files, self.test_file, self.meta_file], layout)
+
+    def load(self) -> LoadedDataset:
+        path = self.check()
         meta = _unpickle(path / self.meta_file)
         names = meta.get(self.names_key) if isinstance(meta, dict) else None
         if not names or len(names) != self.num_classes:

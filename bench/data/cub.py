@@ -37,9 +37,13 @@ class Cub200:
                  partitions_dir: str | None = None) -> None:
         self.root, self.val_fraction, self.seed, self.partitions_dir = root, val_fraction, partition_seed, partitions_dir
 
-    def load(self) -> LoadedDataset:
+    def check(self) -> Path:
+        """Where the files are, or a `DatasetError` saying what is missing (reads nothing)."""
         files = ["images.txt", "image_class_labels.txt", "train_test_split.txt", "classes.txt", "images"]
-        path = locate("cub200", self.root, "CUB_200_2011", files, LAYOUT)
+        return locate("cub200", self.root, "CUB_200_2011", files, LAYOUT)
+
+    def load(self) -> LoadedDataset:
+        path = self.check()
         images = _table(path / "images.txt", 2)
         labels = _table(path / "image_class_labels.txt", 2)
         split = _table(path / "train_test_split.txt", 2)

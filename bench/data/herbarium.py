@@ -43,8 +43,12 @@ class Herbarium19:
         self.root, self.val_per_class, self.seed = root, val_per_class, partition_seed
         self.partitions_dir, self.num_classes = partitions_dir, num_classes
 
+    def check(self) -> Path:
+        """Where the files are, or a `DatasetError` saying what is missing (reads nothing)."""
+        return locate("herbarium19", self.root, "herbarium_19", ["small-train", "small-validation"], LAYOUT)
+
     def load(self) -> LoadedDataset:
-        path = locate("herbarium19", self.root, "herbarium_19", ["small-train", "small-validation"], LAYOUT)
+        path = self.check()
         classes = sorted(p.name for p in (path / "small-train").iterdir() if p.is_dir())
         test_classes = sorted(p.name for p in (path / "small-validation").iterdir() if p.is_dir())
         if len(classes) != self.num_classes:

@@ -2,6 +2,8 @@
 decoded once by parallel threads and held in memory as uint8 64×64 images. Classes: sorted wnids."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from bench.data.base import DatasetError, ImageSet, LoadedDataset
@@ -22,9 +24,13 @@ class TinyImageNet:
     def __init__(self, root: str | None = None) -> None:
         self.root = root
 
-    def load(self) -> LoadedDataset:
-        path = locate("tinyimagenet", self.root, "tiny-imagenet-200",
+    def check(self) -> Path:
+        """Where the files are, or a `DatasetError` saying what is missing (reads nothing)."""
+        return locate("tinyimagenet", self.root, "tiny-imagenet-200",
                       ["wnids.txt", "train", "val/images", "val/val_annotations.txt"], LAYOUT)
+
+    def load(self) -> LoadedDataset:
+        path = self.check()
         wnids = sorted(read_lines(path / "wnids.txt"))
         if len(wnids) != self.num_classes:
             raise DatasetError(f"{path / 'wnids.txt'} lists {len(wnids)} wnids; TinyImageNet-200 has 200")
