@@ -173,8 +173,7 @@ def _preflight(specs: Sequence[Any]) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from bench.runner import check_writable, damaged, invalidate, is_done
-    from bench.runner import run_dir as run_dir_of
+    from bench.runner import DONE, ERROR, check_writable, invalidate, is_done, run_dir, unreadable
     from bench.scheduler import CLUSTERS
 
     args.started = time.monotonic()
@@ -183,21 +182,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise BenchError(f"unknown cluster {args.cluster!r}; choose from {', '.join(clusters)}")
     grid, specs = _expand(args)
     _check_splits(specs)
-    for spec in specs:
-        bad = damaged(args.results, spec)
-        if bad:
-            print(f"bench: warning: run {spec.run_id} ({spec.describe()}) is marked done but cannot be read back "
-                  f"({'; '.join(f'{run_dir_of(args.results, spec) / k}: {v}' for k, v in bad.items())}); it runs "
-                  f"again, its damaged files kept aside in the run directory", file=sys.stderr)
     done = [s for s in specs if is_done(args.results, s)]
+    finished = {s.run_id for s in done}
+    for spec in specs:
+        out = run_dir(args.results, spec)
+        if spec.run_id not in finished and (out / DONE).exists():  # marked done, but cannot be read back
+            bad = "; ".join(f"{out / name}: {why}" for name, why in unreadable(out).items())
+            print(f"bench: warning: run {spec.run_id} ({spec.describe()}) is marked done but cannot be read back "
+                  f"({bad}); it runs again, its damaged files kept aside in the run directory", file=sys.stderr)
     if args.force:
         pending = specs
     elif args.retry_failed:
-        from bench.runner import ERROR, run_dir
-
-        pending = [s for s in specs if s not in done and (run_dir(args.results, s) / ERROR).exists()]
+        pending = [s for s in specs if s.run_id not in finished and (run_dir(args.results, s) / ERROR).exists()]
     else:
-        pending = [s for s in specs if s not in done]
+        pending = [s for s in specs if s.run_id not in finished]
     if not args.dry_run:
         _preflight(pending)
     if args.cluster == "slurm":

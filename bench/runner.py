@@ -66,12 +66,6 @@ def is_done(results: Path, spec: RunSpec) -> bool:
     return (out / DONE).exists() and not unreadable(out)
 
 
-def damaged(results: Path, spec: RunSpec) -> dict[str, str]:
-    """The unreadable files of a run that claims to be done (empty for a sound or an unfinished run)."""
-    out = run_dir(results, spec)
-    return unreadable(out) if (out / DONE).exists() else {}
-
-
 def set_aside(out: Path, names: Iterable[str]) -> Path:
     """Move damaged files (and the DONE marker that vouched for them) into `damaged-<time>/` of the
     run directory: kept for inspection, never deleted, and out of the way of the re-run."""

@@ -6,7 +6,9 @@ frozen `RunSpec`s whose canonical JSON hashes to the `run_id`.
 
 A run's configuration has four sections, resolved in this order (later wins): the method's preset
 (`registries/presets/<slug>.py`, `paper` or `code`, with its per-dataset/split `overrides`; a preset
-may also set `features` or `backbone` keys, as every `code` preset sets `features.policy`), the grid's `cfg`, then `--cfg-options section.key=value` from the command line:
+may also set `features` or `backbone` keys, as every `code` preset sets `features.policy`), the
+grid's `cfg`, then `--cfg-options section.key=value` from the command line. Every value is then
+checked (`bench.validate`) before anything runs:
 
 - `method`: the method's hyper-parameters (valid keys: those of its `paper` preset);
 - `dataset`: options of the dataset reader (e.g. `num_classes` for `synthetic`);
@@ -369,7 +371,7 @@ def expand(grid: Grid, *, methods: Sequence[str] | None = None, datasets: Sequen
                         _check_backbone(backbone, BACKBONES)
                         grid_cfg = deep_merge(dict(grid.cfg), {"dataset": grid.dataset_options.get(dataset, {})})
                         config = resolve_config(method, preset, dataset, split, grid_cfg, options)
-                        check_config(METHODS.get(method), DATASETS.get(dataset), config, n_steps)
+                        check_config(method, dataset, config, n_steps)
                         for seed in seeds if seeds is not None else grid.seeds:
                             spec = RunSpec(method, preset, dataset, split, n_steps, backbone, int(seed), config,
                                            dict(location or {}))
@@ -377,22 +379,15 @@ def expand(grid: Grid, *, methods: Sequence[str] | None = None, datasets: Sequen
     return sorted(specs.values(), key=lambda s: (s.method, s.preset, s.dataset, s.n_steps, s.backbone, s.seed))
 
 
-def check_config(method_cls: Any, reader: Any, config: Mapping[str, Any], n_steps: int) -> None:
-    """Every value of a resolved run config, before anything runs (see `bench.validate`)."""
+def check_config(method: str, dataset: str, config: Mapping[str, Any], n_steps: int) -> None:
+    """Every value of a resolved run config, before anything runs (see `bench.validate`): the method's
+    keys typed by its `paper` preset, the shared sections by `DEFAULT_SECTIONS`, the dataset's by its reader."""
     from bench.validate import check_dataset_options, check_method, check_sections
+    from registries import DATASETS, METHODS
 
-    method_defaults = load_preset_defaults(method_cls)
-    check_method(config["method"], method_defaults, method_cls.hparam_choices, n_steps)
+    check_method(config["method"], load_preset(method, "paper")[0], METHODS.get(method).hparam_choices, n_steps)
     check_sections(config, DEFAULT_SECTIONS, SECTION_CHOICES)
-    check_dataset_options(reader, config["dataset"])
-
-
-def load_preset_defaults(method_cls: Any) -> dict[str, Any]:
-    """The `paper` preset of a method class: what gives each of its keys a type."""
-    from registries import PRESETS_DIR
-
-    paper = _read_config(str(PRESETS_DIR / f"{method_cls.preset_file}.py"))["paper"]
-    return {k: v for k, v in paper.items() if k not in PRESET_SECTIONS}
+    check_dataset_options(DATASETS.get(dataset), config["dataset"])
 
 
 def _check_backbone(name: str, registry: Any) -> None:

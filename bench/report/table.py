@@ -120,9 +120,6 @@ def _latex(cells: dict, shape: Shape, datasets: Sequence[str], caption: str) -> 
     return "\n".join(lines)
 
 
-FLAVOURS = {"wo": "task-agnostic (W/O)", "w": "one Hungarian match over all seen classes (W)"}
-
-
 def source_text(source: str) -> str:
     """`w/A_sample` → `W, sample-weighted`: which evaluator row a reported value is."""
     flavour, metric = source.split("/")
