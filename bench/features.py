@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from bench.augment import get_policy, prepare, to_tensor
+from bench.augment import get_policy
+from bench.preprocess import prepare, to_tensor
 from bench.backbones import Backbone
 from bench.data.base import ImageSet, LoadedDataset
 from bench.data.pipeline import batches, view_input

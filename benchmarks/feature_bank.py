@@ -23,7 +23,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from bench.augment import prepare, to_tensor  # noqa: E402
+from bench.preprocess import prepare, to_tensor  # noqa: E402
 from bench.backbones import build_backbone  # noqa: E402
 from bench.data import build_dataset  # noqa: E402
 from bench.features import Encoder, FeatureViews, extract  # noqa: E402

@@ -34,6 +34,7 @@ import torchvision.transforms.v2.functional as TF
 
 from bench.data.base import ImageSet
 from bench.data.files import DECODE_SIZE, open_resized
+from bench.preprocess import to_tensor
 
 CROP_PCT = 0.875  # the authors' int(224 / 0.875) = 256 stage
 GRAY_WEIGHTS = (0.2989, 0.587, 0.114)  # torchvision's rgb_to_grayscale
@@ -93,8 +94,6 @@ def view_input(images: ImageSet, index: np.ndarray | slice) -> torch.Tensor | Ca
     """What the training views of `images[index]` are cut from: in-memory images as a float tensor
     in [0, 1] (N×C×H×W), file-backed ones decoded whole into a `Canvas`."""
     if images.in_memory:
-        from bench.augment import to_tensor
-
         return to_tensor(images.images[index])
     chosen = images.images[index] if isinstance(index, slice) else [images.images[i] for i in np.asarray(index)]
     return decode_canvas(chosen)
