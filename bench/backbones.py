@@ -126,6 +126,23 @@ def build_backbone(name: str, options: Mapping[str, Any], image_shape: tuple[int
     return model.eval().requires_grad_(False)
 
 
+def has_blocks(name: str, options: Mapping[str, Any]) -> bool:
+    """Whether backbone `name` is a ViT with transformer blocks (what tail methods train), found by
+    building it on the meta device: no weights are read and no memory is filled."""
+    family, _, model_name = name.partition(":")
+    cls = BACKBONES.get(family)
+    kwargs = options.get("kwargs", {})
+    try:
+        with torch.device("meta"):
+            model = cls(model_name=model_name, image_shape=(224, 224, 3), pretrained=False, kwargs=kwargs)
+    except BenchError:
+        raise
+    except Exception as err:  # the model factory's own complaint about its arguments
+        raise BenchError(f"backbone {name!r} cannot be built with backbone.kwargs {kwargs}: "
+                         f"{type(err).__name__}: {err}") from None
+    return hasattr(getattr(model, "model", model), "blocks")
+
+
 def resolve_pretrained(name: str, pretrained: bool | str, weights_dir: str | None) -> bool | str:
     """With a weights directory (`bench run --weights-dir`), a paper backbone asked for its
     pretrained weights (`pretrained=True`) reads the file its authors publish, under its published

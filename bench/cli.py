@@ -143,6 +143,24 @@ def _check_splits(specs: Sequence[Any]) -> None:
             raise BenchError(f"split {spec.split!r} does not fit dataset {spec.dataset!r} ({n} classes): {err}") from None
 
 
+def _check_tail_backbones(specs: Sequence[Any]) -> None:
+    """A method that trains a ViT's last blocks on a backbone without blocks is refused before anything runs."""
+    from bench.backbones import PAPER_BACKBONES, has_blocks
+    from registries import METHODS
+
+    fits: dict[str, bool] = {}
+    for spec in specs:
+        if METHODS.get(spec.method).inputs != "tokens":
+            continue
+        key = f"{spec.backbone} {sorted(spec.config['backbone']['kwargs'].items())}"
+        if key not in fits:
+            fits[key] = has_blocks(spec.backbone, spec.config["backbone"])
+        if not fits[key]:
+            vits = [name for name in PAPER_BACKBONES if has_blocks(name, {})]
+            raise BenchError(f"{spec.method} trains a ViT's last blocks; backbone {spec.backbone!r} has none; choose a "
+                             f"ViT backbone: {', '.join(vits)} or timm:<a ViT model>")
+
+
 def _preflight(specs: Sequence[Any]) -> None:
     """What every run of the grid will read, checked once before anything is started or submitted:
     the datasets' files (located, not loaded) and the backbone weight files. One line on failure,
@@ -182,6 +200,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise BenchError(f"unknown cluster {args.cluster!r}; choose from {', '.join(clusters)}")
     grid, specs = _expand(args)
     _check_splits(specs)
+    _check_tail_backbones(specs)
     done = [s for s in specs if is_done(args.results, s)]
     finished = {s.run_id for s in done}
     for spec in specs:

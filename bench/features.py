@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from bench.augment import get_policy
-from bench.preprocess import prepare, to_tensor
+from bench.preprocess import prepare
 from bench.backbones import Backbone
 from bench.data.base import ImageSet, LoadedDataset
 from bench.data.pipeline import batches, view_input
@@ -121,29 +121,3 @@ class LiveViews(FeatureViews):
     def two_views(self, index: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         x = view_input(self.images, index.cpu().numpy())
         return self.encoder.augmented(x, gen), self.encoder.augmented(x, gen)
-
-
-class ImageSource:
-    """Unlabelled images for methods that train the backbone (`inputs = "images"`): batches come
-    out preprocessed (normalised, resized to the backbone's input) on the device."""
-
-    def __init__(self, images: ImageSet, encoder: Encoder) -> None:
-        self.images = ImageSet(images.images, np.full(len(images), -1))  # never the labels
-        self.encoder = encoder
-
-    def __len__(self) -> int:
-        return len(self.images)
-
-    def subset(self, index: np.ndarray) -> "ImageSource":
-        return ImageSource(self.images.subset(np.asarray(index)), self.encoder)
-
-    def plain(self, index: np.ndarray | torch.Tensor) -> torch.Tensor:
-        return self.encoder.preprocess(to_tensor(self.images.load(np.asarray(index))))
-
-    def two_views(self, index: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        x = view_input(self.images, index.cpu().numpy()).to(self.encoder.device)
-        return self.encoder.preprocess(self.encoder.policy(x, gen)), self.encoder.preprocess(self.encoder.policy(x, gen))
-
-    def batches(self, batch_size: int = 256):
-        for start in range(0, len(self), batch_size):
-            yield self.plain(np.arange(start, min(start + batch_size, len(self))))

@@ -19,7 +19,7 @@ import traceback
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -32,7 +32,8 @@ from bench.data import ImageSet, build_dataset
 from bench.errors import BenchError
 from bench.evaluate import Evaluator, MetricRow, TaskLayout
 from bench.bank import default_cache_dir, load_or_build, weights_identity
-from bench.features import Encoder, FeatureViews, ImageSource, LiveViews, extract
+from bench.features import Encoder, FeatureViews, LiveViews, extract
+from bench.tokens import LiveTokens, Prefix
 from bench.spec import FEATURE_MODES, RunSpec, features_protocol, write_atomic
 
 DONE, ERROR, CHECKPOINT, METRICS = "DONE", "error.txt", "checkpoint.pt", "metrics.parquet"
@@ -191,8 +192,9 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
 
     method = METHODS.build(dict(type=spec.method, feature_dim=backbone.feature_dim, seed=spec.seed,
                                 **spec.config["method"]))
-    if method.inputs == "images":
-        method.frozen_backbone = backbone  # what it copies and fine-tunes, also after a resume
+    method.bind(backbone)  # what tail methods copy and fine-tune, also after a resume
+    inputs = INPUTS[method.inputs](method=method, backbone=backbone, data=data, device=device, spec=spec,
+                                   features=(train, val, test), val_images=val_images)
     evaluator = Evaluator(layout)
     rows: list[MetricRow] = []
     first_step, started_at, spent = 0, _now(), 0.0
@@ -207,32 +209,21 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
     train_task = layout.task_of(data.train.labels)
     test_task = layout.task_of(data.test.labels)
     val_task = layout.task_of(val_images.labels)
-    images = method.inputs == "images"
-    if images:  # methods that train the backbone are evaluated on images through their own backbone
-        encoder = Encoder(backbone, data, device, spec.config["features"]["policy"])
-        train_images, val_src, test_src = (ImageSource(data.train, encoder), ImageSource(val_images, encoder),
-                                           ImageSource(data.test, encoder))
-    else:
-        val_src, test_src = val, test
     for t in range(first_step, spec.n_steps):
         seed_everything(spec.seed * 1000 + t)
         offset, n_classes = layout.offsets[t], layout.sizes[t]
         of_task = [step_order(np.flatnonzero(train_task == s), spec.seed, s) for s in range(t + 1)]
         past = [train.subset(of_task[s]).to(device) for s in range(t)] if method.sees_past_steps else []
         step = Step(index=t, n_classes=n_classes, offset=offset, train=train.subset(of_task[t]).to(device),
-                    past=past, device=device)
-        if images:
-            step.images, step.backbone = train_images.subset(of_task[t]), backbone
-            step.past_images = [train_images.subset(of_task[s]) for s in range(t)] if method.sees_past_steps else []
+                    last=t == spec.n_steps - 1, past=past, device=device,
+                    **inputs.step_fields(of_task, method.sees_past_steps))
         method.learn(step)
 
         val_idx = np.flatnonzero(val_task == t)
-        val_pred = _argmax(method.task_logits, val_src.subset(val_idx), device, t)
+        _, val_pred = _predict(method, inputs.batches("val", val_idx), t, np.ones(len(val_idx), dtype=bool))
         evaluator.freeze_mapping(t, val_images.labels[val_idx], val_pred)
         seen = np.flatnonzero(test_task <= t)
-        unified = _argmax(method.logits, test_src.subset(seen), device)
-        current = np.flatnonzero(test_task[seen] == t)
-        task_pred = _argmax(method.task_logits, test_src.subset(seen[current]), device, t)
+        unified, task_pred = _predict(method, inputs.batches("test", seen), t, test_task[seen] == t)
         step_rows = evaluator.evaluate(t, data.test.labels[seen], unified, task_pred)
         rows.extend(step_rows)
         acc = {(r.group, r.flavour): r.value for r in step_rows if r.metric == "acc"}
@@ -310,13 +301,59 @@ def features_for(spec: RunSpec, data: Any, backbone: Any, device: torch.device, 
     return train, val, plain_only(bank["test_plain"])
 
 
+class FeatureInputs:
+    """Methods on frozen features (`inputs = "features"`): trained and evaluated on the feature bank."""
+
+    def __init__(self, *, features: tuple[FeatureViews, FeatureViews, FeatureViews], device: torch.device,
+                 **_: Any) -> None:
+        self.sources = dict(zip(("train", "val", "test"), features))
+        self.device = device
+
+    def step_fields(self, of_task: list[np.ndarray], sees_past: bool) -> dict[str, Any]:
+        return {}  # the features are every Step's `train`
+
+    def batches(self, split: str, index: np.ndarray) -> Iterator[torch.Tensor]:
+        plain = self.sources[split].plain[torch.as_tensor(index, dtype=torch.long)]
+        return (plain[i: i + 4096].to(self.device) for i in range(0, len(plain), 4096))
+
+
+class TokenInputs:
+    """Methods that train tails (`inputs = "tokens"`): the frozen prefix's tokens of the images, up
+    to the method's first trainable block, computed now (`bench.tokens.LiveTokens`)."""
+
+    def __init__(self, *, method: Any, backbone: Any, data: Any, device: torch.device, spec: RunSpec,
+                 val_images: ImageSet, **_: Any) -> None:
+        encoder = Encoder(backbone, data, device, spec.config["features"]["policy"])
+        prefix = Prefix(backbone, method.first_trainable)
+        self.sources = {"train": LiveTokens(data.train, encoder, prefix), "val": LiveTokens(val_images, encoder, prefix),
+                        "test": LiveTokens(data.test, encoder, prefix)}
+        self.batch_size = int(spec.config["backbone"]["batch_size"])
+
+    def step_fields(self, of_task: list[np.ndarray], sees_past: bool) -> dict[str, Any]:
+        train = self.sources["train"]
+        return {"tokens": train.subset(of_task[-1]),
+                "past_tokens": [train.subset(rows) for rows in of_task[:-1]] if sees_past else []}
+
+    def batches(self, split: str, index: np.ndarray) -> Iterator[torch.Tensor]:
+        return self.sources[split].subset(index).batches(self.batch_size)
+
+
+INPUTS: dict[str, Any] = {"features": FeatureInputs, "tokens": TokenInputs}
+
+
 @torch.no_grad()
-def _argmax(fn: Any, x: FeatureViews | ImageSource, device: torch.device, *args: int) -> np.ndarray:
-    """Argmax of `fn` over features (in chunks) or preprocessed image batches."""
-    batches = x.batches(256) if isinstance(x, ImageSource) else (x.plain[i: i + 4096].to(device)
-                                                                   for i in range(0, len(x), 4096))
-    out = [fn(batch, *args).argmax(1).cpu() for batch in batches]
-    return torch.cat(out).numpy() if out else np.empty(0, dtype=np.int64)
+def _predict(method: Any, batches: Iterator[torch.Tensor], task: int, current: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Argmax of the unified head on every batch, and of task `task`'s head on the rows where
+    `current` holds: both read the same batch, so each image's prefix runs once."""
+    unified, task_pred, start = [], [], 0
+    for x in batches:
+        rows = torch.as_tensor(current[start: start + len(x)], device=x.device)
+        unified.append(method.logits(x).argmax(1).cpu())
+        if rows.any():
+            task_pred.append(method.task_logits(x[rows], task).argmax(1).cpu())
+        start += len(x)
+    empty = torch.empty(0, dtype=torch.long)
+    return torch.cat(unified or [empty]).numpy(), torch.cat(task_pred or [empty]).numpy()
 
 
 def _read_checkpoint(out: Path, log: Log) -> dict[str, Any] | None:
@@ -350,7 +387,8 @@ def _frame(spec: RunSpec, rows: list[MetricRow], device: torch.device, started_a
     identity = dict(run_id=spec.run_id, method=spec.method, preset=spec.preset, label=spec.label,
                     dataset=spec.dataset, split=spec.split, n_steps=spec.n_steps, backbone=spec.backbone,
                     seed=spec.seed, reported_A="/".join(cls.reported["A"]), reported_F="/".join(cls.reported["F"]),
-                    features=features_protocol(spec.config, inputs=cls.inputs, trains_on_views=cls.trains_on_views),
+                    features=features_protocol(spec.config, inputs=cls.inputs, trains_on_views=cls.trains_on_views,
+                                               warms_up_on_features=cls.warms_up_on_features),
                     mapping_images=mapping_images)
     provenance = dict(
         bench_version=bench.__version__, git_commit=_git_commit(), host=socket.gethostname(),

@@ -59,15 +59,19 @@ def method_label(method: str, preset: str) -> str:
     return method if preset == "paper" else f"{method} [{preset}]"
 
 
-def features_protocol(config: Mapping[str, Any], *, inputs: str = "features", trains_on_views: bool = True) -> str:
+def features_protocol(config: Mapping[str, Any], *, inputs: str = "features", trains_on_views: bool = True,
+                      warms_up_on_features: bool = False) -> str:
     """How a run's training views were computed, as reports state it: `bank V=8` (V stored views per
     training image, drawn from again every epoch), `exact` (fresh views every epoch, the paper's
-    protocol) or `plain features` (a method that trains on no views, K-means)."""
+    protocol), `plain features` (a method that trains on no views, K-means), or for methods that
+    train tails `images, fresh views` (with how their head warm-up on frozen features drew its views)."""
     feat = config["features"]
     if not trains_on_views:
         return "plain features"
     views = f"bank V={feat['views']}" if feat["mode"] == "bank" else "exact"
-    return f"images, fresh views; head warm-up {views}" if inputs == "images" else views
+    if inputs != "tokens":
+        return views
+    return "images, fresh views" + (f"; head warm-up {views}" if warms_up_on_features else "")
 
 
 @dataclass(frozen=True)

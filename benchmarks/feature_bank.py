@@ -29,7 +29,8 @@ from bench.data import build_dataset  # noqa: E402
 from bench.features import Encoder, FeatureViews, extract  # noqa: E402
 from bench.runner import METRICS, execute  # noqa: E402
 from bench.spec import expand, load_grid  # noqa: E402
-from methods.blocks import CosineHead, cosine_lr, swapped_prediction_loss, train_head_swapped  # noqa: E402
+from methods.blocks import CosineHead, swapped_prediction_loss, train_head_swapped  # noqa: E402
+from methods.loop import cosine_lr  # noqa: E402
 
 TINY_VIT = "timm:vit_tiny_patch16_224"
 TINY_KWARGS = {"img_size": 32, "patch_size": 8, "embed_dim": 64, "depth": 2, "num_heads": 2}
@@ -67,12 +68,12 @@ def head_training(epochs: int, device: str) -> None:
     gen = torch.Generator().manual_seed(0)
     data = FeatureViews(torch.randn(n, dim, generator=gen).to(device),
                         torch.randn(n, views, dim, generator=gen).half().to(device))
-    hp = dict(epochs=epochs, lr=0.1, momentum=0.9, weight_decay=1e-4, eta_min=1e-4, temperature=0.1,
-              sk_epsilon=0.05, sk_iters=3, reduction="mean")
+    hp = dict(lr=0.1, momentum=0.9, weight_decay=1e-4, eta_min=1e-4, temperature=0.1, sk_epsilon=0.05, sk_iters=3,
+              swap_reduction="mean")
 
     def ours():
         head = CosineHead(dim, k).to(device)
-        train_head_swapped(head, data, batch_size=256, gen=torch.Generator().manual_seed(1), **hp)
+        train_head_swapped(head, data, hp, epochs=epochs, batch_size=256, gen=torch.Generator().manual_seed(1))
 
     def floor():  # one full batch, no shuffle, no view sampling: the least work the same epochs can be
         head = CosineHead(dim, k).to(device)

@@ -6,7 +6,7 @@ from typing import Any, ClassVar, Mapping
 
 import torch
 
-from bench.features import FeatureViews, ImageSource
+from bench.features import FeatureViews
 
 
 @dataclass
@@ -14,21 +14,20 @@ class Step:
     """Step `index` of the sequence: the UNLABELLED training data of this step's classes.
 
     `offset` is the first class index of the step and `n_classes` its class count (known to the
-    method, as in the paper). `past` holds earlier steps' data and is filled only for methods that
-    declare `sees_past_steps` (the references); for every other method it stays empty.
-    """
+    method, as in the paper). `train` holds the step's features (stored plain features and views);
+    methods that train tails (`inputs = "tokens"`) also get `tokens`, the frozen prefix's tokens of
+    the step's images (`bench.tokens`). `past` and `past_tokens` hold earlier steps' data and are
+    filled only for methods that declare `sees_past_steps` (the references)."""
 
     index: int
     n_classes: int
     offset: int
     train: FeatureViews
+    last: bool = False  # the sequence's last step (the number of steps is known, as in the authors' code)
     past: list[FeatureViews] = field(default_factory=list)
     device: torch.device = torch.device("cpu")
-    # methods with inputs = "images" also get the step's images, the earlier steps' (references
-    # only) and the frozen pre-trained backbone to copy
-    images: ImageSource | None = None
-    past_images: list[ImageSource] = field(default_factory=list)
-    backbone: torch.nn.Module | None = None
+    tokens: Any = None
+    past_tokens: list[Any] = field(default_factory=list)
 
 
 class Method:
@@ -37,12 +36,13 @@ class Method:
     `hparams` are the resolved `method` section of the run's config (the preset's keys).
     """
 
-    inputs: ClassVar[str] = "features"
+    inputs: ClassVar[str] = "features"  # or "tokens": what the runner feeds it (bench.runner.INPUTS)
     sees_past_steps: ClassVar[bool] = False
     # Where its reported A and F come from: (flavour, summary metric) of the evaluator's rows. The
     # paper reports every method task-agnostically ("wo"), except K-means' A (one Hungarian match).
     reported: ClassVar[Mapping[str, tuple[str, str]]] = {"A": ("wo", "A"), "F": ("wo", "F")}
     trains_on_views: ClassVar[bool] = True  # False: only plain features (no augmented views) reach it
+    warms_up_on_features: ClassVar[bool] = False  # a tail method whose head warm-up reads `step.train`
     # the valid values of its string hyper-parameters, checked with every config value before a run
     hparam_choices: ClassVar[Mapping[str, tuple[Any, ...]]] = {}
     preset_file: ClassVar[str]  # registries/presets/<preset_file>.py
@@ -52,12 +52,16 @@ class Method:
         self.seed = seed
         self.hparams = hparams
 
+    def bind(self, backbone: torch.nn.Module) -> None:
+        """Called by the runner with the frozen pre-trained backbone before the first step (and after a
+        resume): methods that build on it (`methods.tails.TailMethod`) keep it."""
+
     def learn(self, step: Step) -> None:
         raise NotImplementedError
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
-        """Unified head over every class seen so far (N × Σ C_s). `x` holds features, or for
-        `inputs = "images"` methods preprocessed images."""
+        """Unified head over every class seen so far (N × Σ C_s). `x` holds what the method's
+        `inputs` declares: features, or the prefix's tokens."""
         raise NotImplementedError
 
     def task_logits(self, x: torch.Tensor, task: int) -> torch.Tensor:

@@ -33,11 +33,7 @@ class Baseline(Method):
         head = self.new_head(step.n_classes).to(step.device)
         gen = torch.Generator().manual_seed(self.seed * 1000 + step.index)
         epochs = hp["epochs_per_step"][step.index] if hp.get("epochs_per_step") else hp["epochs"]
-        self.losses.append(train_head_swapped(
-            head, step.train, epochs=epochs, batch_size=hp["batch_size"], lr=hp["lr"],
-            momentum=hp["momentum"], weight_decay=hp["weight_decay"], eta_min=hp["eta_min"],
-            temperature=hp["temperature"], sk_epsilon=hp["sk_epsilon"], sk_iters=hp["sk_iters"],
-            reduction=hp["swap_reduction"], gen=gen))
+        self.losses.append(train_head_swapped(head, step.train, hp, epochs=epochs, batch_size=hp["batch_size"], gen=gen))
         self.heads.append(head)
 
     @torch.no_grad()

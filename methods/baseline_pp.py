@@ -21,7 +21,8 @@ import torch
 
 from methods.base import Step
 from methods.baseline import WithStudent
-from methods.blocks import CosineHead, PrototypeStats, concatenated_head, cosine_lr, hard_cross_entropy
+from methods.blocks import CosineHead, PrototypeStats, concatenated_head, hard_cross_entropy
+from methods.loop import train_epochs
 from registries import METHODS
 
 KTRFR_REDUCTIONS = ("sum", "mean")
@@ -87,27 +88,20 @@ class BaselinePlusPlus(WithStudent):
         hp = self.hparams
         student = self._init_student().to(step.device)
         teacher = self.heads[step.index]
-        opt = torch.optim.SGD(student.parameters(), lr=hp["lr"], momentum=hp["momentum"],
-                              weight_decay=hp["weight_decay"])
         gen = torch.Generator().manual_seed(self.seed * 1000 + 500 + step.index)
-        n, epochs = len(step.train), hp["ktrfr_epochs"]
+
+        def loss_of(index: list[torch.Tensor]) -> torch.Tensor:
+            x1, x2 = step.train.two_views(index[0], gen)
+            with torch.no_grad():
+                y = torch.cat([teacher(x1).argmax(1), teacher(x2).argmax(1)]) + step.offset
+            xr, yr = self.prototypes.sample(self.replay_counts(len(index[0]), gen), hp["shared_std"], gen)
+            student.renormalize()
+            return ktrfr_loss(student(torch.cat([x1, x2])), y, student(xr.to(x1.device)), yr.to(y.device),
+                              hp["temperature"], hp["ktrfr_reduction"])
+
         student.train()
-        for epoch in range(epochs):
-            for group in opt.param_groups:
-                group["lr"] = cosine_lr(epoch, epochs, hp["lr"], hp["eta_min"])
-            order = torch.randperm(n, generator=gen)
-            for start in range(0, n, hp["ktrfr_batch_size"]):
-                index = order[start: start + hp["ktrfr_batch_size"]]
-                x1, x2 = step.train.two_views(index, gen)
-                with torch.no_grad():
-                    y = torch.cat([teacher(x1).argmax(1), teacher(x2).argmax(1)]) + step.offset
-                xr, yr = self.prototypes.sample(self.replay_counts(len(index), gen), hp["shared_std"], gen)
-                student.renormalize()
-                loss = ktrfr_loss(student(torch.cat([x1, x2])), y, student(xr.to(x1.device)), yr.to(y.device),
-                                  hp["temperature"], hp["ktrfr_reduction"])
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
+        train_epochs(student.parameters(), hp, epochs=hp["ktrfr_epochs"], sizes=[len(step.train)],
+                     batch_size=hp["ktrfr_batch_size"], gen=gen, loss_of=loss_of)
         return student.eval()
 
     def state_dict(self) -> dict[str, Any]:

@@ -1,14 +1,14 @@
 """Building blocks shared by the methods (methods-spec §2): the cosine-normalised head,
-Sinkhorn-Knopp pseudo-labels, the swapped-prediction loss and the schedule."""
+Sinkhorn-Knopp pseudo-labels, the swapped-prediction loss, head training and prototype statistics.
+The epoch loop is `methods.loop`'s, the trainable tails `methods.tails`'."""
 from __future__ import annotations
-
-import math
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from bench.features import FeatureViews
+from methods.loop import train_epochs
 
 
 class CosineHead(nn.Module):
@@ -78,42 +78,28 @@ def swapped_prediction_loss(logits1: torch.Tensor, logits2: torch.Tensor, temper
     return 2 * mean if reduction == "sum" else mean  # both views hold B rows: the sum of their means
 
 
-def cosine_lr(epoch: int, epochs: int, lr: float, eta_min: float) -> float:
-    """CosineAnnealingLR(T_max=epochs) stepped at the START of each epoch, as in the authors'
-    code: epoch e (0-based) runs at the schedule's value for e+1, the last epoch at eta_min."""
-    return eta_min + (lr - eta_min) * (1 + math.cos(math.pi * (epoch + 1) / epochs)) / 2
+def train_head_swapped(head: CosineHead, data: FeatureViews, hp: dict, *, epochs: int, batch_size: int,
+                       gen: torch.Generator) -> list[float]:
+    """Train a cosine head with the swapped Sinkhorn loss on two views per item (Baseline's step):
+    `hp` holds the optimiser keys (lr, momentum, weight_decay, eta_min) and the loss's (temperature,
+    sk_epsilon, sk_iters, swap_reduction). `data` is anything with `two_views` (stored features,
+    or features computed now). Returns the mean loss per epoch."""
+    def loss_of(index: list[torch.Tensor]) -> torch.Tensor:
+        x1, x2 = data.two_views(index[0], gen)
+        head.renormalize()
+        return swapped_loss(head(x1), head(x2), hp)
 
-
-def train_head_swapped(head: CosineHead, data: FeatureViews, *, epochs: int, batch_size: int, lr: float,
-                       momentum: float, weight_decay: float, eta_min: float, temperature: float,
-                       sk_epsilon: float, sk_iters: int, reduction: str, gen: torch.Generator) -> list[float]:
-    """Train a cosine head with the swapped Sinkhorn loss on stored features (Baseline's step).
-
-    Tensors are indexed directly (no DataLoader); batches are shuffled every epoch and the last
-    partial batch is kept (`drop_last=False`, as in the code). Returns the mean loss per epoch.
-    """
     head.train()
-    opt = torch.optim.SGD(head.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
-    n = len(data)
-    losses = []
-    for epoch in range(epochs):
-        for group in opt.param_groups:
-            group["lr"] = cosine_lr(epoch, epochs, lr, eta_min)
-        order = torch.randperm(n, generator=gen)
-        total = 0.0
-        for start in range(0, n, batch_size):
-            index = order[start: start + batch_size]
-            x1, x2 = data.two_views(index, gen)
-            head.renormalize()
-            loss = swapped_prediction_loss(head(x1), head(x2), temperature, sk_epsilon, sk_iters,
-                                           reduction=reduction)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            total += loss.item() * len(index)
-        losses.append(total / n)
+    losses = train_epochs(head.parameters(), hp, epochs=epochs, sizes=[len(data)], batch_size=batch_size, gen=gen,
+                          loss_of=loss_of)
     head.eval()
     return losses
+
+
+def swapped_loss(logits1: torch.Tensor, logits2: torch.Tensor, hp: dict) -> torch.Tensor:
+    """`swapped_prediction_loss` with a method's preset keys."""
+    return swapped_prediction_loss(logits1, logits2, hp["temperature"], hp["sk_epsilon"], hp["sk_iters"],
+                                   reduction=hp["swap_reduction"])
 
 
 def hard_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -176,66 +162,3 @@ class PrototypeStats:
 
     def load_state_dict(self, state: dict) -> None:
         self.means, self.stds, self.n_classes = dict(state["means"]), dict(state["stds"]), state["n_classes"]
-
-
-def first_trainable_block(depth: int, trainable: int | str) -> int:
-    """Index of the first trainable block of a `depth`-block ViT, from a count of last blocks or a
-    block name ("blocks.11")."""
-    names = [f"blocks.{i}" for i in range(depth)]
-    if isinstance(trainable, str):
-        if trainable not in names:
-            raise ValueError(f"unknown block {trainable!r} to unfreeze from; this backbone has {names[0]} .. "
-                             f"{names[-1]}")
-        return names.index(trainable)
-    if not 1 <= int(trainable) <= depth:
-        raise ValueError(f"cannot unfreeze the last {trainable} blocks of a {depth}-block backbone; choose 1..{depth} "
-                         f"or a block name ({names[0]} .. {names[-1]})")
-    return depth - int(trainable)
-
-
-class LastBlocksTrainable(nn.Module):
-    """A copy of a timm ViT backbone whose last transformer blocks train (§2.1, `grad_from_block`).
-
-    `trainable` is how many blocks, counted from the end (1: `blocks.11` of a ViT-B), or the name of
-    the first trainable block (`"blocks.11"`, `"blocks.10"` for ResTune's two). The frozen prefix
-    (patch and position embedding, the earlier blocks) runs under `no_grad`, so activations are kept
-    only for the trainable blocks; the final norm and any projection head (CLIP's 512-d) stay
-    frozen, as in the authors' code. The output is the backbone's own feature."""
-
-    def __init__(self, backbone: nn.Module, trainable: int | str = 1) -> None:
-        super().__init__()
-        import copy
-
-        model = getattr(backbone, "model", backbone)
-        if not hasattr(model, "blocks"):
-            raise ValueError("unfreezing the last block needs a ViT backbone (a timm model with .blocks), "
-                             f"not {type(model).__name__}")
-        self.model = copy.deepcopy(model).requires_grad_(False)
-        self.first_trainable = first_trainable_block(len(self.model.blocks), trainable)
-        for block in self.model.blocks[self.first_trainable:]:
-            block.requires_grad_(True)
-
-    def trainable_parameters(self) -> list[nn.Parameter]:
-        return [p for p in self.model.parameters() if p.requires_grad]
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        from bench.features import cuda_bf16
-
-        with cuda_bf16(x.device):
-            return self._forward(x).float()
-
-    def _forward(self, x: torch.Tensor) -> torch.Tensor:
-        m = self.model
-        with torch.no_grad():
-            x = m.norm_pre(m.patch_drop(m._pos_embed(m.patch_embed(x))))
-            for block in m.blocks[: self.first_trainable]:
-                x = block(x)
-        for block in m.blocks[self.first_trainable:]:
-            x = block(x)
-        return m.forward_head(m.norm(x))  # pooled token, then the head: Identity, or CLIP's projection
-
-    def trainable_state(self) -> dict[str, torch.Tensor]:
-        return {k: v.detach().cpu().clone() for k, v in self.model.blocks[self.first_trainable:].state_dict().items()}
-
-    def load_trainable_state(self, state: dict[str, torch.Tensor]) -> None:
-        self.model.blocks[self.first_trainable:].load_state_dict(state)

@@ -12,7 +12,8 @@ import torch
 
 from methods.base import Step
 from methods.baseline import WithStudent
-from methods.blocks import CosineHead, concatenated_head, cosine_lr, hard_cross_entropy
+from methods.blocks import CosineHead, concatenated_head, hard_cross_entropy
+from methods.loop import train_epochs
 from registries import METHODS
 
 
@@ -30,28 +31,19 @@ class JointFrozen(WithStudent):
         student = concatenated_head(self.heads, normalize_weights=True).to(step.device)
         datasets = [*step.past, step.train]
         offsets = torch.tensor([0] + [h.weight.shape[0] for h in self.heads]).cumsum(0).tolist()
-        opt = torch.optim.SGD(student.parameters(), lr=hp["lr"], momentum=hp["momentum"],
-                              weight_decay=hp["weight_decay"])
         gen = torch.Generator().manual_seed(self.seed * 1000 + 700 + step.index)
-        batch, epochs = hp["joint_batch_size"], hp["joint_epochs"]
-        # zipped loaders: an epoch has as many iterations as the shortest task loader (drop_last=False)
-        iterations = min(-(-len(d) // batch) for d in datasets)
+
+        def loss_of(index: list[torch.Tensor]) -> torch.Tensor:
+            xs, ys = [], []
+            for s, (data, rows) in enumerate(zip(datasets, index)):
+                x1, x2 = data.two_views(rows, gen)
+                with torch.no_grad():  # each step's images labelled by that step's own head
+                    ys += [self.heads[s](x1).argmax(1) + offsets[s], self.heads[s](x2).argmax(1) + offsets[s]]
+                xs += [x1, x2]
+            student.renormalize()
+            return hard_cross_entropy(student(torch.cat(xs)), torch.cat(ys), hp["temperature"])
+
         student.train()
-        for epoch in range(epochs):
-            for group in opt.param_groups:
-                group["lr"] = cosine_lr(epoch, epochs, hp["lr"], hp["eta_min"])
-            orders = [torch.randperm(len(d), generator=gen) for d in datasets]
-            for it in range(iterations):
-                xs, ys = [], []
-                for s, (data, order) in enumerate(zip(datasets, orders)):
-                    x1, x2 = data.two_views(order[it * batch: (it + 1) * batch], gen)
-                    with torch.no_grad():
-                        head = self.heads[s]
-                        ys += [head(x1).argmax(1) + offsets[s], head(x2).argmax(1) + offsets[s]]
-                    xs += [x1, x2]
-                student.renormalize()
-                loss = hard_cross_entropy(student(torch.cat(xs)), torch.cat(ys), hp["temperature"])
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
+        train_epochs(student.parameters(), hp, epochs=hp["joint_epochs"], sizes=[len(d) for d in datasets],
+                     batch_size=hp["joint_batch_size"], gen=gen, loss_of=loss_of)
         return student.eval()

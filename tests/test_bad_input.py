@@ -14,7 +14,7 @@ from bench.cli import main
 from bench.runner import CHECKPOINT, DONE, METRICS, execute, run_dir
 from tests.helpers import tiny_specs
 
-SMOKE = ["--grid", "smoke", "--backbone", "pixels", "--results", "{results}"]
+SMOKE = ["--grid", "smoke", "--methods", "Baseline", "Baseline++", "K-means", "--backbone", "pixels", "--results", "{results}"]
 SYNTH = ["--datasets", "synthetic"]
 REFUSING_SBATCH = "#!/bin/sh\necho 'sbatch: error: Batch job submission failed: Requested node configuration is not available' >&2\nexit 1\n"
 

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from bench.features import FeatureViews
-from methods.blocks import CosineHead, cosine_lr, sinkhorn_knopp, soft_cross_entropy, swapped_prediction_loss
+from methods.blocks import CosineHead, sinkhorn_knopp, soft_cross_entropy, swapped_prediction_loss
+from methods.loop import cosine_lr
 
 
 def reference_sinkhorn(logits: torch.Tensor, epsilon: float, n_iters: int) -> torch.Tensor:
@@ -85,52 +86,3 @@ def test_two_views_are_distinct_stored_views():
     assert torch.all(a != b)
     assert torch.all((a // 3) == torch.arange(5).view(5, 1))  # both views come from the same image
     assert torch.all((b // 3) == torch.arange(5).view(5, 1))
-
-
-def tiny_vit(name: str = "vit_base_patch16_224", **extra):
-    from bench.backbones import build_backbone
-
-    kwargs = {"embed_dim": 16, "depth": 12, "num_heads": 2, "img_size": 16, "patch_size": 8, **extra}
-    return build_backbone(f"timm:{name}", {"pretrained": False, "kwargs": kwargs}, (16, 16, 3))
-
-
-@pytest.mark.parametrize("trainable, first", [(1, 11), ("blocks.11", 11), ("blocks.10", 10), (2, 10)])
-def test_the_last_blocks_train_by_count_or_by_name_and_the_prefix_keeps_no_graph(trainable, first):
-    from methods.blocks import LastBlocksTrainable
-
-    net = LastBlocksTrainable(tiny_vit(), trainable)
-    names = {n for n, p in net.model.named_parameters() if p.requires_grad}
-    assert names == {n for n, _ in net.model.named_parameters()
-                     if any(n.startswith(f"blocks.{i}.") for i in range(first, 12))}
-    assert names and not any(n.startswith(("norm.", "cls_token", "pos_embed", "patch_embed")) for n in names)
-    seen = {}
-    hooks = [net.model.blocks[i].register_forward_hook(lambda m, a, out, i=i: seen.__setitem__(i, out.requires_grad))
-             for i in (first - 1, first)]
-    net(torch.randn(2, 3, 16, 16)).sum().backward()
-    assert seen == {first - 1: False, first: True}  # no activations kept for the frozen prefix
-    assert all(p.grad is None for n, p in net.model.named_parameters() if n not in names)
-    for hook in hooks:
-        hook.remove()
-
-
-def test_an_unknown_block_name_lists_the_valid_ones():
-    from methods.blocks import LastBlocksTrainable
-
-    with pytest.raises(ValueError, match=r"unknown block 'block.11'.*blocks.0 .. blocks.11"):
-        LastBlocksTrainable(tiny_vit(), "block.11")
-    with pytest.raises(ValueError, match="cannot unfreeze the last 13 blocks of a 12-block backbone"):
-        LastBlocksTrainable(tiny_vit(), 13)
-
-
-@pytest.mark.parametrize("name, extra, dim", [("vit_base_patch16_224", {}, 16),
-                                              ("vit_base_patch16_clip_quickgelu_224", {"num_classes": 8}, 8)])
-def test_the_copy_computes_the_backbones_own_feature_before_training(name, extra, dim):
-    """DINO's CLS after the final norm; CLIP's 512-d-like projection (here 8-d) applied after it."""
-    from methods.blocks import LastBlocksTrainable
-
-    backbone = tiny_vit(name, **extra)
-    x = torch.randn(3, 3, 16, 16)
-    with torch.no_grad():
-        out = LastBlocksTrainable(backbone, 1).eval()(x)
-        assert out.shape == (3, dim)
-        torch.testing.assert_close(out, backbone(x))

@@ -170,7 +170,19 @@ def test_joint_trains_on_zipped_batches_labelled_by_each_tasks_own_head(monkeypa
     assert len(labels) == 2
 
 
+def _tokens_of(backbone, spec, first, labels_in):
+    """Live prefix tokens of the synthetic training images whose labels satisfy `labels_in`."""
+    from bench.data import build_dataset
+    from bench.features import Encoder
+    from bench.tokens import LiveTokens, Prefix
+
+    data = build_dataset("synthetic", spec.config["dataset"])
+    prefix = Prefix(backbone, first)
+    return LiveTokens(data.train.subset(labels_in(data.train.labels)), Encoder(backbone, data, "cpu"), prefix), prefix
+
+
 def test_joint_unfrozen_trains_only_the_last_block_and_resumes(tmp_path):
+    from bench.backbones import build_backbone
     from methods.joint_unfrozen import JointUnfrozen
 
     (spec,) = tiny_specs(methods=["Joint (unfrozen)"], backbone="timm:vit_tiny_patch16_224",
@@ -178,67 +190,58 @@ def test_joint_unfrozen_trains_only_the_last_block_and_resumes(tmp_path):
     out = execute(spec, tmp_path)
     frame = pd.read_parquet(out / METRICS)
     assert set(frame["step"]) == {0, 1} and frame["value"].notna().all()
-    ckpt_method = JointUnfrozen(32, 0, **spec.config["method"])
-    from bench.backbones import build_backbone
-
     backbone = build_backbone(spec.backbone, spec.config["backbone"], (8, 8, 3))
-    ckpt_method.frozen_backbone = backbone
-    step = Step(index=0, n_classes=3, offset=0, train=FeatureViews(torch.randn(6, 32), torch.randn(6, 2, 32)))
-    from bench.data import build_dataset
-    from bench.features import Encoder, ImageSource
-
-    data = build_dataset("synthetic", spec.config["dataset"])
-    step.images = ImageSource(data.train.subset(data.train.labels < 3), Encoder(backbone, data, "cpu"))
-    step.backbone = backbone
-    ckpt_method.learn(step)
-    blocks, head = ckpt_method.stage1[0]
-    assert head.shape == (3, 32)
-    net, _ = ckpt_method._model(0)
+    method = JointUnfrozen(32, 0, **spec.config["method"])
+    method.bind(backbone)
+    tokens, _ = _tokens_of(backbone, spec, method.first_trainable, lambda y: y < 3)
+    step = Step(index=0, n_classes=3, offset=0, train=FeatureViews(torch.randn(6, 32), torch.randn(6, 2, 32)),
+                tokens=tokens)
+    method.learn(step)
+    blocks, head = method.stage1[0]
+    assert head.shape == (3, 32) and set(blocks) == {k for k in backbone.model.blocks[1:].state_dict()}
+    tail, _ = method._model(0)
     fresh = build_backbone(spec.backbone, spec.config["backbone"], (8, 8, 3))
     assert len(fresh.model.blocks) == 2
-    # block 0 stays as pre-trained, the last block was trained, the frozen backbone itself is untouched
-    torch.testing.assert_close(net.model.blocks[0].mlp.fc1.weight, fresh.model.blocks[0].mlp.fc1.weight)
-    assert not torch.equal(net.model.blocks[1].mlp.fc1.weight, fresh.model.blocks[1].mlp.fc1.weight)
-    torch.testing.assert_close(backbone.model.blocks[1].mlp.fc1.weight, fresh.model.blocks[1].mlp.fc1.weight)
-    torch.testing.assert_close(net.model.norm.weight, fresh.model.norm.weight)  # the final norm stays frozen
+    # the last block was trained; the shared backbone (prefix, norm, head) is untouched
+    assert not torch.equal(tail.blocks[0].mlp.fc1.weight, fresh.model.blocks[1].mlp.fc1.weight)
+    for (name, p), q in zip(backbone.model.named_parameters(), fresh.model.parameters()):
+        torch.testing.assert_close(p, q, msg=name)
 
 
 def test_joint_unfrozen_stage2_starts_fresh_and_labels_each_steps_images_with_its_own_stage1_pair(monkeypatch):
-    """Stage 2 at step 1: a fresh copy of the pre-trained backbone and a head initialised from the
-    stage-1 heads, trained on zipped batches of both steps' images, each step's rows labelled by its
-    own stage-1 (backbone, head) pair inside its own class range."""
+    """Stage 2 at step 1: a fresh copy of the pre-trained tail and a head initialised from the stage-1
+    heads, trained on zipped batches of both steps' tokens, each step's rows labelled by its own
+    stage-1 (tail, head) pair inside its own class range, on the same prefix tokens."""
     from bench.backbones import build_backbone
-    from bench.data import build_dataset
-    from bench.features import Encoder, ImageSource
-    from methods.blocks import LastBlocksTrainable
     from methods.joint_unfrozen import JointUnfrozen
+    from methods.tails import Tail
 
     (spec,) = tiny_specs(methods=["Joint (unfrozen)"], backbone="timm:vit_tiny_patch16_224",
                          **{"backbone.kwargs.depth": 2})
     backbone = build_backbone(spec.backbone, spec.config["backbone"], (8, 8, 3))
-    data = build_dataset("synthetic", spec.config["dataset"])
-    encoder = Encoder(backbone, data, "cpu")
-    sources = [ImageSource(data.train.subset((data.train.labels >= lo) & (data.train.labels < lo + 3)), encoder)
-               for lo in (0, 3)]  # 36 images each
     method = JointUnfrozen(32, 0, **{**spec.config["method"], "stage2_epochs": 2, "stage2_batch_size": 10})
-    method.frozen_backbone = backbone
-    # stage-1 pairs that disagree with the pre-trained backbone, so a stage 2 that started from one
-    # of them instead of a fresh copy would show
+    method.bind(backbone)
+    past, prefix = _tokens_of(backbone, spec, method.first_trainable, lambda y: y < 3)  # 36 images each
+    current, _ = _tokens_of(backbone, spec, method.first_trainable, lambda y: (y >= 3) & (y < 6))
+    current.prefix = past.prefix = prefix
+    # stage-1 pairs that disagree with the pre-trained tail, so a stage 2 that started from one of
+    # them instead of a fresh copy would show
     for n in (3, 3):
-        trained = LastBlocksTrainable(backbone, 1)
-        torch.nn.init.normal_(trained.model.blocks[1].mlp.fc2.weight, std=1.0)
+        trained = Tail(backbone, 1)
+        torch.nn.init.normal_(trained.blocks[0].mlp.fc2.weight, std=1.0)
         method.stage1.append((trained.trainable_state(), torch.randn(n, 32)))
     initial = []
-    real_optimizer = JointUnfrozen._optimizer
-    monkeypatch.setattr(JointUnfrozen, "_optimizer",
-                        lambda self, params: initial.extend(p.detach().clone() for p in params) or
-                        real_optimizer(self, params))
+    real_train = __import__("methods.joint_unfrozen", fromlist=["x"]).train_epochs
+    monkeypatch.setattr("methods.joint_unfrozen.train_epochs",
+                        lambda params, *a, **k: initial.extend(p.detach().clone() for p in params) or
+                        real_train(params, *a, **k))
     calls = []
     real_loss = __import__("methods.joint_unfrozen", fromlist=["x"]).hard_cross_entropy
     monkeypatch.setattr("methods.joint_unfrozen.hard_cross_entropy",
                         lambda logits, y, t: calls.append((logits.shape, y.clone())) or real_loss(logits, y, t))
     step = Step(index=1, n_classes=3, offset=3, train=FeatureViews(torch.randn(36, 32), torch.randn(36, 2, 32)),
-                images=sources[1], past_images=[sources[0]], backbone=backbone)
+                tokens=current, past_tokens=[past])
+    before = prefix.calls
     blocks, head = method._stage2(step)
     assert head.shape == (6, 32)
     # the student starts from a fresh copy of the pre-trained last block and the stage-1 heads
@@ -254,3 +257,5 @@ def test_joint_unfrozen_stage2_starts_fresh_and_labels_each_steps_images_with_it
     for shape, y in calls:
         half = shape[0] // 2
         assert ((y[:half] >= 0) & (y[:half] < 3)).all() and ((y[half:] >= 3) & (y[half:] < 6)).all()
+    # the prefix ran once per view and step of every batch: the two teachers and the student share it
+    assert prefix.calls - before == 8 * 2 * 2

@@ -58,22 +58,24 @@ def test_smoke_grid_runs_as_a_job_array(capsys, tmp_path):
     code, out = bench(capsys, "run", "--grid", "smoke", "--cluster", "slurm", "--profile", "local", "--wait",
                       "--results", str(tmp_path), "--cfg-options", *TINY)
     assert code == 0, out
-    assert "submitted 5 runs in 1 job array(s)" in out  # the local profile gives both the same resources
+    assert "submitted 8 runs in 1 job array(s)" in out  # the local profile gives both the same resources
     code, out = bench(capsys, "status", "--grid", "smoke", "--results", str(tmp_path), "--cfg-options", *TINY)
-    assert "5 done" in out
+    assert "8 done" in out
     code, out = bench(capsys, "run", "--grid", "smoke", "--cluster", "slurm", "--profile", "local",
                       "--results", str(tmp_path), "--cfg-options", *TINY)
-    assert "all 5 runs already done, nothing to submit" in out
+    assert "all 8 runs already done, nothing to submit" in out
 
 
 def test_a_failing_job_reaches_status_with_its_error(capsys, tmp_path):
+    # a weights file that exists (what is checked before submitting) but is not one: the job fails
+    (tmp_path / "w.pth").write_bytes(b"not a checkpoint")
     argv = ["--grid", "smoke", "--methods", "K-means", "--backbone", "timm:vit_tiny_patch16_224",
-            "--results", str(tmp_path), "--cfg-options", *TINY, "backbone.pretrained=/nonexistent/w.pth"]
+            "--results", str(tmp_path), "--cfg-options", *TINY, f"backbone.pretrained={tmp_path / 'w.pth'}"]
     code, out = bench(capsys, "run", "--cluster", "slurm", "--profile", "local", "--wait", *argv)
     assert code == 1
     code, out = bench(capsys, "status", *argv)
     assert "1 failed" in out
-    assert "backbone weights file not found: /nonexistent/w.pth" in out and "log.txt" in out
+    assert f"cannot read backbone weights {tmp_path / 'w.pth'}" in out and "log.txt" in out
     (spec,) = tiny_specs(methods=["K-means"])
     failed_dir = next((tmp_path / "runs").iterdir())
     assert "Traceback" in (failed_dir / "error.txt").read_text()

@@ -30,7 +30,6 @@ from typing import Iterator, Sequence
 import numpy as np
 import torch
 import torch.nn.functional as F
-import torchvision.transforms.v2.functional as TF
 
 from bench.data.base import ImageSet
 from bench.data.files import DECODE_SIZE, open_resized
@@ -261,6 +260,9 @@ def solarize(x: torch.Tensor, threshold: torch.Tensor) -> torch.Tensor:
 
 def equalize(x: torch.Tensor) -> torch.Tensor:
     """PIL's per-channel histogram equalisation, on the images quantised to 8 bits (batched)."""
+    # imported here: torchvision pulls in torch._dynamo and sympy (2 s), which no other path needs
+    import torchvision.transforms.v2.functional as TF
+
     return TF.equalize((x * 255).round_().to(torch.uint8)).to(x.dtype).div_(255)
 
 

@@ -52,7 +52,8 @@ def _legacy_features(run: Path) -> str:
 
         load_all()
         cls = METHODS.get(spec["method"])
-        traits = {"inputs": cls.inputs, "trains_on_views": cls.trains_on_views} if cls else {}
+        traits = {"inputs": cls.inputs, "trains_on_views": cls.trains_on_views,
+                  "warms_up_on_features": cls.warms_up_on_features} if cls else {}
         return features_protocol(spec["config"], **traits)
     except Exception:  # an unreadable spec must not hide the run's metrics
         return "unknown"

@@ -1,0 +1,104 @@
+"""Prefix tokens: what methods that fine-tune a ViT's last blocks train on.
+
+Seven methods train only a ViT's last one or two blocks, and every old model they keep (a teacher,
+an earlier step's backbone, an EMA target) differs from the pre-trained one only there. So the
+backbone splits into a frozen **prefix** (patch and position embedding and blocks[:g], shared, never
+copied, run under `no_grad`, bf16 on CUDA) and trainable **tails** (`methods.tails`). A method asks
+a token source for the prefix's output on two augmented views of the images it names, and on plain
+images for evaluation; whether the tokens were computed now (`LiveTokens`) or read from a store is
+the source's business. Teachers run on the student's tokens: the prefix runs once per batch.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+import torch
+from torch import nn
+
+from bench.data.base import ImageSet
+from bench.errors import BenchError
+from bench.features import Encoder, cuda_bf16
+from bench.data.pipeline import view_input
+from bench.preprocess import to_tensor
+
+
+def vit_of(backbone: nn.Module) -> nn.Module:
+    """The timm ViT inside a backbone, or a `BenchError` for backbones without transformer blocks."""
+    model = getattr(backbone, "model", backbone)
+    if not hasattr(model, "blocks"):
+        raise BenchError(f"this method trains a ViT's last blocks; the backbone is a {type(model).__name__} "
+                         f"without transformer blocks")
+    return model
+
+
+def first_trainable_block(depth: int, trainable: int | str) -> int:
+    """Index of the first trainable block of a `depth`-block ViT, from a count of last blocks or a
+    block name ("blocks.11")."""
+    names = [f"blocks.{i}" for i in range(depth)]
+    if isinstance(trainable, str):
+        if trainable not in names:
+            raise ValueError(f"unknown block {trainable!r} to unfreeze from; this backbone has {names[0]} .. "
+                             f"{names[-1]}")
+        return names.index(trainable)
+    if not 1 <= int(trainable) <= depth:
+        raise ValueError(f"cannot unfreeze the last {trainable} blocks of a {depth}-block backbone; choose 1..{depth} "
+                         f"or a block name ({names[0]} .. {names[-1]})")
+    return depth - int(trainable)
+
+
+class Prefix:
+    """The frozen first `first` blocks of a ViT backbone (with its patch and position embedding):
+    preprocessed images in, tokens out, under `no_grad`. It holds the backbone, never a copy."""
+
+    def __init__(self, backbone: nn.Module, first: int) -> None:
+        self.model, self.first = vit_of(backbone), first
+        self.calls = 0  # prefix passes so far: one per batch however many models read its tokens
+
+    @torch.no_grad()
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        m = self.model
+        with cuda_bf16(x.device):
+            x = m.norm_pre(m.patch_drop(m._pos_embed(m.patch_embed(x))))
+            for block in m.blocks[: self.first]:
+                x = block(x)
+        return x
+
+
+class LiveTokens:
+    """Prefix tokens of some unlabelled images, computed now: augment, preprocess, prefix.
+
+    `two_views` gives the tokens of two independently augmented views (the policy's random draws come
+    from the caller's generator); `raw` the stored images themselves (uint8 N×H×W×C, what a replay
+    buffer keeps) and `views_of` the tokens of one augmented view of such images; `batches` the plain
+    (test-transform) tokens in order, for evaluation."""
+
+    def __init__(self, images: ImageSet, encoder: Encoder, prefix: Prefix) -> None:
+        self.images = ImageSet(images.images, np.full(len(images), -1))  # never the labels
+        self.encoder, self.prefix = encoder, prefix
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def subset(self, index: np.ndarray) -> "LiveTokens":
+        return LiveTokens(self.images.subset(np.asarray(index)), self.encoder, self.prefix)
+
+    def two_views(self, index: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        x = view_input(self.images, index.cpu().numpy()).to(self.encoder.device)
+        policy, preprocess = self.encoder.policy, self.encoder.preprocess
+        return self.prefix(preprocess(policy(x, gen))), self.prefix(preprocess(policy(x, gen)))
+
+    def raw(self, index: torch.Tensor | np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(self.images.load(np.asarray(index))))
+
+    def views_of(self, raw: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        x = to_tensor(raw.numpy()).to(self.encoder.device)
+        return self.prefix(self.encoder.preprocess(self.encoder.policy(x, gen)))
+
+    def plain(self, index: np.ndarray) -> torch.Tensor:
+        return self.prefix(self.encoder.preprocess(to_tensor(self.images.load(np.asarray(index)))))
+
+    def batches(self, batch_size: int = 256) -> Iterator[torch.Tensor]:
+        for start in range(0, len(self), batch_size):
+            yield self.plain(np.arange(start, min(start + batch_size, len(self))))

@@ -1,0 +1,51 @@
+"""Replay buffers: what rehearsal methods keep of earlier steps' images (DER)."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+class ReservoirBuffer:
+    """At most `size` (image, logits) pairs, a uniform sample of every pair ever offered (reservoir
+    sampling, Vitter's algorithm R, as Mammoth's `reservoir`): the n-th pair takes a free slot while
+    there is one, later replaces a random slot with probability size/n. Images are kept as the
+    dataset stores them (uint8 H×W×C, un-augmented); draws come from the caller's generator."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.seen = size, 0
+        self.images: torch.Tensor | None = None
+        self.logits: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return min(self.seen, self.size)
+
+    def add(self, images: torch.Tensor, logits: torch.Tensor, gen: torch.Generator) -> None:
+        if self.images is None:
+            self.images = images.new_empty((self.size, *images.shape[1:]))
+            self.logits = logits.new_empty((self.size, *logits.shape[1:]))
+        for image, logit in zip(images, logits.detach()):
+            slot = self.seen if self.seen < self.size else int(torch.randint(0, self.seen + 1, (1,), generator=gen))
+            if slot < self.size:
+                self.images[slot], self.logits[slot] = image, logit
+            self.seen += 1
+
+    def sample(self, n: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """`min(n, len)` distinct stored pairs, uniformly."""
+        index = torch.randperm(len(self), generator=gen)[:n]
+        return self.images[index], self.logits[index.to(self.logits.device)]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"size": self.size, "seen": self.seen,
+                "images": None if self.images is None else self.images[: len(self)].cpu(),
+                "logits": None if self.logits is None else self.logits[: len(self)].cpu()}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "ReservoirBuffer":
+        buffer = cls(state["size"])
+        buffer.seen = state["seen"]
+        if state["images"] is not None:
+            buffer.images = state["images"].new_empty((buffer.size, *state["images"].shape[1:]))
+            buffer.logits = state["logits"].new_empty((buffer.size, *state["logits"].shape[1:]))
+            buffer.images[: len(buffer)], buffer.logits[: len(buffer)] = state["images"], state["logits"]
+        return buffer

@@ -1,0 +1,47 @@
+"""The one epoch loop every trained method runs: SGD with the authors' cosine schedule, a seeded
+shuffle per epoch, mini-batches; a method hands it only its loss (methods-spec §2.6)."""
+from __future__ import annotations
+
+import math
+from typing import Callable, Iterable, Sequence
+
+import torch
+from torch import nn
+
+
+def cosine_lr(epoch: int, epochs: int, lr: float, eta_min: float) -> float:
+    """CosineAnnealingLR(T_max=epochs) stepped at the START of each epoch, as in the authors'
+    code: epoch e (0-based) runs at the schedule's value for e+1, the last epoch at eta_min."""
+    return eta_min + (lr - eta_min) * (1 + math.cos(math.pi * (epoch + 1) / epochs)) / 2
+
+
+def sgd(parameters: Iterable[nn.Parameter], hp: dict) -> torch.optim.SGD:
+    return torch.optim.SGD(list(parameters), lr=hp["lr"], momentum=hp["momentum"], weight_decay=hp["weight_decay"])
+
+
+def train_epochs(parameters: Iterable[nn.Parameter], hp: dict, *, epochs: int, sizes: Sequence[int], batch_size: int,
+                 gen: torch.Generator, loss_of: Callable[[list[torch.Tensor]], torch.Tensor]) -> list[float]:
+    """Train `parameters` for `epochs` with SGD (`hp`: lr, momentum, weight_decay, eta_min), a fresh
+    optimiser and a cosine schedule restarting from `lr`, as every stage of the authors' code.
+
+    Each epoch shuffles each of the sources of `sizes` items with `gen` and cuts batches of
+    `batch_size`, the last one partial (drop_last=False). Several sources are zipped, as the authors'
+    zipped loaders: an epoch lasts as long as the shortest. `loss_of` gets one index tensor per source
+    and returns the batch's loss. Returns the mean loss per epoch (weighted by the first source's rows)."""
+    opt = sgd(parameters, hp)
+    iterations = min(-(-n // batch_size) for n in sizes)
+    losses = []
+    for epoch in range(epochs):
+        for group in opt.param_groups:
+            group["lr"] = cosine_lr(epoch, epochs, hp["lr"], hp["eta_min"])
+        orders = [torch.randperm(n, generator=gen) for n in sizes]
+        total, rows = 0.0, 0
+        for it in range(iterations):
+            index = [order[it * batch_size: (it + 1) * batch_size] for order in orders]
+            loss = loss_of(index)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            total, rows = total + loss.item() * len(index[0]), rows + len(index[0])
+        losses.append(total / max(rows, 1))
+    return losses

@@ -1,0 +1,79 @@
+"""Trainable tails: the last blocks of a ViT on top of the shared frozen prefix (`bench.tokens`).
+
+A `Tail` owns copies of blocks[g:] only; the final norm and the backbone's own head (identity, or
+CLIP's 512-d projection) stay frozen and are read from the backbone, never copied. Its state is the
+blocks' weights (7M parameters per ViT-B block): snapshots, teachers and checkpoints store that,
+never a whole ViT. `TailMethod` is the base of the methods that train tails.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+from torch import nn
+
+from bench.features import cuda_bf16
+from bench.tokens import first_trainable_block, vit_of
+from methods.base import Method
+
+
+class Tail(nn.Module):
+    """blocks[first:] of a ViT backbone as trainable copies, then its frozen norm and head:
+    prefix tokens in, the backbone's own feature out."""
+
+    def __init__(self, backbone: nn.Module, first: int) -> None:
+        super().__init__()
+        model = vit_of(backbone)
+        self.blocks = copy.deepcopy(model.blocks[first:]).requires_grad_(True)
+        self._finish = [model]  # a list keeps the shared backbone out of this module's parameters and state
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        finish = self._finish[0]
+        with cuda_bf16(tokens.device):
+            x = tokens
+            for block in self.blocks:
+                x = block(x)
+            return finish.forward_head(finish.norm(x)).float()  # pooled token, then the head
+
+    def trainable_state(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach().cpu().clone() for k, v in self.blocks.state_dict().items()}
+
+    def load_trainable_state(self, state: dict[str, torch.Tensor]) -> "Tail":
+        self.blocks.load_state_dict(state)
+        return self
+
+    def __deepcopy__(self, memo: dict) -> "Tail":
+        """A copy of the blocks; the shared frozen backbone is shared, never copied."""
+        twin = Tail.__new__(Tail)
+        nn.Module.__init__(twin)
+        twin.blocks, twin._finish = copy.deepcopy(self.blocks, memo), self._finish
+        return twin.train(self.training)
+
+    def frozen_copy(self) -> "Tail":
+        """A teacher: the same weights, no gradient, in eval mode."""
+        return copy.deepcopy(self).requires_grad_(False).eval()
+
+
+class TailMethod(Method):
+    """A method that trains the last `unfreeze` blocks of a ViT backbone (count, or the first
+    trainable block's name) on prefix tokens. The runner binds the frozen backbone before the first
+    step (also after a resume) and builds the prefix up to `first_trainable`."""
+
+    inputs = "tokens"
+
+    def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
+        super().__init__(feature_dim, seed, **hparams)
+        self.backbone: nn.Module | None = None
+        self.first_trainable = 0
+
+    def bind(self, backbone: nn.Module) -> None:
+        self.backbone = backbone
+        self.first_trainable = first_trainable_block(len(vit_of(backbone).blocks), self.hparams["unfreeze"])
+
+    def new_tail(self, state: dict[str, torch.Tensor] | None = None) -> Tail:
+        """A fresh copy of the pre-trained tail, or one holding `state`, on the backbone's device."""
+        tail = Tail(self.backbone, self.first_trainable)
+        if state is not None:
+            tail.load_trainable_state(state)
+        return tail.to(next(self.backbone.parameters()).device)

@@ -1,0 +1,114 @@
+"""The engine of the methods that fine-tune a ViT's last blocks: the frozen prefix, trainable tails,
+the token source, the one epoch loop, and the refusal of backbones without blocks."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from bench.tokens import Prefix, first_trainable_block
+from methods.loop import train_epochs
+from methods.tails import Tail
+
+
+def tiny_vit(name: str = "vit_base_patch16_224", **extra):
+    from bench.backbones import build_backbone
+
+    kwargs = {"embed_dim": 16, "depth": 12, "num_heads": 2, "img_size": 16, "patch_size": 8, **extra}
+    return build_backbone(f"timm:{name}", {"pretrained": False, "kwargs": kwargs}, (16, 16, 3))
+
+
+@pytest.mark.parametrize("trainable, first", [(1, 11), ("blocks.11", 11), ("blocks.10", 10), (2, 10)])
+def test_only_the_tails_blocks_train_and_the_prefix_keeps_no_graph(trainable, first):
+    backbone = tiny_vit()
+    assert first_trainable_block(12, trainable) == first
+    prefix, tail = Prefix(backbone, first), Tail(backbone, first)
+    assert [n for n, _ in tail.named_parameters()] == [f"blocks.{k}" for k, _ in backbone.model.blocks[first:].named_parameters()]
+    assert set(tail.trainable_state()) == {k for k, _ in backbone.model.blocks[first:].state_dict().items()}
+    tokens = prefix(torch.randn(2, 3, 16, 16))
+    assert not tokens.requires_grad  # no activations kept for the frozen prefix
+    tail(tokens).sum().backward()
+    assert all(p.grad is not None for p in tail.parameters())
+    assert all(p.grad is None for p in backbone.parameters())  # the shared backbone never trains
+
+
+def test_an_unknown_block_name_lists_the_valid_ones():
+    with pytest.raises(ValueError, match=r"unknown block 'block.11'.*blocks.0 .. blocks.11"):
+        first_trainable_block(12, "block.11")
+    with pytest.raises(ValueError, match="cannot unfreeze the last 13 blocks of a 12-block backbone"):
+        first_trainable_block(12, 13)
+
+
+@pytest.mark.parametrize("name, extra, dim", [("vit_base_patch16_224", {}, 16),
+                                              ("vit_base_patch16_clip_quickgelu_224", {"num_classes": 8}, 8)])
+def test_prefix_then_tail_is_the_backbones_own_feature(name, extra, dim):
+    """DINO's CLS after the final norm; CLIP's projection (here 8-d) applied after it."""
+    backbone = tiny_vit(name, **extra)
+    x = torch.randn(3, 3, 16, 16)
+    with torch.no_grad():
+        out = Tail(backbone, 11).eval()(Prefix(backbone, 11)(x))
+    assert out.shape == (3, dim)
+    torch.testing.assert_close(out, backbone(x))
+
+
+def test_a_tail_snapshot_copies_the_blocks_and_shares_the_backbone():
+    backbone = tiny_vit()
+    tail = Tail(backbone, 10)
+    teacher = tail.frozen_copy()
+    assert teacher._finish[0] is backbone.model and not teacher.training
+    assert all(not p.requires_grad for p in teacher.parameters())
+    with torch.no_grad():
+        next(tail.parameters()).add_(1.0)
+    assert not torch.equal(next(tail.parameters()), next(teacher.parameters()))
+    twin = copy.deepcopy(tail)
+    assert twin._finish[0] is backbone.model and sum(p.numel() for p in twin.parameters()) == sum(
+        p.numel() for p in backbone.model.blocks[10:].parameters())
+
+
+def test_the_epoch_loop_steps_cosine_shuffles_and_zips():
+    """Two zipped sources of 5 and 3 rows in batches of 2: ceil(3/2) = 2 iterations per epoch, each
+    with a batch of every source; lr from the cosine schedule stepped at each epoch's start."""
+    weight = torch.nn.Parameter(torch.zeros(1))
+    seen = []
+    gen = torch.Generator().manual_seed(0)
+    hp = {"lr": 0.1, "momentum": 0.0, "weight_decay": 0.0, "eta_min": 0.001}
+    opt_lr = []
+
+    def loss_of(index):
+        seen.append([i.tolist() for i in index])
+        return (weight * 1.0).sum()
+
+    real_step = torch.optim.SGD.step
+
+    def spy(self, *a, **k):
+        opt_lr.append(self.param_groups[0]["lr"])
+        return real_step(self, *a, **k)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(torch.optim.SGD, "step", spy)
+        losses = train_epochs([weight], hp, epochs=2, sizes=[5, 3], batch_size=2, gen=gen, loss_of=loss_of)
+    assert len(seen) == 4 and all(len(batch) == 2 for batch in seen)
+    assert [len(b[1]) for b in seen] == [2, 1, 2, 1]  # the shorter source decides; its last batch is partial
+    expected = torch.Generator().manual_seed(0)
+    first = [torch.randperm(5, generator=expected), torch.randperm(3, generator=expected)]
+    assert seen[0] == [first[0][:2].tolist(), first[1][:2].tolist()]
+    from methods.loop import cosine_lr
+
+    assert opt_lr == [cosine_lr(0, 2, 0.1, 0.001)] * 2 + [0.001] * 2
+    torch.testing.assert_close(weight.detach(), torch.tensor([-2 * cosine_lr(0, 2, 0.1, 0.001) - 2 * 0.001]))
+    lr0 = cosine_lr(0, 2, 0.1, 0.001)  # the loss is the weight itself: 0, -lr0 | -2 lr0, -2 lr0 - 0.001
+    assert losses == [pytest.approx(-lr0 / 2), pytest.approx(-2 * lr0 - 0.0005)]  # means over the first source's rows
+
+
+@pytest.mark.parametrize("backbone", ["dino-resnet50", "pixels"])
+def test_a_tail_method_on_a_backbone_without_blocks_is_refused_before_anything_runs(capsys, tmp_path, backbone):
+    from bench.cli import main
+
+    code = main(["run", "--methods", "Joint (unfrozen)", "--backbone", backbone, "--cluster", "debug",
+                 "--results", str(tmp_path)])
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert f"Joint (unfrozen) trains a ViT's last blocks; backbone {backbone!r} has none" in line
+    assert "dino-vitb16, clip-vitb16" in line
+    assert not (tmp_path / "runs").exists()
