@@ -177,10 +177,6 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
     layout = TaskLayout.contiguous(data.num_classes, spec.n_steps)
     backbone = build_backbone(spec.backbone, spec.config["backbone"], data.train.image_shape,
                               spec.location.get("weights_dir")).to(device)
-    views = spec.config["features"]["views"]
-    train, val, test = features_for(spec, data, backbone, device, views, log, results=out.parent.parent)
-    log(f"features ({spec.config['features']['mode']}): train {tuple(train.plain.shape)} with "
-        f"{train.views.shape[1]} stored views, test {tuple(test.plain.shape)}, {time.monotonic() - clock:.1f}s")
     val_images = data.val_or_train()
     mapping_images = "val" if data.val is not None else "train"
     log(f"task mappings frozen on the {'held-out validation' if data.val is not None else 'training'} images")
@@ -193,6 +189,12 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
     method = METHODS.build(dict(type=spec.method, feature_dim=backbone.feature_dim, seed=spec.seed,
                                 **spec.config["method"]))
     method.bind(backbone)  # what tail methods copy and fine-tune, also after a resume
+    train = val = test = None  # the feature bank, built (or read) only for a method that reads features
+    if method.reads_features():
+        train, val, test = features_for(spec, data, backbone, device, spec.config["features"]["views"], log,
+                                        results=out.parent.parent)
+        log(f"features ({spec.config['features']['mode']}): train {tuple(train.plain.shape)} with "
+            f"{train.views.shape[1]} stored views, test {tuple(test.plain.shape)}, {time.monotonic() - clock:.1f}s")
     inputs = INPUTS[method.inputs](method=method, backbone=backbone, data=data, device=device, spec=spec,
                                    features=(train, val, test), val_images=val_images)
     evaluator = Evaluator(layout)
@@ -213,14 +215,18 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
         seed_everything(spec.seed * 1000 + t)
         offset, n_classes = layout.offsets[t], layout.sizes[t]
         of_task = [step_order(np.flatnonzero(train_task == s), spec.seed, s) for s in range(t + 1)]
-        past = [train.subset(of_task[s]).to(device) for s in range(t)] if method.sees_past_steps else []
-        step = Step(index=t, n_classes=n_classes, offset=offset, train=train.subset(of_task[t]).to(device),
-                    last=t == spec.n_steps - 1, past=past, device=device,
+        def features_of(rows: np.ndarray) -> FeatureViews | None:
+            return train.subset(rows).to(device) if train is not None else None
+
+        step = Step(index=t, n_classes=n_classes, offset=offset, train=features_of(of_task[t]),
+                    last=t == spec.n_steps - 1, device=device,
+                    past=[features_of(rows) for rows in of_task[:t]] if method.sees_past_steps else [],
                     **inputs.step_fields(of_task, method.sees_past_steps))
         method.learn(step)
 
         val_idx = np.flatnonzero(val_task == t)
-        _, val_pred = _predict(method, inputs.batches("val", val_idx), t, np.ones(len(val_idx), dtype=bool))
+        _, val_pred = _predict(method, inputs.batches("val", val_idx), t, np.ones(len(val_idx), dtype=bool),
+                               unified=False)
         evaluator.freeze_mapping(t, val_images.labels[val_idx], val_pred)
         seen = np.flatnonzero(test_task <= t)
         unified, task_pred = _predict(method, inputs.batches("test", seen), t, test_task[seen] == t)
@@ -342,18 +348,20 @@ INPUTS: dict[str, Any] = {"features": FeatureInputs, "tokens": TokenInputs}
 
 
 @torch.no_grad()
-def _predict(method: Any, batches: Iterator[torch.Tensor], task: int, current: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Argmax of the unified head on every batch, and of task `task`'s head on the rows where
-    `current` holds: both read the same batch, so each image's prefix runs once."""
-    unified, task_pred, start = [], [], 0
+def _predict(method: Any, batches: Iterator[torch.Tensor], task: int, current: np.ndarray,
+             unified: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Argmax of the unified head on every batch (unless `unified` is False), and of task `task`'s
+    head on the rows where `current` holds: both read the same batch, so each image's prefix runs once."""
+    predictions, task_pred, start = [], [], 0
     for x in batches:
         rows = torch.as_tensor(current[start: start + len(x)], device=x.device)
-        unified.append(method.logits(x).argmax(1).cpu())
+        if unified:
+            predictions.append(method.logits(x).argmax(1).cpu())
         if rows.any():
             task_pred.append(method.task_logits(x[rows], task).argmax(1).cpu())
         start += len(x)
     empty = torch.empty(0, dtype=torch.long)
-    return torch.cat(unified or [empty]).numpy(), torch.cat(task_pred or [empty]).numpy()
+    return torch.cat(predictions or [empty]).numpy(), torch.cat(task_pred or [empty]).numpy()
 
 
 def _read_checkpoint(out: Path, log: Log) -> dict[str, Any] | None:

@@ -52,6 +52,11 @@ class Method:
         self.seed = seed
         self.hparams = hparams
 
+    @classmethod
+    def reads_features(cls) -> bool:
+        """Whether it reads `step.train` (the feature bank): the runner builds the bank only then."""
+        return cls.inputs == "features" or cls.warms_up_on_features
+
     def bind(self, backbone: torch.nn.Module) -> None:
         """Called by the runner with the frozen pre-trained backbone before the first step (and after a
         resume): methods that build on it (`methods.tails.TailMethod`) keep it."""

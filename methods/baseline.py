@@ -48,11 +48,7 @@ class Baseline(Method):
         return {"heads": [h.weight.detach().cpu().clone() for h in self.heads], "losses": self.losses}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.heads = []
-        for weight in state["heads"]:
-            head = self.new_head(weight.shape[0])
-            head.weight.data.copy_(weight)
-            self.heads.append(head.eval())
+        self.heads = [CosineHead.from_weight(w, self.hparams["normalize_weights"]).eval() for w in state["heads"]]
         self.losses = list(state["losses"])
 
 
@@ -79,6 +75,4 @@ class WithStudent(Baseline):
         super().load_state_dict(state)
         self.student = None
         if state["student"] is not None:
-            w = state["student"]
-            self.student = CosineHead(w.shape[1], w.shape[0], self.student_normalizes()).eval()
-            self.student.weight.data.copy_(w)
+            self.student = CosineHead.from_weight(state["student"], self.student_normalizes()).eval()

@@ -25,6 +25,13 @@ class CosineHead(nn.Module):
         nn.init.trunc_normal_(self.weight, std=0.02)
         self.normalize_weights = normalize_weights
 
+    @classmethod
+    def from_weight(cls, weight: torch.Tensor, normalize_weights: bool = True) -> "CosineHead":
+        """A head holding a copy of `weight` (n_out × in_dim), on its device."""
+        head = cls(weight.shape[1], weight.shape[0], normalize_weights).to(weight.device)
+        head.weight.data.copy_(weight.detach())
+        return head
+
     @torch.no_grad()
     def renormalize(self) -> None:
         if self.normalize_weights:
@@ -110,10 +117,7 @@ def hard_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, temperature:
 
 def concatenated_head(heads: list[CosineHead], normalize_weights: bool) -> CosineHead:
     """A unified head whose rows are the given heads' rows in task order (§2.2)."""
-    weight = torch.cat([h.weight.detach() for h in heads])
-    head = CosineHead(weight.shape[1], weight.shape[0], normalize_weights).to(weight.device)
-    head.weight.data.copy_(weight)
-    return head
+    return CosineHead.from_weight(torch.cat([h.weight.detach() for h in heads]), normalize_weights)
 
 
 class PrototypeStats:

@@ -20,15 +20,29 @@ class ReservoirBuffer:
     def __len__(self) -> int:
         return min(self.seen, self.size)
 
-    def add(self, images: torch.Tensor, logits: torch.Tensor, gen: torch.Generator) -> None:
+    def offer(self, n: int, gen: torch.Generator) -> tuple[list[int], list[int]]:
+        """Offer `n` more pairs: which of them (positions 0..n-1) are kept, and in which slots. Only
+        those need loading: once the buffer is full, few are."""
+        positions, slots = [], []
+        for position in range(n):
+            slot = self.seen if self.seen < self.size else int(torch.randint(0, self.seen + 1, (1,), generator=gen))
+            if slot < self.size:
+                positions.append(position)
+                slots.append(slot)
+            self.seen += 1
+        return positions, slots
+
+    def store(self, slots: list[int], images: torch.Tensor, logits: torch.Tensor) -> None:
+        """Put the kept pairs in their slots, in order (a later pair of the same batch wins a slot)."""
         if self.images is None:
             self.images = images.new_empty((self.size, *images.shape[1:]))
             self.logits = logits.new_empty((self.size, *logits.shape[1:]))
-        for image, logit in zip(images, logits.detach()):
-            slot = self.seen if self.seen < self.size else int(torch.randint(0, self.seen + 1, (1,), generator=gen))
-            if slot < self.size:
-                self.images[slot], self.logits[slot] = image, logit
-            self.seen += 1
+        for slot, image, logit in zip(slots, images, logits.detach()):
+            self.images[slot], self.logits[slot] = image, logit
+
+    def add(self, images: torch.Tensor, logits: torch.Tensor, gen: torch.Generator) -> None:
+        positions, slots = self.offer(len(images), gen)
+        self.store(slots, images[positions], logits[positions])
 
     def sample(self, n: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """`min(n, len)` distinct stored pairs, uniformly."""

@@ -40,8 +40,12 @@ class DER(FineTunedIL):
             self.buffers.append(ReservoirBuffer(self.hparams["buffer_size"]))
 
     def observe(self, step: Step, index: torch.Tensor, logits1: torch.Tensor) -> None:
-        if not step.last:
-            self.buffers[step.index].add(step.tokens.raw(index), logits1, self._gen)
+        if step.last:
+            return
+        buffer = self.buffers[step.index]
+        positions, slots = buffer.offer(len(index), self._gen)
+        if positions:  # load (decode) only the images the reservoir keeps
+            buffer.store(slots, step.tokens.raw(index[positions]), logits1[positions])
 
     def regulariser(self, step: Step, tokens1: torch.Tensor, features1: torch.Tensor,
                     gen: torch.Generator) -> torch.Tensor:
@@ -49,7 +53,7 @@ class DER(FineTunedIL):
         for s in range(step.index):
             images, logits = self.buffers[s].sample(self.hparams["batch_size"], self._gen)
             replayed = self.heads[s](self.tail(step.tokens.views_of(images, self._gen)))
-            terms.append(F.mse_loss(replayed, logits))
+            terms.append(F.mse_loss(replayed, logits.to(replayed.device)))  # a resumed buffer is on the CPU
         return self.hparams["der_alpha"] * torch.stack(terms).sum() if terms else features1.new_zeros(())
 
     def state_dict(self) -> dict[str, Any]:

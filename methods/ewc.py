@@ -10,7 +10,7 @@ single anchor θ* is overwritten with the current tail. λ: 8000 (`paper`), 1000
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 import torch
 import torch.nn.functional as F
@@ -20,7 +20,7 @@ from methods.finetuned import FineTunedIL
 from registries import METHODS
 
 
-def fisher_diagonal(tail: torch.nn.Module, head: torch.nn.Module, batches: list[torch.Tensor],
+def fisher_diagonal(tail: torch.nn.Module, head: torch.nn.Module, batches: Iterable[torch.Tensor],
                     batch_size: int) -> dict[str, torch.Tensor]:
     """FACIL's empirical Fisher with the model's own predictions as targets: Σ_batches grad² · |batch|,
     divided by ⌊N/B⌋·B (N when a single partial batch is all there is)."""
@@ -68,8 +68,8 @@ class EwC(FineTunedIL):
 
     def end_step(self, step: Step) -> None:
         hp = self.hparams
-        new = fisher_diagonal(self.tail, self.heads[step.index], list(step.tokens.batches(hp["batch_size"])),
-                              hp["batch_size"])
+        # one batch of tokens at a time: a step's tokens at once would not fit (0.6 MB an image for ViT-B)
+        new = fisher_diagonal(self.tail, self.heads[step.index], step.tokens.batches(hp["batch_size"]), hp["batch_size"])
         alpha = hp["fisher_alpha"]
         self.fisher = new if not self.fisher else {k: alpha * self.fisher[k] + (1 - alpha) * new[k] for k in new}
         self.anchor = {name: p.detach().clone() for name, p in self.tail.named_parameters()}
@@ -80,6 +80,5 @@ class EwC(FineTunedIL):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
-        device = next(self.backbone.parameters()).device if self.backbone is not None else "cpu"
-        self.fisher = {n: v.to(device) for n, v in state["fisher"].items()}
-        self.anchor = {n: v.to(device) for n, v in state["anchor"].items()}
+        self.fisher = {n: v.to(self.device) for n, v in state["fisher"].items()}
+        self.anchor = {n: v.to(self.device) for n, v in state["anchor"].items()}

@@ -117,9 +117,5 @@ class FineTunedIL(TailMethod):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._tail, self._tail_state = None, state["tail"]
-        self.heads = []
-        device = next(self.backbone.parameters()).device if self.backbone is not None else "cpu"
-        for weight in state["heads"]:
-            head = self.new_head(weight.shape[0])
-            head.weight.data.copy_(weight)
-            self.heads.append(head.to(device).eval())
+        normalize = self.hparams["normalize_weights"]
+        self.heads = [CosineHead.from_weight(w.to(self.device), normalize).eval() for w in state["heads"]]

@@ -39,10 +39,7 @@ class JointUnfrozen(TailMethod, Baseline):
         """The (tail, head) pair of stage 1 of step `key`, or of stage 2 for key "joint"."""
         if key not in self._models:
             blocks, weight = self.stage2 if key == "joint" else self.stage1[key]
-            head = CosineHead(weight.shape[1], weight.shape[0], True)
-            head.weight.data.copy_(weight)
-            tail = self.new_tail(blocks).eval()
-            self._models[key] = (tail, head.to(next(tail.parameters()).device).eval())
+            self._models[key] = (self.new_tail(blocks).eval(), CosineHead.from_weight(weight.to(self.device)).eval())
         return self._models[key]
 
     def learn(self, step: Step) -> None:

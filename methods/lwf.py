@@ -60,10 +60,8 @@ class LwF(FineTunedIL):
         if step.index == 0:
             self.teacher = None
             return
-        heads = [self.new_head(h.weight.shape[0]).to(h.weight.device) for h in self.heads]
-        for copy, head in zip(heads, self.heads):
-            copy.weight.data.copy_(head.weight.detach())
-            copy.requires_grad_(False).eval()
+        heads = [CosineHead.from_weight(h.weight, self.hparams["normalize_weights"]).requires_grad_(False).eval()
+                 for h in self.heads]
         self.teacher = (self.tail.frozen_copy(), heads)
 
     def regulariser(self, step: Step, tokens1: torch.Tensor, features1: torch.Tensor,

@@ -71,9 +71,14 @@ class TailMethod(Method):
         self.backbone = backbone
         self.first_trainable = first_trainable_block(len(vit_of(backbone).blocks), self.hparams["unfreeze"])
 
+    @property
+    def device(self) -> torch.device:
+        """Where the backbone is (the runner moved it to the run's device), so where tails and heads go."""
+        return next(self.backbone.parameters()).device if self.backbone is not None else torch.device("cpu")
+
     def new_tail(self, state: dict[str, torch.Tensor] | None = None) -> Tail:
         """A fresh copy of the pre-trained tail, or one holding `state`, on the backbone's device."""
         tail = Tail(self.backbone, self.first_trainable)
         if state is not None:
             tail.load_trainable_state(state)
-        return tail.to(next(self.backbone.parameters()).device)
+        return tail.to(self.device)
