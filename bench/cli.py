@@ -462,8 +462,7 @@ def _finished_runs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
             print(f"bench: warning: skipping run {directory.name}: cannot read {directory / 'spec.json'} "
                   f"({type(err).__name__}); `bench run` re-runs it", file=sys.stderr)
             continue
-        entry = spec.method if spec.preset == "paper" else f"{spec.method}:{spec.preset}"
-        if ((args.methods and entry not in args.methods and spec.method not in args.methods)
+        if ((args.methods and Block._entry(spec) not in args.methods)  # `Baseline:code` names a preset, as in grids
                 or (args.datasets and spec.dataset not in args.datasets) or (args.splits and spec.split not in args.splits)
                 or (args.seeds and spec.seed not in args.seeds) or (args.backbones and spec.backbone not in args.backbones)):
             continue
@@ -539,6 +538,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BenchError as err:
         print(f"bench: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `bench run --dry-run | head`: the reader has seen enough, not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ RANGES: list[tuple[str, Callable[[Any], bool], str]] = [
     (r"(.*_)?(fraction|prob|p)$", lambda v: 0 <= v <= 1, "a probability in [0, 1]"),
     (r"replay_per_class$|(.*_)?seed$|val_per_class$", lambda v: v >= 0, "an integer >= 0"),
     (r"(num_classes|train_per_class|test_per_class|channels)$", lambda v: v >= 1, "an integer >= 1"),
+    (r"views$", lambda v: v >= 0, "an integer >= 0"),
     (r"image_size$", lambda v: v >= 4, "an integer >= 4"),
 ]
 NUMBER = (int, float)

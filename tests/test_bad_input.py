@@ -47,6 +47,7 @@ CASES = [
     ("unknown k-means init", ["run", *SMOKE, "--methods", "K-means", "--cfg-options", "method.init=kmeans"], "method.init='kmeans': must be one of k-means++, random", None),
     ("too few per-step epochs", ["run", *SMOKE, "--cfg-options", "method.epochs_per_step=[10]"], "method.epochs_per_step=[10]: must be None or a list of at least 2 integers >= 1", None),
     ("one view in bank mode", ["run", *SMOKE, "--cfg-options", "features.views=1"], "features.views=1: must be an integer >= 2 in bank mode", None),
+    ("negative views", ["run", *SMOKE, "--cfg-options", "features.mode=exact", "features.views=-1"], "features.views=-1: must be an integer >= 0", None),
     ("unknown feature mode", ["run", *SMOKE, "--cfg-options", "features.mode=banc"], "features.mode='banc': must be one of bank, exact", None),
     ("unknown view policy", ["run", *SMOKE, "--cfg-options", "features.policy=simclr"], "features.policy='simclr': must be one of paper, code", None),
     ("pretrained not a path", ["run", *SMOKE, "--cfg-options", "backbone.pretrained=3"], "backbone.pretrained=3: must be true, false or the path of a weights file", None),
