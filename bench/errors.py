@@ -8,6 +8,12 @@ class BenchError(Exception):
     """A user-facing error: bad input, missing data, unknown names. The message says what to do."""
 
 
+def first_line(err: BaseException) -> str:
+    """`Type: first line of the message`: what a one-line report of a library's exception keeps
+    (torch and pyarrow append paragraphs of advice)."""
+    return f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0]}"
+
+
 def unknown(kind: str, name: str, known: Iterable[str]) -> BenchError:
     """`unknown method 'basline'; known: Baseline, K-means`."""
     return BenchError(f"unknown {kind} {name!r}; known: {', '.join(sorted(known, key=str.lower))}")

@@ -29,7 +29,7 @@ from mmengine.config import Config
 import bench
 from bench.backbones import build_backbone
 from bench.data import ImageSet, build_dataset
-from bench.errors import BenchError
+from bench.errors import BenchError, first_line
 from bench.evaluate import Evaluator, MetricRow, TaskLayout
 from bench.bank import default_cache_dir, load_or_build, weights_identity
 from bench.features import Encoder, FeatureViews, LiveViews, extract
@@ -52,12 +52,12 @@ def unreadable(out: Path) -> dict[str, str]:
     try:
         pq.read_metadata(out / METRICS)
     except Exception as err:  # pyarrow raises several types for damaged files
-        bad[METRICS] = f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}"
+        bad[METRICS] = first_line(err)
     try:
         if json.loads((out / "spec.json").read_text()).get("run_id") != out.name:
             bad["spec.json"] = "it describes another run"
     except Exception as err:
-        bad["spec.json"] = f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}"
+        bad["spec.json"] = first_line(err)
     return bad
 
 
@@ -179,7 +179,7 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
                               spec.location.get("weights_dir")).to(device)
     val_images = data.val_or_train()
     mapping_images = "val" if data.val is not None else "train"
-    log(f"task mappings frozen on the {'held-out validation' if data.val is not None else 'training'} images")
+    log(f"task mappings frozen on the {'held-out validation' if mapping_images == 'val' else 'training'} images")
     without_val = sorted(set(range(data.num_classes)) - set(val_images.labels.tolist()))
     if without_val:
         log(f"WARNING: {len(without_val)} class(es) have no {mapping_images} image to freeze the task mapping from "
@@ -375,8 +375,7 @@ def _read_checkpoint(out: Path, log: Log) -> dict[str, Any] | None:
         return state
     except Exception as err:  # torch raises many types for damaged files
         aside = set_aside(out, [CHECKPOINT])
-        log(f"checkpoint unreadable ({type(err).__name__}: {(str(err).splitlines() or [''])[0]}): moved to "
-            f"{aside.name}/, starting from step 1")
+        log(f"checkpoint unreadable ({first_line(err)}): moved to {aside.name}/, starting from step 1")
         return None
 
 

@@ -84,17 +84,19 @@ class LiveTokens:
     def subset(self, index: np.ndarray) -> "LiveTokens":
         return LiveTokens(self.images.subset(np.asarray(index)), self.encoder, self.prefix)
 
+    def _view(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        """Tokens of one augmented view of images on the device."""
+        return self.prefix(self.encoder.preprocess(self.encoder.policy(x, gen)))
+
     def two_views(self, index: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         x = view_input(self.images, index.cpu().numpy()).to(self.encoder.device)
-        policy, preprocess = self.encoder.policy, self.encoder.preprocess
-        return self.prefix(preprocess(policy(x, gen))), self.prefix(preprocess(policy(x, gen)))
+        return self._view(x, gen), self._view(x, gen)
 
     def raw(self, index: torch.Tensor | np.ndarray) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(self.images.load(np.asarray(index))))
 
     def views_of(self, raw: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-        x = to_tensor(raw.numpy()).to(self.encoder.device)
-        return self.prefix(self.encoder.preprocess(self.encoder.policy(x, gen)))
+        return self._view(to_tensor(raw.numpy()).to(self.encoder.device), gen)
 
     def plain(self, index: np.ndarray) -> torch.Tensor:
         return self.prefix(self.encoder.preprocess(to_tensor(self.images.load(np.asarray(index)))))

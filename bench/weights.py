@@ -26,7 +26,7 @@ from typing import Any, Mapping
 import torch
 from torch import nn
 
-from bench.errors import BenchError
+from bench.errors import BenchError, first_line
 
 # Containers that training scripts wrap a state dict in; DINO's evaluation takes the teacher.
 CONTAINERS = ("teacher", "state_dict", "model", "module")
@@ -55,9 +55,7 @@ def read_checkpoint(path: Path) -> Any:
         with torch.serialization.safe_globals([argparse.Namespace]):
             return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises many types for a file it cannot read
-        first = (str(err).strip().splitlines() or [""])[0]  # torch appends paragraphs of advice
-        raise BenchError(f"cannot read backbone weights {path}: {type(err).__name__}: {first} Expected one of: "
-                         f"{FORMATS}") from None
+        raise BenchError(f"cannot read backbone weights {path}: {first_line(err)} Expected one of: {FORMATS}") from None
 
 
 def backbone_state(checkpoint: Any) -> dict[str, torch.Tensor]:

@@ -8,6 +8,8 @@ from typing import Callable, Iterable
 
 import pandas as pd
 
+from bench.errors import first_line
+
 COLUMNS = ["run_id", "method", "preset", "label", "dataset", "split", "n_steps", "backbone", "seed",
            "reported_A", "reported_F", "features", "step", "group", "flavour", "metric", "value"]
 
@@ -31,8 +33,7 @@ def load_metrics(run_dirs: Iterable[Path], warn: Callable[[str], None] = _warn) 
             if missing:
                 raise ValueError(f"missing columns {', '.join(sorted(missing))}")
         except Exception as err:  # pyarrow and OS errors of many kinds: the file is what matters
-            reason = (str(err).splitlines() or [""])[0]
-            warn(f"skipping run {d.name}: cannot read {path} ({type(err).__name__}: {reason}); `bench run` re-runs it")
+            warn(f"skipping run {d.name}: cannot read {path} ({first_line(err)}); `bench run` re-runs it")
             continue
         if "features" not in frame:
             frame["features"] = _legacy_features(d)
