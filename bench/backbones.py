@@ -126,9 +126,9 @@ def build_backbone(name: str, options: Mapping[str, Any], image_shape: tuple[int
     return model.eval().requires_grad_(False)
 
 
-def has_blocks(name: str, options: Mapping[str, Any]) -> bool:
-    """Whether backbone `name` is a ViT with transformer blocks (what tail methods train), found by
-    building it on the meta device: no weights are read and no memory is filled."""
+def block_count(name: str, options: Mapping[str, Any]) -> int:
+    """How many transformer blocks backbone `name` has (what tail methods train; 0 for a backbone
+    without), found by building it on the meta device: no weights are read and no memory is filled."""
     family, _, model_name = name.partition(":")
     cls = BACKBONES.get(family)
     kwargs = options.get("kwargs", {})
@@ -140,7 +140,7 @@ def has_blocks(name: str, options: Mapping[str, Any]) -> bool:
     except Exception as err:  # the model factory's own complaint about its arguments
         raise BenchError(f"backbone {name!r} cannot be built with backbone.kwargs {kwargs}: "
                          f"{type(err).__name__}: {err}") from None
-    return hasattr(getattr(model, "model", model), "blocks")
+    return len(getattr(getattr(model, "model", model), "blocks", ()))
 
 
 def resolve_pretrained(name: str, pretrained: bool | str, weights_dir: str | None) -> bool | str:

@@ -144,21 +144,27 @@ def _check_splits(specs: Sequence[Any]) -> None:
 
 
 def _check_tail_backbones(specs: Sequence[Any]) -> None:
-    """A method that trains a ViT's last blocks on a backbone without blocks is refused before anything runs."""
-    from bench.backbones import PAPER_BACKBONES, has_blocks
+    """A method that trains a ViT's last blocks on a backbone without blocks, or with fewer blocks than
+    it unfreezes, is refused before anything runs."""
+    from bench.backbones import PAPER_BACKBONES, block_count
+    from bench.tokens import first_trainable_block
     from registries import METHODS
 
-    fits: dict[str, bool] = {}
+    depths: dict[str, int] = {}
     for spec in specs:
         if METHODS.get(spec.method).inputs != "tokens":
             continue
         key = f"{spec.backbone} {sorted(spec.config['backbone']['kwargs'].items())}"
-        if key not in fits:
-            fits[key] = has_blocks(spec.backbone, spec.config["backbone"])
-        if not fits[key]:
-            vits = [name for name in PAPER_BACKBONES if has_blocks(name, {})]
+        if key not in depths:
+            depths[key] = block_count(spec.backbone, spec.config["backbone"])
+        if not depths[key]:
+            vits = [name for name in PAPER_BACKBONES if block_count(name, {})]
             raise BenchError(f"{spec.method} trains a ViT's last blocks; backbone {spec.backbone!r} has none; choose a "
                              f"ViT backbone: {', '.join(vits)} or timm:<a ViT model>")
+        try:
+            first_trainable_block(depths[key], spec.config["method"]["unfreeze"])
+        except ValueError as err:
+            raise BenchError(f"{spec.describe()}: method.unfreeze: {err}") from None
 
 
 def _preflight(specs: Sequence[Any]) -> None:

@@ -74,16 +74,6 @@ class BaselinePlusPlus(WithStudent):
             raise ValueError(f"unknown init_from {hp['init_from']!r}; choose from {', '.join(STUDENT_INITS)}")
         return concatenated_head(parts, hp["ktrfr_normalize_weights"])
 
-    def replay_counts(self, batch: int, gen: torch.Generator) -> dict[int, int]:
-        """How many features to replay per previous class for one batch."""
-        classes = sorted(self.prototypes.means)
-        if self.hparams["replay_per_class"]:
-            return {k: int(self.hparams["replay_per_class"]) for k in classes}
-        # the paper: as many replayed features as the batch holds, spread uniformly over old classes
-        draws = torch.randint(0, len(classes), (batch,), generator=gen)
-        counts = torch.bincount(draws, minlength=len(classes)).tolist()
-        return dict(zip(classes, counts))
-
     def _ktrfr(self, step: Step) -> CosineHead:
         hp = self.hparams
         student = self._init_student().to(step.device)
@@ -94,7 +84,8 @@ class BaselinePlusPlus(WithStudent):
             x1, x2 = step.train.two_views(index[0], gen)
             with torch.no_grad():
                 y = torch.cat([teacher(x1).argmax(1), teacher(x2).argmax(1)]) + step.offset
-            xr, yr = self.prototypes.sample(self.replay_counts(len(index[0]), gen), hp["shared_std"], gen)
+            counts = self.prototypes.replay_counts(len(index[0]), hp["replay_per_class"], gen)
+            xr, yr = self.prototypes.sample(counts, hp["shared_std"], gen)
             student.renormalize()
             return ktrfr_loss(student(torch.cat([x1, x2])), y, student(xr.to(x1.device)), yr.to(y.device),
                               hp["temperature"], hp["ktrfr_reduction"])

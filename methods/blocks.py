@@ -145,6 +145,16 @@ class PrototypeStats:
         total = torch.stack(list(self.stds.values())).sum(0)
         return total / self.n_classes
 
+    def replay_counts(self, batch: int, per_class: int, gen: torch.Generator) -> dict[int, int]:
+        """How many features to replay per stored class for one batch of `batch` images: `per_class`
+        each (the code's table), or with 0 as many as the batch holds, spread uniformly over the
+        classes (the paper)."""
+        classes = sorted(self.means)
+        if per_class:
+            return {k: int(per_class) for k in classes}
+        draws = torch.randint(0, len(classes), (batch,), generator=gen)
+        return dict(zip(classes, torch.bincount(draws, minlength=len(classes)).tolist()))
+
     def sample(self, per_class: dict[int, int], shared_std: bool, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """`per_class[k]` features of class k from N(μ_k, diag(σ²)), σ the class's own or the shared σ̄."""
         sigma_bar = self.shared_std() if shared_std else None

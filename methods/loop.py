@@ -15,14 +15,23 @@ def cosine_lr(epoch: int, epochs: int, lr: float, eta_min: float) -> float:
     return eta_min + (lr - eta_min) * (1 + math.cos(math.pi * (epoch + 1) / epochs)) / 2
 
 
+def step_lr(epoch: int, lr: float, step_size: int, gamma: float) -> float:
+    """StepLR(step_size, gamma) stepped at the START of each epoch, as FRoST's code: epoch e (0-based)
+    runs at lr·γ^⌊(e+1)/step_size⌋, so with step size 170 the 170th epoch is the first at lr·γ."""
+    return lr * gamma ** ((epoch + 1) // step_size)
+
+
 def sgd(parameters: Iterable[nn.Parameter], hp: dict) -> torch.optim.SGD:
     return torch.optim.SGD(list(parameters), lr=hp["lr"], momentum=hp["momentum"], weight_decay=hp["weight_decay"])
 
 
 def train_epochs(parameters: Iterable[nn.Parameter], hp: dict, *, epochs: int, sizes: Sequence[int], batch_size: int,
-                 gen: torch.Generator, loss_of: Callable[[list[torch.Tensor]], torch.Tensor]) -> list[float]:
+                 gen: torch.Generator, loss_of: Callable[[list[torch.Tensor]], torch.Tensor],
+                 lr_at: Callable[[int], float] | None = None,
+                 on_epoch: Callable[[int], None] | None = None) -> list[float]:
     """Train `parameters` for `epochs` with SGD (`hp`: lr, momentum, weight_decay, eta_min), a fresh
-    optimiser and a cosine schedule restarting from `lr`, as every stage of the authors' code.
+    optimiser and a cosine schedule restarting from `lr`, as every stage of the authors' code
+    (`lr_at(epoch)` replaces the schedule; `on_epoch(epoch)` is called as each epoch starts).
 
     Each epoch shuffles each of the sources of `sizes` items with `gen` and cuts batches of
     `batch_size`, the last one partial (drop_last=False). Several sources are zipped, as the authors'
@@ -33,7 +42,9 @@ def train_epochs(parameters: Iterable[nn.Parameter], hp: dict, *, epochs: int, s
     losses = []
     for epoch in range(epochs):
         for group in opt.param_groups:
-            group["lr"] = cosine_lr(epoch, epochs, hp["lr"], hp["eta_min"])
+            group["lr"] = lr_at(epoch) if lr_at else cosine_lr(epoch, epochs, hp["lr"], hp["eta_min"])
+        if on_epoch:
+            on_epoch(epoch)
         orders = [torch.randperm(n, generator=gen) for n in sizes]
         total, rows = 0.0, 0
         for it in range(iterations):

@@ -18,7 +18,21 @@ from bench.tokens import first_trainable_block, vit_of
 from methods.base import Method
 
 
-class Tail(nn.Module):
+class SharesBackbone(nn.Module):
+    """A module that reads the frozen backbone through `self._finish` (a list, which keeps the backbone
+    out of its parameters and state): its copies share that backbone, never copy it."""
+
+    _finish: list[nn.Module]
+
+    def __deepcopy__(self, memo: dict) -> "SharesBackbone":
+        memo[id(self._finish)] = self._finish
+        twin = self.__class__.__new__(self.__class__)
+        memo[id(self)] = twin
+        twin.__dict__.update(copy.deepcopy(self.__dict__, memo))
+        return twin
+
+
+class Tail(SharesBackbone):
     """blocks[first:] of a ViT backbone as trainable copies, then its frozen norm and head:
     prefix tokens in, the backbone's own feature out."""
 
@@ -26,15 +40,24 @@ class Tail(nn.Module):
         super().__init__()
         model = vit_of(backbone)
         self.blocks = copy.deepcopy(model.blocks[first:]).requires_grad_(True)
-        self._finish = [model]  # a list keeps the shared backbone out of this module's parameters and state
+        self._finish = [model]
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        finish = self._finish[0]
+        return self.entry_and_feature(tokens)[1]
+
+    def entry_and_feature(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The tokens entering the last block (what ResTune's residual branches read) and the feature."""
         with cuda_bf16(tokens.device):
             x = tokens
-            for block in self.blocks:
+            for block in self.blocks[:-1]:
                 x = block(x)
-            return finish.forward_head(finish.norm(x)).float()  # pooled token, then the head
+            return x, self.finish(self.blocks[-1](x))
+
+    def finish(self, x: torch.Tensor) -> torch.Tensor:
+        """The backbone's frozen final norm, pooling and own head on the last block's tokens."""
+        model = self._finish[0]
+        with cuda_bf16(x.device):
+            return model.forward_head(model.norm(x)).float()
 
     def trainable_state(self) -> dict[str, torch.Tensor]:
         return {k: v.detach().cpu().clone() for k, v in self.blocks.state_dict().items()}
@@ -42,13 +65,6 @@ class Tail(nn.Module):
     def load_trainable_state(self, state: dict[str, torch.Tensor]) -> "Tail":
         self.blocks.load_state_dict(state)
         return self
-
-    def __deepcopy__(self, memo: dict) -> "Tail":
-        """A copy of the blocks; the shared frozen backbone is shared, never copied."""
-        twin = Tail.__new__(Tail)
-        nn.Module.__init__(twin)
-        twin.blocks, twin._finish = copy.deepcopy(self.blocks, memo), self._finish
-        return twin.train(self.training)
 
     def frozen_copy(self) -> "Tail":
         """A teacher: the same weights, no gradient, in eval mode."""

@@ -130,7 +130,7 @@ def test_a_weights_directory_serves_each_paper_backbone_its_published_file(tmp_p
     from bench.bank import list_banks
     from bench.cli import main
 
-    tiny = {"img_size": 16, "patch_size": 8, "embed_dim": 32, "depth": 1, "num_heads": 2}  # the smoke grid's
+    tiny = {"img_size": 16, "patch_size": 8, "embed_dim": 32, "depth": 2, "num_heads": 2}  # the smoke grid's
     source = timm.create_model("vit_base_patch16_224", pretrained=False, num_classes=0, **tiny)
     (tmp_path / "weights").mkdir()
     torch.save(source.state_dict(), tmp_path / "weights" / "dino_vitbase16_pretrain.pth")

@@ -25,13 +25,13 @@ TINY_VIT = {"backbone.kwargs.depth": 2, "method.warmup_epochs": 2, "method.epoch
             "method.stage2_epochs": 2, "method.batch_size": 16, "method.buffer_size": 8}
 
 
-def tiny_vit_specs(name: str, splits=("2-step",), **extra):
+def tiny_vit_specs(name: str, splits=("2-step",), preset: str = "paper", **extra):
     """The smoke grid's tiny ViT, short stages; only the method keys `name` has."""
     from bench.spec import load_preset
 
-    known = load_preset(name, "paper")[0]
+    known = load_preset(name, preset)[0]
     options = {k: v for k, v in {**TINY_VIT, **extra}.items() if not k.startswith("method.") or k[7:] in known}
-    return tiny_specs(methods=[name], backbone="timm:vit_tiny_patch16_224", splits=splits, **options)
+    return tiny_specs(methods=[f"{name}:{preset}"], backbone="timm:vit_tiny_patch16_224", splits=splits, **options)
 
 
 class Scale(nn.Module):
@@ -209,11 +209,13 @@ def test_der_keeps_one_buffer_per_step_but_the_last_of_that_steps_images():
     assert all(bytes(img.numpy()) in step0 for img in method.buffers[0].images)  # un-augmented, step 0's own
 
 
-@pytest.mark.parametrize("method", TAIL_METHODS)
-def test_every_tail_method_resumes_after_step_1_to_the_same_state(method, tmp_path, monkeypatch):
+@pytest.mark.parametrize("entry", TAIL_METHODS + ["FRoST:sinkhorn"])
+def test_every_tail_method_resumes_after_step_1_to_the_same_state(entry, tmp_path, monkeypatch):
     """A run killed after step 1 (of 5) resumes from its checkpoint and ends with the same metrics
-    and the same trained state (tails, heads, Fisher, buffers, teachers) as an uninterrupted one."""
-    (spec,) = tiny_vit_specs(method, splits=["5-step"], **{"dataset.num_classes": 10})
+    and the same trained state (tails, heads, Fisher, buffers, teachers, branches, prototypes) as an
+    uninterrupted one."""
+    method, _, preset = entry.partition(":")
+    (spec,) = tiny_vit_specs(method, splits=["5-step"], preset=preset or "paper", **{"dataset.num_classes": 10})
     states = {"whole": [], "resumed": []}
     real_save = runner._save_checkpoint
     target = "whole"

@@ -64,12 +64,11 @@ def make_pp(**overrides) -> BaselinePlusPlus:
 
 
 def test_replay_batch_composition_paper_and_code():
-    method = make_pp()
-    method.prototypes.add_step(torch.randn(9, 4), torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2]), n_classes=3)
-    counts = method.replay_counts(256, torch.Generator().manual_seed(0))
+    stats = PrototypeStats()
+    stats.add_step(torch.randn(9, 4), torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2]), n_classes=3)
+    counts = stats.replay_counts(256, 0, torch.Generator().manual_seed(0))
     assert sum(counts.values()) == 256 and set(counts) == {0, 1, 2}  # paper: as many as the batch
-    method.hparams["replay_per_class"] = 12
-    assert method.replay_counts(256, torch.Generator()) == {0: 12, 1: 12, 2: 12}  # code: n_k per class
+    assert stats.replay_counts(256, 12, torch.Generator()) == {0: 12, 1: 12, 2: 12}  # code: n_k per class
 
 
 def test_student_initialisation_paper_vs_code():
@@ -105,7 +104,8 @@ def test_code_presets_train_on_the_authors_views_paper_presets_on_the_papers(met
     presets = preset_names(_read_config(str(PRESETS_DIR / f"{METHODS.get(method).preset_file}.py")))
     for preset in presets:
         config = resolve_config(method, preset, "cifar10", "2-step", {}, {})
-        assert config["features"]["policy"] == ("code" if preset == "code" else "paper"), preset
+        # FRoST's `sinkhorn` is the scripts' other variant (scripts_il_frost_sinkhorn/): code through and through
+        assert config["features"]["policy"] == ("code" if preset in ("code", "sinkhorn") else "paper"), preset
         assert "features" not in config["method"]
     if "code" in presets:  # the command line still wins over the preset
         config = resolve_config(method, "code", "cifar10", "2-step", {}, {"features.policy": "paper"})
