@@ -483,7 +483,7 @@ def _finished_runs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from bench.report import write_report
+    from bench.report import steps_figures, write_report
     from bench.report.aggregate import backbone_label, final_scores
     from bench.report.table import render_table
 
@@ -513,6 +513,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             path.write_text(render_table(final_scores(part, block_order), args.format, layout=block.layout,
                                          exclude_from_best=references, caption=f"grid {grid.name}, {block.name}."))
             paths.append(path)
+            paths += steps_figures(part, out, f"steps_{block.name}", block_order)  # the appendix's figures
     if args.compare:
         from bench.report.compare import compare, paper_reference, render_compare
 

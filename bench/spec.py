@@ -38,7 +38,8 @@ SPLITS: dict[str, int] = {"2-step": 2, "5-step": 5, "10-step": 10}
 # that reading a grid checks the name without importing the report's plotting stack.
 LAYOUTS: dict[str, str] = {"comparison": "Tab. 5: one row per method", "references": "Tab. 2: references first",
                            "ablation": "Tab. 3: rows (a)-(d), CosNorm and KTRFR marks",
-                           "backbones": "Tab. 4: one row per backbone"}
+                           "backbones": "Tab. 4: one row per backbone",
+                           "baselines_last": "the appendix's CaSSLe table: compared methods, a rule, the baselines"}
 
 FEATURE_MODES = ("bank", "exact")  # features.mode
 POLICY_PRESETS = ("paper", "code")  # features.policy: the paper's views or the authors' per-dataset ones

@@ -10,7 +10,7 @@ the source's business. Teachers run on the student's tokens: the prefix runs onc
 """
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import torch
@@ -19,7 +19,7 @@ from torch import nn
 from bench.data.base import ImageSet
 from bench.errors import BenchError
 from bench.features import Encoder, cuda_bf16
-from bench.data.pipeline import view_input
+from bench.data.pipeline import policy_variant, view_input
 from bench.preprocess import to_tensor
 
 
@@ -84,13 +84,18 @@ class LiveTokens:
     def subset(self, index: np.ndarray) -> "LiveTokens":
         return LiveTokens(self.images.subset(np.asarray(index)), self.encoder, self.prefix)
 
-    def _view(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-        """Tokens of one augmented view of images on the device."""
-        return self.prefix(self.encoder.preprocess(self.encoder.policy(x, gen)))
+    def _view(self, x: torch.Tensor, gen: torch.Generator, policy: Any = None) -> torch.Tensor:
+        """Tokens of one augmented view of images on the device (the encoder's policy unless told)."""
+        return self.prefix(self.encoder.preprocess((policy or self.encoder.policy)(x, gen)))
 
-    def two_views(self, index: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    def two_views(self, index: torch.Tensor, gen: torch.Generator,
+                  variants: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Two views; `variants` changes each view's policy (`bench.data.pipeline.policy_variant`),
+        for methods whose two views are augmented differently (CaSSLe's BYOL)."""
         x = view_input(self.images, index.cpu().numpy()).to(self.encoder.device)
-        return self._view(x, gen), self._view(x, gen)
+        first, second = ((policy_variant(self.encoder.policy, v) for v in variants) if variants
+                         else (None, None))
+        return self._view(x, gen, first), self._view(x, gen, second)
 
     def raw(self, index: torch.Tensor | np.ndarray) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(self.images.load(np.asarray(index))))

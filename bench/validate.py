@@ -83,6 +83,10 @@ def check_method(params: Mapping[str, Any], defaults: Mapping[str, Any], choices
                                           and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1
                                                   for v in value)):
                 raise _fail(dotted, value, f"None or a list of at least {n_steps} integers >= 1, one per step")
+        elif re.fullmatch(r"view_.*_p", key):  # one probability per view (CaSSLe's asymmetric views)
+            if not (isinstance(value, (list, tuple)) and len(value) == 2
+                    and all(isinstance(v, NUMBER) and not isinstance(v, bool) and 0 <= v <= 1 for v in value)):
+                raise _fail(dotted, value, "a list of two probabilities in [0, 1], one per view")
         elif key == "unfreeze":  # a count of last blocks or the name of the first trainable block
             if not ((isinstance(value, int) and not isinstance(value, bool) and value >= 1)
                     or (isinstance(value, str) and re.fullmatch(r"blocks\.\d+", value))):

@@ -133,11 +133,14 @@ class PrototypeStats:
         self.n_classes = 0  # classes covered so far, including those that got no sample
 
     @torch.no_grad()
-    def add_step(self, features: torch.Tensor, pseudo_labels: torch.Tensor, n_classes: int) -> None:
+    def add_step(self, features: torch.Tensor, pseudo_labels: torch.Tensor, n_classes: int,
+                 unbiased: bool = False) -> None:
+        """The step's classes' statistics; `unbiased` divides the variance by n − 1 (FRoST's code),
+        a one-sample class keeping variance 0 either way."""
         for k in pseudo_labels.unique().tolist():
             x = features[pseudo_labels == k].float()
             self.means[k] = x.mean(0).cpu()
-            self.stds[k] = torch.sqrt(x.var(0, unbiased=False) + 1e-5).cpu()
+            self.stds[k] = torch.sqrt(x.var(0, unbiased=unbiased and len(x) > 1) + 1e-5).cpu()
         self.n_classes += n_classes
 
     def shared_std(self) -> torch.Tensor:

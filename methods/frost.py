@@ -124,7 +124,7 @@ class FRoST(TailMethod):
         tail, head = self._model(step.index)
         features = torch.cat([tail(x) for x in step.tokens.batches()])
         pseudo = head(features).argmax(1) + step.offset
-        self.prototypes.add_step(features.cpu(), pseudo.cpu(), step.n_classes)
+        self.prototypes.add_step(features.cpu(), pseudo.cpu(), step.n_classes, unbiased=self.hparams["unbiased_variance"])
 
     @torch.no_grad()
     def logits(self, x: torch.Tensor) -> torch.Tensor:

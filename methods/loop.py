@@ -28,17 +28,20 @@ def sgd(parameters: Iterable[nn.Parameter], hp: dict) -> torch.optim.SGD:
 def train_epochs(parameters: Iterable[nn.Parameter], hp: dict, *, epochs: int, sizes: Sequence[int], batch_size: int,
                  gen: torch.Generator, loss_of: Callable[[list[torch.Tensor]], torch.Tensor],
                  lr_at: Callable[[int], float] | None = None,
-                 on_epoch: Callable[[int], None] | None = None) -> list[float]:
+                 on_epoch: Callable[[int], None] | None = None,
+                 after_step: Callable[[], None] | None = None, drop_last: bool = False) -> list[float]:
     """Train `parameters` for `epochs` with SGD (`hp`: lr, momentum, weight_decay, eta_min), a fresh
     optimiser and a cosine schedule restarting from `lr`, as every stage of the authors' code
-    (`lr_at(epoch)` replaces the schedule; `on_epoch(epoch)` is called as each epoch starts).
+    (`lr_at(epoch)` replaces the schedule; `on_epoch(epoch)` is called as each epoch starts,
+    `after_step()` after every optimiser step; `drop_last` drops a last partial batch, unless it
+    would be the only one).
 
     Each epoch shuffles each of the sources of `sizes` items with `gen` and cuts batches of
     `batch_size`, the last one partial (drop_last=False). Several sources are zipped, as the authors'
     zipped loaders: an epoch lasts as long as the shortest. `loss_of` gets one index tensor per source
     and returns the batch's loss. Returns the mean loss per epoch (weighted by the first source's rows)."""
     opt = sgd(parameters, hp)
-    iterations = min(-(-n // batch_size) for n in sizes)
+    iterations = min(max(1, n // batch_size) if drop_last else -(-n // batch_size) for n in sizes)
     losses = []
     for epoch in range(epochs):
         for group in opt.param_groups:
@@ -53,6 +56,8 @@ def train_epochs(parameters: Iterable[nn.Parameter], hp: dict, *, epochs: int, s
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+            if after_step:
+                after_step()
             total, rows = total + loss.item() * len(index[0]), rows + len(index[0])
         losses.append(total / max(rows, 1))
     return losses

@@ -49,6 +49,7 @@ CASES = [
     ("more blocks to unfreeze than the ViT has", ["run", "--grid", "smoke", "--methods", "ResTune", "--results", "{results}", "--cfg-options", "backbone.kwargs.depth=1"], "ResTune · synthetic · 2-step · timm:vit_tiny_patch16_224 · seed 0: method.unfreeze: cannot unfreeze the last 2 blocks of a 1-block backbone; choose 1..1", None),
     ("unknown block to unfreeze from", ["run", "--grid", "smoke", "--methods", "FRoST", "--results", "{results}", "--cfg-options", "method.unfreeze=blocks.7"], "method.unfreeze: unknown block 'blocks.7' to unfreeze from; this backbone has blocks.0 .. blocks.1", None),
     ("unknown frost labelling", ["run", "--grid", "smoke", "--methods", "FRoST", "--results", "{results}", "--cfg-options", "method.labelling=kmeans"], "method.labelling='kmeans': must be one of rankstats, sinkhorn", None),
+    ("a per-view probability for one view only", ["run", "--grid", "smoke", "--methods", "CaSSLe", "--results", "{results}", "--cfg-options", "method.view_solarize_p=[0.2]"], "method.view_solarize_p=[0.2]: must be a list of two probabilities in [0, 1], one per view", None),
     ("one view in bank mode", ["run", *SMOKE, "--cfg-options", "features.views=1"], "features.views=1: must be an integer >= 2 in bank mode", None),
     ("negative views", ["run", *SMOKE, "--cfg-options", "features.mode=exact", "features.views=-1"], "features.views=-1: must be an integer >= 0", None),
     ("unknown feature mode", ["run", *SMOKE, "--cfg-options", "features.mode=banc"], "features.mode='banc': must be one of bank, exact", None),

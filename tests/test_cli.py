@@ -131,7 +131,10 @@ def test_report_writes_each_block_in_its_papers_layout(capsys, tmp_path):
     assert code == 0, err
     folder = tmp_path / "reports" / "paper"
     assert {p.name for p in folder.glob("table*.md")} == {"table.md", "table_tab2.md", "table_tab3.md", "table_tab4.md",
-                                                         "table_tab5.md"}
+                                                         "table_tab5.md", "table_cassle.md"}
+    # the appendix's per-step figures: one per dataset for the whole grid and for each block
+    assert {p.name for p in folder.glob("steps*.png")} == {f"steps_{b}cifar10.png" for b in
+                                                          ("", "tab5_", "tab2_", "tab3_", "tab4_", "cassle_")}
 
     def rows(name):
         lines = (folder / name).read_text().strip().splitlines()
@@ -152,7 +155,8 @@ def test_report_writes_each_block_in_its_papers_layout(capsys, tmp_path):
     assert [r[1] for r in tab2[2:]] == ["K-means", "Joint (frozen)", "Joint (unfrozen)", "Baseline", "Baseline++"]
     tab5 = rows("table_tab5.md")
     assert tab5[0][:2] == ["split", "method"]
-    assert [r[1] for r in tab5[2:]] == ["EwC", "LwF", "DER", "ResTune", "FRoST", "Baseline", "Baseline++"]  # the paper's
+    assert [r[1] for r in tab5[2:]] == ["EwC", "LwF", "DER", "ResTune", "FRoST", "CaSSLe", "Baseline", "Baseline++"]
+    assert [r[1] for r in rows("table_cassle.md")[2:]] == ["CaSSLe", "Baseline", "Baseline++"]
     code, _, err = run(capsys, "report", "--grid", "paper", "--results", str(tmp_path), "--format", "latex")
     assert code == 0, err
     tex = (folder / "table_tab3.tex").read_text()

@@ -162,7 +162,8 @@ def test_frost_continues_the_backbone_rebuilds_the_joint_head_and_replays_baseli
     assert isinstance(method.prototypes, PrototypeStats)
     added, sampled = [], []
     real_add, real_sample = PrototypeStats.add_step, PrototypeStats.sample
-    monkeypatch.setattr(PrototypeStats, "add_step", lambda self, f, y, n: added.append((f, y, n)) or real_add(self, f, y, n))
+    monkeypatch.setattr(PrototypeStats, "add_step",
+                        lambda self, f, y, n, unbiased: added.append((f, y, n, unbiased)) or real_add(self, f, y, n, unbiased))
     monkeypatch.setattr(PrototypeStats, "sample", lambda self, *a: sampled.append(a) or real_sample(self, *a))
     starts = []
     real_train = train_epochs
@@ -181,7 +182,8 @@ def test_frost_continues_the_backbone_rebuilds_the_joint_head_and_replays_baseli
     new_head, joint = starts[1][n_tail], starts[1][n_tail + 1]
     assert torch.equal(joint[:3], head0) and torch.equal(joint[3:], new_head)
     # the prototypes of each step: its plain images through its own final (tail, head), offset labels
-    assert [n for _, _, n in added] == [3, 3]
+    assert [n for _, _, n, _ in added] == [3, 3]
+    assert all(unbiased == (preset == "sinkhorn") for *_, unbiased in added)  # the code's n − 1 in its variants
     tail, head = method._model(0)
     with torch.no_grad():
         features = torch.cat([tail(x) for x in sources[0].batches()])

@@ -42,6 +42,11 @@ def test_prototype_statistics_by_hand():
     assert 1 not in stats.means
     # σ̄ averages over all 3 classes, the skipped one counting as zeros (the code's behaviour)
     torch.testing.assert_close(stats.shared_std(), (stats.stds[0] + stats.stds[2]) / 3)
+    # FRoST's code divides by n − 1: (1² + 1²)/1 = 2; a one-sample class still gets variance 0
+    unbiased = PrototypeStats()
+    unbiased.add_step(x, torch.tensor([0, 0, 2]), n_classes=3, unbiased=True)
+    torch.testing.assert_close(unbiased.stds[0], torch.sqrt(torch.tensor([2.0, 2.0]) + 1e-5))
+    torch.testing.assert_close(unbiased.stds[2], torch.full((2,), math.sqrt(1e-5)))
 
 
 def test_replay_uses_per_class_or_shared_sigma():

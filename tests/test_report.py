@@ -121,7 +121,7 @@ def test_curves_and_figures(frame, tmp_path):
     assert base["mean"].tolist() == [91.0, 82.0]
     paths = write_report(frame, tmp_path, "latex", title="t", exclude_from_best=["K-means"])
     names = {p.name for p in paths}
-    assert {"table.tex", "radar.png", "radar.pdf", "curve_C10_2-step.pdf"} <= names  # one dataset: one radar
+    assert {"table.tex", "radar.png", "radar.pdf", "curve_C10_2-step.pdf", "steps_C10.png", "steps_C10.pdf"} <= names
     assert all(p.stat().st_size > 1000 for p in paths if p.suffix in (".png", ".pdf"))
 
 
@@ -161,18 +161,28 @@ def test_the_paper_grid_has_a_block_per_table():
     from bench.spec import expand, load_grid
 
     grid = load_grid("paper")
-    assert [b.name for b in grid.blocks] == ["tab5", "tab2", "tab3", "tab4"]
+    assert [b.name for b in grid.blocks] == ["tab5", "tab2", "tab3", "tab4", "cassle"]
     specs = expand(grid)
-    assert len(specs) == len({s.run_id for s in specs}) == 106  # overlapping cells counted once
+    assert len(specs) == len({s.run_id for s in specs}) == 116  # overlapping cells counted once
     tab4 = [s for s in specs if grid.blocks[3].contains(s)]
     assert sorted({s.backbone for s in tab4}) == ["clip-vitb16", "dino-resnet50", "dino-vitb16"]
-    assert len(expand(load_grid("full"))) == 318
-    # Tab. 5 lists the paper's rows in the paper's order (CaSSLe, not yet implemented, aside)
+    assert len(expand(load_grid("full"))) == 348
+    # Tab. 5 and the appendix's table list the paper's rows in the paper's order
     from bench.report.compare import PAPER_DIR
 
-    paper_rows = list(dict.fromkeys(pd.read_csv(PAPER_DIR / "table5_sota_comparison.csv")["method"]))
-    assert list(grid.blocks[0].methods) == [m for m in paper_rows if m != "CaSSLe"]
-    assert paper_rows.index("ResTune") < paper_rows.index("FRoST") < paper_rows.index("Baseline")
+    for block, csv in ((0, "table5_sota_comparison.csv"), (4, "appendix_table_cassle.csv")):
+        assert list(grid.blocks[block].methods) == list(dict.fromkeys(pd.read_csv(PAPER_DIR / csv)["method"]))
+
+
+def test_every_cell_of_the_paper_grid_has_the_papers_numbers_to_compare_with():
+    """`bench report --compare paper` on the paper grid: every run's A and F has a number from the paper."""
+    from bench.report.compare import paper_reference
+    from bench.spec import expand, load_grid
+
+    reference = paper_reference().set_index(["split", "dataset", "label", "backbone", "metric"])["paper"]
+    cells = [(s.split, s.dataset, s.label, s.backbone, metric) for s in expand(load_grid("paper")) for metric in "AF"]
+    missing = [cell for cell in cells if cell not in reference.index]
+    assert not missing
 
 
 # --- per-block layouts (Tab. 2, 3 and 4) ---------------------------------------------------------------
@@ -296,7 +306,8 @@ def test_bold_cells_are_the_same_in_every_layout(ablation_frame):
 
 
 def test_unknown_layout_lists_the_valid_ones(frame):
-    with pytest.raises(ValueError, match="unknown table layout 'tab9'; choose from comparison, references, ablation, backbones"):
+    with pytest.raises(ValueError, match="unknown table layout 'tab9'; choose from comparison, references, ablation, backbones, "
+                                         "baselines_last"):
         render_table(final_scores(frame), "markdown", layout="tab9")
 
 
@@ -307,18 +318,64 @@ def test_grid_layouts_are_checked(tmp_path, monkeypatch):
     from bench.spec import LAYOUTS, load_grid
 
     assert set(LAYOUTS) == set(BUILDERS)
-    assert [b.layout for b in load_grid("paper").blocks] == ["comparison", "references", "ablation", "backbones"]
+    assert [b.layout for b in load_grid("paper").blocks] == ["comparison", "references", "ablation", "backbones",
+                                                             "baselines_last"]
     (tmp_path / "bad.py").write_text('seeds = [0]\nbackbone = "pixels"\nblocks = [dict(name="t", layout="wide", '
                                      'methods=["Baseline"], datasets=["digits"], splits=["2-step"])]\n')
     monkeypatch.setattr(registries, "GRIDS_DIR", tmp_path)
     with pytest.raises(BenchError, match="grid 'bad', block 't': unknown table layout 'wide'; known: ablation, backbones, "
-                                         "comparison, references"):
+                                         "baselines_last, comparison, references"):
         load_grid("bad")
 
 
+@pytest.fixture
+def cassle_frame():
+    """The appendix's table: CaSSLe listed last in the frame, two splits."""
+    return frame_of([
+        ("Baseline", "C10", "2-step", 0, "wo", s(89.2, 8.5), [95, 89]),
+        ("Baseline++", "C10", "2-step", 0, "wo", s(90.9, 4.5), [95, 91]),
+        ("CaSSLe", "C10", "2-step", 0, "wo", s(87.3, 9.1), [95, 87]),
+        ("Baseline", "C10", "5-step", 0, "wo", s(85.4, 8.2), [95, 85]),
+        ("CaSSLe", "C10", "5-step", 0, "wo", s(78.5, 11.3), [95, 78]),
+    ])
+
+
+def test_the_appendix_table_puts_the_compared_method_first_then_a_rule(cassle_frame):
+    scores = final_scores(cassle_frame, {"label": ["CaSSLe", "Baseline", "Baseline++"]})
+    headers, rows = md_rows(render_table(scores, "markdown", layout="baselines_last"))
+    assert [r[1] for r in rows] == ["CaSSLe", "Baseline", "Baseline++", "CaSSLe", "Baseline"]
+    assert (rows[0][3], rows[1][3], rows[2][3]) == ("87.3", "89.2", "**90.9**")  # bold: the best A of the split
+    tex = render_table(scores, "latex", layout="baselines_last").splitlines()
+    cassle = [i for i, line in enumerate(tex) if "& CaSSLe &" in line]
+    assert len(cassle) == 2 and all(tex[i + 1].startswith(r"\cmidrule{2-") for i in cassle)
+
+
+def test_forgetting_after_every_step_by_hand():
+    """a_0 is the task-specific accuracy on task 0 after step 0; after step k the forgetting is a_0
+    minus the accuracy on task 0 in the flavour of the method's reported F."""
+    from bench.report.aggregate import step_forgetting
+
+    rows = []
+    for seed, (a0, wo, w) in enumerate([(90.0, [80.0, 70.0], [85.0, 60.0]), (94.0, [84.0, 64.0], [0.0, 0.0])]):
+        base = dict(run_id=f"r{seed}", method="M", preset="paper", label="M", dataset="C10", split="5-step",
+                    n_steps=3, backbone="pixels", seed=seed, reported_A="wo/A", reported_F="wo/F", group="task_0",
+                    metric="acc")
+        rows.append({**base, "step": 0, "flavour": "task", "value": a0})
+        rows += [{**base, "step": 0, "flavour": f, "value": 50.0} for f in ("wo", "w")]  # never read
+        rows += [{**base, "step": k + 1, "flavour": "wo", "value": v} for k, v in enumerate(wo)]
+        rows += [{**base, "step": k + 1, "flavour": "w", "value": v} for k, v in enumerate(w)]
+    frame = pd.DataFrame(rows)
+    out = step_forgetting(frame)
+    assert out["mean"].tolist() == [0.0, 10.0, 25.0]  # seeds: (0, 10, 20) and (0, 10, 30)
+    assert out["n"].tolist() == [2, 2, 2]
+    frame["reported_F"] = "w/F"
+    assert step_forgetting(frame[frame["run_id"] == "r0"])["mean"].tolist() == [0.0, 5.0, 30.0]
+
+
 @pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex is not installed")
-@pytest.mark.parametrize("layout", ["references", "ablation", "backbones"])
-def test_layouts_compile(layout, frame, ablation_frame, tmp_path):
-    scores = final_scores({"references": frame, "ablation": ablation_frame, "backbones": backbone_frame()}[layout])
+@pytest.mark.parametrize("layout", ["references", "ablation", "backbones", "baselines_last"])
+def test_layouts_compile(layout, frame, ablation_frame, cassle_frame, tmp_path):
+    scores = final_scores({"references": frame, "ablation": ablation_frame, "backbones": backbone_frame(),
+                           "baselines_last": cassle_frame}[layout])
     tex = render_table(scores, "latex", caption="c", exclude_from_best=["K-means"], layout=layout)
     compile_latex(tex, tmp_path, packages="booktabs,multirow,amssymb")

@@ -25,7 +25,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -344,6 +344,12 @@ class ViewPolicy:
         if equal.any():
             x[equal.to(x.device)] = equalize(x[equal.to(x.device)])
         return x
+
+
+def policy_variant(policy: Any, fields: Mapping[str, Any]) -> Any:
+    """A real dataset's view policy with some of its probabilities changed (e.g. BYOL's asymmetric
+    blur and solarisation per view); the toy datasets' shift policies have none and stay as they are."""
+    return replace(policy, **fields) if isinstance(policy, ViewPolicy) else policy
 
 
 # `code`: the authors' per-dataset policies (methods-spec §2.5); `paper`: the paper's "SimCLR-like"

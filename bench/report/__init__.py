@@ -6,8 +6,8 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from bench.report.aggregate import final_scores, step_curves
-from bench.report.plots import curve_plot, radar_plot
+from bench.report.aggregate import final_scores, step_curves, step_forgetting
+from bench.report.plots import curve_plot, radar_plot, steps_plot
 from bench.report.table import escape_latex, render_table
 
 SUFFIX = {"latex": "tex", "markdown": "md", "csv": "csv"}
@@ -40,4 +40,16 @@ def write_report(frame: pd.DataFrame, out_dir: Path, fmt: str, title: str,
     curves = step_curves(frame, order)
     for (dataset, split), _ in curves.groupby(["dataset", "split"], observed=True):
         paths += curve_plot(curves, dataset, split, out_dir / f"curve_{dataset}_{split}")
+    return paths + steps_figures(frame, out_dir, "steps", order)
+
+
+def steps_figures(frame: pd.DataFrame, out_dir: Path, prefix: str,
+                  order: Mapping[str, Sequence[str]] | None = None) -> list[Path]:
+    """The appendix's figures: per dataset, per-step accuracy and forgetting of every method, one row
+    per split (`<prefix>_<dataset>.png/.pdf`)."""
+    accuracy, forgetting = step_curves(frame, order), step_forgetting(frame, order)
+    paths = []
+    for dataset in dict.fromkeys(accuracy["dataset"].astype(str)):  # in the report's order
+        splits = list(dict.fromkeys(accuracy.loc[accuracy["dataset"] == dataset, "split"].astype(str)))
+        paths += steps_plot(accuracy, forgetting, dataset, splits, Path(out_dir) / f"{prefix}_{dataset}")
     return paths

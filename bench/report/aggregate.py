@@ -75,3 +75,21 @@ def step_curves(frame: pd.DataFrame, order: Mapping[str, Sequence[str]] | None =
     out = (rows.groupby(KEYS + ["step"], observed=True)["value"]
            .agg(mean="mean", std=lambda v: v.std(ddof=1), n="count").reset_index())
     return out.sort_values(KEYS + ["step"]).reset_index(drop=True)
+
+
+def step_forgetting(frame: pd.DataFrame, order: Mapping[str, Sequence[str]] | None = None) -> pd.DataFrame:
+    """The paper's forgetting after every step, over seeds: a_0 − a_k, a_0 the task-specific accuracy
+    on task 0 after step 0 and a_k the accuracy on task 0 after step k in the flavour of each method's
+    reported F (0 at step 0). Its value after the last step is the run's F."""
+    frame = reported_sources(frame)
+    rows = frame[(frame["group"] == "task_0") & (frame["metric"] == "acc")]
+    first = rows[(rows["step"] == 0) & (rows["flavour"] == "task")]
+    if first.empty:  # runs recorded without per-task rows: nothing to draw
+        return pd.DataFrame(columns=[*KEYS, "step", "mean", "std", "n"])
+    a0 = first.set_index("run_id")["value"]
+    later = rows[(rows["step"] >= 1) & (rows["flavour"] == rows["reported_F"].str.split("/").str[0])]
+    later = later.assign(value=later["run_id"].map(a0) - later["value"])
+    both = _categorical(pd.concat([first.assign(value=0.0), later]), order)
+    out = (both.groupby(KEYS + ["step"], observed=True)["value"]
+           .agg(mean="mean", std=lambda v: v.std(ddof=1), n="count").reset_index())
+    return out.sort_values(KEYS + ["step"]).reset_index(drop=True)

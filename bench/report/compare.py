@@ -17,7 +17,7 @@ PAPER_DIR = Path(__file__).resolve().parents[2] / "results" / "paper"
 def paper_reference(paper_dir: Path = PAPER_DIR, default_backbone: str = "dino-vitb16") -> pd.DataFrame:
     """One row per (split, dataset, label, backbone, metric) the paper reports: A and F in %."""
     frames = []
-    for name in ("table2_reference_methods.csv", "table5_sota_comparison.csv"):
+    for name in ("table2_reference_methods.csv", "table5_sota_comparison.csv", "appendix_table_cassle.csv"):
         t = pd.read_csv(paper_dir / name)
         frames.append(t.assign(label=t["method"].replace(METHODS), backbone=default_backbone))
     from bench.report.layouts import ABLATION_ROWS  # layouts imports this module: import on use

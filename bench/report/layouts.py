@@ -17,6 +17,7 @@ YES, NO = "✓", "✗"  # the renderers draw these marks (LaTeX: \checkmark and 
 BACKBONE_NAMES = {registry: shown for shown, registry in BACKBONES.items()}  # paper order: Tab. 4's rows
 COSNORM_OFF = "no_cosnorm"  # the preset of Tab. 3's "w/o CosNorm" rows
 KTRFR_METHOD = "Baseline++"  # the only method that trains KTRFR
+OWN_BASELINES = ("Baseline", "Baseline++")  # the paper's methods: below the rule in the appendix's table
 # Tab. 3's rows (a)-(d) as (method, preset); always shown, with `--` where runs are missing
 ABLATION_ROWS = (("Baseline++", "paper"), ("Baseline", "paper"), ("Baseline++", COSNORM_OFF), ("Baseline", COSNORM_OFF))
 
@@ -77,6 +78,20 @@ def references_first(scores: pd.DataFrame, references: Sequence[str]) -> Shape:
     return Shape(("method",), "l", tuple(groups), key_columns=("method", "reference"))
 
 
+def baselines_last(scores: pd.DataFrame, references: Sequence[str]) -> Shape:
+    """The appendix's CaSSLe table: the compared methods, a rule, then the paper's own baselines."""
+    splits, _, labels = axes(scores)
+    identity = _identity(scores)
+    groups = []
+    for split in splits:
+        others = [l for l in labels[split] if identity[l][0] not in OWN_BASELINES]
+        ours = [l for l in labels[split] if identity[l][0] in OWN_BASELINES]
+        rows = [Row(l, (l,), {"method": l}) for l in others]
+        rows += [Row(l, (l,), {"method": l}, rule_above=bool(others) and i == 0) for i, l in enumerate(ours)]
+        groups.append((split, tuple(rows)))
+    return Shape(("method",), "l", tuple(groups))
+
+
 def ablation(scores: pd.DataFrame, references: Sequence[str]) -> Shape:
     """Tab. 3: rows (a)-(d) with a CosNorm and a KTRFR mark; CosNorm is off exactly in the
     `no_cosnorm` preset, KTRFR on exactly for Baseline++. Other labels follow as (e), (f), …"""
@@ -125,7 +140,8 @@ def backbones(scores: pd.DataFrame, references: Sequence[str]) -> Shape:
 
 
 BUILDERS: dict[str, Callable[[pd.DataFrame, Sequence[str]], Shape]] = {
-    "comparison": comparison, "references": references_first, "ablation": ablation, "backbones": backbones}
+    "comparison": comparison, "references": references_first, "ablation": ablation, "backbones": backbones,
+    "baselines_last": baselines_last}
 
 
 def shape_of(scores: pd.DataFrame, layout: str, references: Sequence[str] = ()) -> Shape:

@@ -1,4 +1,5 @@
-"""Figures: a radar plot per split and per-step accuracy curves, PNG and PDF, paper style."""
+"""Figures: a radar plot per split, per-step accuracy curves and the appendix's per-step accuracy and
+forgetting per dataset, PNG and PDF, paper style."""
 from __future__ import annotations
 
 import hashlib
@@ -79,10 +80,8 @@ def radar_plot(scores: pd.DataFrame, splits: list[str], stem: Path) -> list[Path
     return _save(fig, stem)
 
 
-def curve_plot(curves: pd.DataFrame, dataset: str, split: str, stem: Path) -> list[Path]:
-    """Accuracy on all classes seen so far after each step, mean ± std over seeds."""
-    rows = curves[(curves["dataset"] == dataset) & (curves["split"] == split)]
-    fig, ax = plt.subplots(figsize=(4.5, 3.4))
+def _draw_curves(ax: plt.Axes, rows: pd.DataFrame) -> None:
+    """One line per method label (mean, with ± std shaded), steps counted from 1."""
     for label, group in rows.groupby("label", observed=True, sort=False):
         steps = group["step"].to_numpy() + 1
         mean, std = group["mean"].to_numpy(), np.nan_to_num(group["std"].to_numpy())
@@ -90,9 +89,35 @@ def curve_plot(curves: pd.DataFrame, dataset: str, split: str, stem: Path) -> li
         ax.plot(steps, mean, _style(str(label)), marker="o", markersize=4, color=colour, label=str(label))
         ax.fill_between(steps, mean - std, mean + std, color=colour, alpha=0.15, linewidth=0)
     ax.set_xlabel("step")
-    ax.set_ylabel("accuracy on all seen classes (%)")
     ax.set_xticks(sorted(rows["step"].unique() + 1))
-    ax.set_title(f"{dataset}, {split}", fontsize=10)
     ax.grid(alpha=0.3)
+
+
+def steps_plot(accuracy: pd.DataFrame, forgetting: pd.DataFrame, dataset: str, splits: list[str],
+               stem: Path) -> list[Path]:
+    """The appendix's per-step figure of one dataset: for each split (a row), the overall accuracy and
+    the forgetting of the first step's classes after every step, every method of the report."""
+    fig, axes = plt.subplots(len(splits), 2, figsize=(9, 3.2 * len(splits)), squeeze=False)
+    for row, split in enumerate(splits):
+        for col, (curves, what) in enumerate(((accuracy, "accuracy on all seen classes (%)"),
+                                              (forgetting, "forgetting of step 1's classes (%)"))):
+            ax = axes[row][col]
+            _draw_curves(ax, curves[(curves["dataset"] == dataset) & (curves["split"] == split)])
+            ax.set_ylabel(what)
+            ax.set_title(f"({chr(ord('a') + 2 * row + col)}) {dataset}, {split}", fontsize=10)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(4, max(1, len(labels))), fontsize=8, frameon=False,
+               bbox_to_anchor=(0.5, -0.02 - 0.03 * math.ceil(len(labels) / 4)))
+    fig.tight_layout()
+    return _save(fig, stem)
+
+
+def curve_plot(curves: pd.DataFrame, dataset: str, split: str, stem: Path) -> list[Path]:
+    """Accuracy on all classes seen so far after each step, mean ± std over seeds."""
+    rows = curves[(curves["dataset"] == dataset) & (curves["split"] == split)]
+    fig, ax = plt.subplots(figsize=(4.5, 3.4))
+    _draw_curves(ax, rows)
+    ax.set_ylabel("accuracy on all seen classes (%)")
+    ax.set_title(f"{dataset}, {split}", fontsize=10)
     ax.legend(fontsize=8, frameon=False)
     return _save(fig, stem)

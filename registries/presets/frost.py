@@ -25,15 +25,16 @@ paper = dict(
     replay_weight=1.0,
     shared_std=False,            # the code samples every class with one shared σ̄
     replay_per_class=0,          # 0: as many as the batch holds; n: n per earlier class (the code's table)
+    unbiased_variance=False,     # the prototypes' variance ÷ n as Baseline++'s; the code divides by n − 1
     normalize_weights=False,     # the rank-statistics heads normalise features only
     temperature=0.1,             # the sinkhorn variant's swapped loss
     sk_epsilon=0.05,
     sk_iters=3,
     swap_reduction="mean",       # the sinkhorn variant's loss as the code takes it (one mean over both views)
 )
-code = dict(shared_std=True, replay_per_class=12, features=dict(policy="code"))
+code = dict(shared_std=True, replay_per_class=12, unbiased_variance=True, features=dict(policy="code"))
 sinkhorn = dict(labelling="sinkhorn", schedule="cosine", normalize_weights=True, shared_std=True,
-                replay_per_class=12, features=dict(policy="code"))
+                replay_per_class=12, unbiased_variance=True, features=dict(policy="code"))
 # Per dataset or dataset/split: the scripts' ramp-up, and for the code's replay its n_k table
 # (frost_feat_replay.py, the same as Baseline++'s `code` table).
 overrides = dict(

@@ -1,0 +1,44 @@
+# CaSSLe (methods-spec §3.11, methods-sources §1.6). The authors trained its ViT-B/16 backbones with a
+# port of cassle that is not public, so `paper` states what it assumes:
+# - what trains: the last block, as the paper says of every adapted method;
+# - BYOL and its distillation as cassle's code has them: projector 4096-256, predictor 4096, the
+#   predictive distiller 2048, λ = 1, the EMA target's τ from 0.99 to 1 over each step's optimiser
+#   steps, the two views augmented asymmetrically (cassle's CIFAR script: no blur, solarisation 0 and
+#   0.2), batches without a last partial one;
+# - the optimiser: the paper's other adapted methods' (SGD, momentum 0.9, lr 0.1, cosine) with
+#   cassle's weight decay 1e-5, for 100 epochs per step (their main stage's length); cassle's LARS,
+#   warm-up, lr 1.0 and 500 epochs are a ResNet-18 trained from scratch on CIFAR;
+# - the discovery head: Baseline's procedure and numbers, as the authors' head training (200 epochs,
+#   batch 256, weight normalisation).
+paper = dict(
+    unfreeze=1,
+    ssl_epochs=100,
+    ssl_batch_size=256,
+    ssl_lr=0.1,
+    ssl_momentum=0.9,
+    ssl_weight_decay=1e-5,
+    ssl_eta_min=1e-4,
+    proj_hidden_dim=4096,
+    output_dim=256,
+    pred_hidden_dim=4096,
+    distill_hidden_dim=2048,
+    distill_weight=1.0,
+    base_tau=0.99,
+    final_tau=1.0,
+    view_blur_p=[0.0, 0.0],          # per view (BYOL's ImageNet recipe: 1.0, 0.1)
+    view_solarize_p=[0.0, 0.2],      # per view
+    # the discovery head: Baseline's keys
+    epochs=200,
+    batch_size=256,
+    lr=0.1,
+    momentum=0.9,
+    weight_decay=1e-4,
+    eta_min=1e-4,
+    temperature=0.1,
+    sk_epsilon=0.05,
+    sk_iters=3,
+    normalize_weights=True,
+    swap_reduction="sum",
+)
+# The authors' head training used batch 128 on TinyImageNet (scripts_cassle_linear).
+overrides = dict(paper={"tinyimagenet": dict(batch_size=128)})

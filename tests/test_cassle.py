@@ -1,0 +1,101 @@
+"""CaSSLe (methods/cassle.py): the BYOL loss, the EMA schedule, the frozen distillation target and
+that no label reaches the method, on tiny models. Resuming after a kill is `test_incremental`'s test
+over every tail method."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import methods.cassle as cassle
+from bench.data import build_dataset
+from bench.data.base import ImageSet
+from bench.features import Encoder
+from bench.tokens import LiveTokens, Prefix
+from methods.base import Step
+from methods.cassle import byol_loss, ema_tau, ema_update
+from tests.test_discovery import bound, learn_steps
+from tests.test_pins import digest
+
+
+def test_byol_loss_by_hand_and_the_target_gets_no_gradient():
+    p = torch.tensor([[1.0, 0.0], [1.0, 1.0]], requires_grad=True)
+    z = torch.tensor([[0.0, 3.0], [2.0, 2.0]], requires_grad=True)
+    # cosines 0 and 1: 2 − 2·mean(0, 1) = 1
+    loss = byol_loss(p, z)
+    assert loss.item() == pytest.approx(1.0)
+    loss.backward()
+    assert z.grad is None and p.grad.abs().sum() > 0
+
+
+def test_the_ema_schedule_and_update_by_hand():
+    assert ema_tau(0, 10, 0.99, 1.0) == pytest.approx(0.99)
+    assert ema_tau(5, 10, 0.99, 1.0) == pytest.approx(0.995)
+    assert ema_tau(10, 10, 0.99, 1.0) == pytest.approx(1.0)
+    online, target = nn.Linear(1, 1, bias=False), nn.Linear(1, 1, bias=False)
+    online.weight.data.fill_(2.0)
+    target.weight.data.fill_(1.0)
+    ema_update(online, target, 0.9)
+    assert target.weight.item() == pytest.approx(0.9 * 1.0 + 0.1 * 2.0)
+
+
+def test_the_target_follows_every_optimiser_step_and_the_schedule_restarts_each_step(monkeypatch):
+    method, _, spec = bound("CaSSLe")
+    taus = []
+    real = cassle.ema_update
+    monkeypatch.setattr(cassle, "ema_update", lambda online, target, tau: taus.append(tau) or real(online, target, tau))
+    learn_steps(method, spec, steps=2)
+    hp = spec.config["method"]
+    per_step = max(1, 36 // hp["ssl_batch_size"]) * hp["ssl_epochs"]  # 36 images per step, no partial batch
+    expected = [ema_tau(k, per_step, 0.99, 1.0) for k in range(per_step)]
+    assert taus == pytest.approx(expected * 2)
+
+
+def test_the_distillation_target_is_the_previous_model_frozen(monkeypatch):
+    method, _, spec = bound("CaSSLe")
+    learn_steps(method, spec, steps=1)
+    before = {k: v.clone() for k, v in method.nets["online"].state_dict().items()}
+    teachers = []
+    real = cassle.Projected.frozen_copy
+    monkeypatch.setattr(cassle.Projected, "frozen_copy", lambda self: teachers.append(real(self)) or teachers[-1])
+    learn_steps(method, spec, steps=2, start=1)
+    (teacher,) = teachers
+    assert all(not p.requires_grad and p.grad is None for p in teacher.parameters())
+    after = teacher.state_dict()
+    # the frozen copy still holds the model at the end of step 0 (batch-norm running statistics aside)
+    assert all(torch.equal(after[k], before[k]) for k in before if "running" not in k and "num_batches" not in k)
+    moved = method.nets["online"].state_dict()
+    assert any(not torch.equal(moved[k], before[k]) for k in before)  # while the student moved on
+
+
+def test_no_label_reaches_the_method():
+    """The step's token source holds no label (all −1), and the same images under other labels train
+    exactly the same state."""
+    states = []
+    for relabel in (False, True):
+        method, _, spec = bound("CaSSLe")
+        data = build_dataset("synthetic", spec.config["dataset"])
+        rows = np.flatnonzero(data.train.labels < 3)
+        images = data.train.subset(rows)
+        if relabel:  # the same images under shuffled labels
+            images = ImageSet(images.images, np.random.default_rng(0).permutation(images.labels))
+        source = LiveTokens(images, Encoder(method.backbone, data, "cpu"), Prefix(method.backbone, method.first_trainable))
+        assert (source.images.labels == -1).all()
+        torch.manual_seed(0)  # the head's initialisation
+        method.learn(Step(index=0, n_classes=3, offset=0, train=None, tokens=source))
+        states.append(digest(method.state_dict()))
+    assert states[0] == states[1]
+
+
+def test_inference_is_the_last_tail_with_every_head():
+    method, _, spec = bound("CaSSLe")
+    sources = learn_steps(method, spec, steps=2)
+    tokens = sources[0].plain(np.arange(4))
+    with torch.no_grad():
+        z = method.tail(tokens)
+        expected = torch.cat([h(z) for h in method.heads], dim=1)
+    assert len(method.heads) == 2 and math.isfinite(expected.sum().item())
+    torch.testing.assert_close(method.logits(tokens), expected)
