@@ -1,6 +1,8 @@
 """The command line: listing, running, skipping, reporting and every user error."""
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from bench.cli import main
@@ -48,6 +50,22 @@ def test_run_skip_rerun_and_report(capsys, tmp_path):
     assert "Baseline" in table and "K-means" in table
     assert (tmp_path / "reports" / "smoke" / "radar.png").stat().st_size > 0
     assert "K-means" in table and "Joint (frozen)" in table
+    assert all(m.split(":")[0] in table for m in SMOKE_METHODS)
+
+    # every table layout renders the smoke grid's results, and compiles where pdflatex is
+    from bench.report.aggregate import final_scores
+    from bench.report.load import load_metrics
+    from bench.report.table import render_table
+    from bench.spec import LAYOUTS
+    from tests.test_report import compile_latex
+
+    scores = final_scores(load_metrics(sorted((tmp_path / "runs").iterdir())))
+    for layout in LAYOUTS:
+        tex = render_table(scores, "latex", caption="smoke", exclude_from_best=["K-means"], layout=layout)
+        assert all(m.split(":")[0] in tex for m in SMOKE_METHODS) or layout in ("ablation", "backbones")
+        if shutil.which("pdflatex"):
+            (tmp_path / layout).mkdir()
+            compile_latex(tex, tmp_path / layout, packages="booktabs,multirow,amssymb")
 
 
 def test_report_without_runs_says_what_to_do(capsys, tmp_path):

@@ -105,10 +105,10 @@ def steps_plot(accuracy: pd.DataFrame, forgetting: pd.DataFrame, dataset: str, s
             _draw_curves(ax, curves[(curves["dataset"] == dataset) & (curves["split"] == split)])
             ax.set_ylabel(what)
             ax.set_title(f"({chr(ord('a') + 2 * row + col)}) {dataset}, {split}", fontsize=10)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(4, max(1, len(labels))), fontsize=8, frameon=False,
-               bbox_to_anchor=(0.5, -0.02 - 0.03 * math.ceil(len(labels) / 4)))
     fig.tight_layout()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(4, max(1, len(labels))),
+               fontsize=8, frameon=False)  # below the panels; the saved figure's tight box takes it in
     return _save(fig, stem)
 
 
