@@ -56,8 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a grid (default: the embedded demo grid, locally)")
     _add_selection(run)
     run.add_argument("--cluster", default="local",
-                     help="local (subprocesses, default), debug (in-process) or slurm (job arrays)")
-    run.add_argument("--jobs", type=int, default=None, help="local runs at a time (default: CPU cores)")
+                     help="local (warm worker processes, default), debug (in-process) or slurm (job arrays)")
+    run.add_argument("--workers", "--jobs", dest="workers", type=int, default=None,
+                     help="--cluster local: warm worker processes, i.e. runs at a time (default: one per available core)")
     run.add_argument("--device", help="cpu, cuda, cuda:1 … (default: cuda if available)")
     run.add_argument("--weights-dir", help="directory holding the paper backbones' published weight files "
                      "(dino_vitbase16_pretrain.pth, dino_resnet50_pretrain.pth, ViT-B-16.pt; else $BENCH_WEIGHTS_DIR)")
@@ -204,6 +205,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     clusters = (*CLUSTERS, "slurm")
     if args.cluster not in clusters:
         raise BenchError(f"unknown cluster {args.cluster!r}; choose from {', '.join(clusters)}")
+    if args.workers is not None and args.workers < 1:
+        raise BenchError(f"--workers {args.workers}: must be an integer >= 1 (worker processes for --cluster local)")
     grid, specs = _expand(args)
     _check_splits(specs)
     _check_tail_backbones(specs)
@@ -244,7 +247,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     start = time.monotonic()
     from bench.scheduler import run_specs
 
-    outcome = run_specs(pending, args.results, cluster=args.cluster, max_parallel=args.jobs)
+    outcome = run_specs(pending, args.results, cluster=args.cluster, max_parallel=args.workers)
     busy = f", {len(outcome.busy)} skipped (being run elsewhere)" if outcome.busy else ""
     print(f"{len(outcome.done)} done, {len(outcome.failed)} failed{busy} in {time.monotonic() - start:.1f}s")
     _print_leaderboard(args.results, specs)
@@ -545,6 +548,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BenchError as err:
         print(f"bench: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: every run checkpoints after each step
+        print("bench: interrupted; finished runs are kept, the others resume from their last step on the next "
+              "`bench run`", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # `bench run --dry-run | head`: the reader has seen enough, not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

@@ -170,7 +170,7 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
     Config(dict(spec.config)).dump(str(out / "config.py"))
     device = _device(spec)
     clock = time.monotonic()
-    log(f"run {spec.run_id}: {spec.describe()} on {device}")
+    log(f"run {spec.run_id}: {spec.describe()} on {device}, process {os.getpid()}, {torch.get_num_threads()} thread(s)")
 
     data = build_dataset(spec.dataset, spec.config["dataset"], spec.location.get("data_root"),
                          spec.location.get("partitions_dir") or str(out.parent.parent / "partitions"))

@@ -1,0 +1,101 @@
+"""Warm local workers (bench/workers.py): many runs per process, a run that kills its worker is
+recorded as failed while the rest of the grid finishes, and Ctrl-C leaves every run resumable."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.runner import DONE, ERROR, is_done, run_dir
+from bench.scheduler import run_specs
+from bench.workers import available_cores
+from tests.helpers import tiny_specs
+
+QUICK = {"method.epochs": 2}
+
+
+def test_a_pool_runs_many_runs_per_worker(tmp_path):
+    specs = tiny_specs(methods=["Baseline", "K-means"], seeds=(0, 1, 2), **QUICK)
+    outcome = run_specs(specs, tmp_path, cluster="local", max_parallel=2, progress=lambda line: None)
+    assert len(outcome.done) == 6 and not outcome.failed
+    logs = [(run_dir(tmp_path, s) / "log.txt").read_text() for s in specs]
+    pids = {re.search(r"process (\d+), (\d+) thread", log).groups() for log in logs}
+    assert len({pid for pid, _ in pids}) <= 2 < len(specs)  # two warm processes ran all six
+    assert {threads for _, threads in pids} == {str(max(1, available_cores() // 2))}  # their share of the cores
+    assert all(is_done(tmp_path, s) for s in specs)
+
+
+def kill_whenever_it_runs(folder: Path, run_id: str, stop: threading.Event, kills: list[int]) -> None:
+    """What the out-of-memory killer does to a run that always asks for too much: SIGKILL its worker
+    every time the run is in flight."""
+    while not stop.is_set():
+        for marker in folder.glob(f"submitit/*/inflight/{run_id}"):
+            try:
+                pid = int(marker.read_text())
+                os.kill(pid, signal.SIGKILL)
+                kills.append(pid)
+            except (OSError, ValueError):
+                pass
+        time.sleep(0.005)
+
+
+def test_a_run_that_kills_its_worker_is_recorded_as_failed_and_the_grid_finishes(tmp_path):
+    specs = tiny_specs(methods=["Baseline", "K-means"], seeds=(0, 1, 2), **QUICK)
+    target = specs[2]
+    stop, kills = threading.Event(), []
+    watcher = threading.Thread(target=kill_whenever_it_runs, args=(tmp_path, target.run_id, stop, kills), daemon=True)
+    watcher.start()
+    lines: list[str] = []
+    try:
+        outcome = run_specs(specs, tmp_path, cluster="local", max_parallel=2, progress=lines.append)
+    finally:
+        stop.set()
+        watcher.join()
+    assert kills  # the run was killed, at least once alone
+    assert [s.run_id for s, _ in outcome.failed] == [target.run_id]
+    assert "worker process died" in outcome.failed[0][1]
+    assert sorted(s.run_id for s in outcome.done) == sorted(s.run_id for s in specs if s is not target)
+    assert (run_dir(tmp_path, target) / ERROR).read_text().startswith("WorkerCrashed: ")
+    assert not (run_dir(tmp_path, target) / DONE).exists()
+    assert len(lines) == len(specs)  # one progress line per run, the crashed one included
+
+
+def test_ctrl_c_during_a_local_grid_leaves_every_run_resumable(tmp_path):
+    """SIGINT to the process group, as a terminal's Ctrl-C: `bench run` stops; finished runs stay
+    done, and the next `bench run` finishes the others, resuming those that checkpointed."""
+    argv = [sys.executable, "-m", "bench.cli", "run", "--grid", "smoke", "--methods", "Baseline", "--backbone", "pixels",
+            "--splits", "5-step", "--seeds", "0", "1", "2", "3", "--cluster", "local", "--workers", "2",
+            "--results", str(tmp_path), "--cfg-options", "method.epochs=40", "dataset.num_classes=10",
+            "dataset.train_per_class=40"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, cwd=Path(__file__).resolve().parents[1])
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob("runs/*/checkpoint.pt")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode != 0, out
+    runs = list(tmp_path.glob("runs/*"))
+    unfinished = [r for r in runs if not (r / DONE).exists()]
+    assert unfinished and not any((r / ERROR).exists() for r in runs), out  # interrupted, not failed
+    again = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert all((r / DONE).exists() for r in tmp_path.glob("runs/*")) and len(list(tmp_path.glob("runs/*"))) == 4
+    assert any("resuming after step" in (r / "log.txt").read_text() for r in unfinished), again.stdout
+
+
+@pytest.mark.parametrize("workers", ["0", "-2"])
+def test_workers_must_be_positive(capsys, tmp_path, workers):
+    from bench.cli import main
+
+    code = main(["run", "--grid", "smoke", "--methods", "K-means", "--backbone", "pixels", "--workers", workers,
+                 "--results", str(tmp_path)])
+    assert code == 2 and f"--workers {workers}: must be an integer >= 1" in capsys.readouterr().err
