@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from bench.errors import BenchError, unknown
+from bench.weights import PAPER_BACKBONES, PUBLISHED_FILES, resolve_pretrained  # noqa: F401
 from registries import BACKBONES
 
 
@@ -143,34 +144,6 @@ def block_count(name: str, options: Mapping[str, Any]) -> int:
     return len(getattr(getattr(model, "model", model), "blocks", ()))
 
 
-def resolve_pretrained(name: str, pretrained: bool | str, weights_dir: str | None) -> bool | str:
-    """With a weights directory (`bench run --weights-dir`), a paper backbone asked for its
-    pretrained weights (`pretrained=True`) reads the file its authors publish, under its published
-    name, from there: one directory serves a grid of several backbones (Tab. 4). An explicit path
-    in `pretrained`, `False`, and `timm:<model>` backbones are left as they are."""
-    if pretrained is not True or not weights_dir or name not in PUBLISHED_FILES:
-        return pretrained
-    path = Path(weights_dir).expanduser() / PUBLISHED_FILES[name]
-    if not path.is_file():
-        expected = ", ".join(f"{file} ({alias})" for alias, file in PUBLISHED_FILES.items())
-        raise BenchError(f"backbone {name!r}: no {PUBLISHED_FILES[name]} in the weights directory {weights_dir}; "
-                         f"it holds the paper backbones' files under their published names: {expected}")
-    return str(path.resolve())
-
-
-# The paper's three backbones (Tab. 4; methods-spec §5) by short name. Each is a timm model; a local
-# weights file in the authors' published format (PUBLISHED_FILES) goes in backbone.pretrained or in
-# the --weights-dir directory, and `bench.weights` reads it.
-PAPER_BACKBONES: dict[str, tuple[str, dict[str, Any]]] = {
-    # 768-d CLS token after the final LayerNorm
-    "dino-vitb16": ("vit_base_patch16_224.dino", {}),
-    # 2048-d global average pool; the authors' code feeds it 64×64 images (discrepancy 20)
-    "dino-resnet50": ("resnet50", {}),
-    # 512-d projected image embedding (keep the projection: num_classes=512), QuickGELU as OpenAI's
-    "clip-vitb16": ("vit_base_patch16_clip_quickgelu_224.openai", {"num_classes": 512}),
-}
-
-
 def _register_alias(alias: str, model_name: str, defaults: dict[str, Any]) -> None:
     class Alias(TimmBackbone):
         __doc__ = f"the paper's {alias}: timm:{model_name}" + (f" with {defaults}" if defaults else "")
@@ -182,13 +155,6 @@ def _register_alias(alias: str, model_name: str, defaults: dict[str, Any]) -> No
     Alias.__name__ = f"Backbone_{alias.replace('-', '_')}"
     BACKBONES.register_module(name=alias, module=Alias)
 
-
-# The file each paper backbone's authors publish, by the name it is published under.
-PUBLISHED_FILES: dict[str, str] = {
-    "dino-vitb16": "dino_vitbase16_pretrain.pth",
-    "dino-resnet50": "dino_resnet50_pretrain.pth",
-    "clip-vitb16": "ViT-B-16.pt",  # what OpenAI's clip.load("ViT-B/16") downloads
-}
 
 for _alias, (_model, _defaults) in PAPER_BACKBONES.items():
     _register_alias(_alias, _model, _defaults)

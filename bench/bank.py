@@ -20,11 +20,12 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
-
-import torch
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from bench.errors import BenchError
+
+if TYPE_CHECKING:
+    import torch
 
 BANK_FILE, META_FILE = "bank.pt", "meta.json"
 
@@ -87,6 +88,8 @@ def _build(root: Path, key: str, fields: Mapping[str, Any], build: Callable[[], 
     shutil.rmtree(tmp, ignore_errors=True)  # left by a builder that crashed
     tmp.mkdir()
     start = time.monotonic()
+    import torch  # here: listing and removing banks (`bench cache`) imports no torch
+
     tensors = {name: t.to(torch.float16).contiguous() for name, t in build().items()}
     torch.save(tensors, tmp / BANK_FILE)
     now = time.time()
@@ -99,6 +102,8 @@ def _build(root: Path, key: str, fields: Mapping[str, Any], build: Callable[[], 
 
 
 def _load(path: Path, log: Callable[[str], None]) -> dict[str, torch.Tensor]:
+    import torch
+
     tensors = torch.load(path / BANK_FILE, weights_only=True)
     try:
         meta = _read_meta(path)

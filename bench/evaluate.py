@@ -41,8 +41,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
-from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
 FLAVOURS = ("wo", "w")
 
@@ -104,6 +102,8 @@ def hungarian_mapping(y_true: np.ndarray, y_pred: np.ndarray) -> dict[int, int]:
     d = int(max(y_pred.max(), y_true.max())) + 1
     w = np.zeros((d, d), dtype=np.int64)
     np.add.at(w, (y_pred, y_true), 1)
+    from scipy.optimize import linear_sum_assignment  # imported where used: TaskLayout alone needs neither
+
     rows, cols = linear_sum_assignment(w.max() - w)
     return dict(zip(rows.tolist(), cols.tolist()))
 
@@ -213,6 +213,8 @@ class Evaluator:
                 per_task = np.array([correct[tasks[sel] == k].mean() for k in members])
                 rows.append(MetricRow(step, group, flavour, "acc", 100.0 * float(per_task @ weights / weights.sum())))
                 rows.append(MetricRow(step, group, flavour, "acc_sample", 100.0 * float(correct.mean())))
+            from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+
             rows.append(MetricRow(step, group, "w", "nmi", float(normalized_mutual_info_score(labels[sel], unified[sel]))))
             rows.append(MetricRow(step, group, "w", "ari", float(adjusted_rand_score(labels[sel], unified[sel]))))
         return rows

@@ -15,11 +15,10 @@ from typing import Callable
 
 import submitit
 
-from bench.runner import RunBusy, execute
+from bench.runner import execute
+from bench.rundir import RunBusy
 from bench.spec import RunSpec
-from bench.workers import BUSY, available_cores, failure_reason, run_pool
-
-CLUSTERS = ("local", "debug")
+from bench.workers import BUSY, CLUSTERS, available_cores, failure_reason, run_pool
 
 
 @dataclass

@@ -24,7 +24,7 @@ import submitit
 from mmengine.config import Config
 
 from bench.errors import BenchError, unknown
-from bench.runner import ERROR, RunBusy, execute, is_done, run_dir
+from bench.rundir import ERROR, RunBusy, is_done, run_dir
 from bench.spec import RunSpec
 
 MANIFEST = "submissions.jsonl"
@@ -92,15 +92,20 @@ class SlurmRun(submitit.helpers.Checkpointable):
     runner's per-step checkpoint makes the requeued job continue where this one stopped."""
 
     def __call__(self, spec_json: str, results: str) -> str:
-        import os
-
         import torch
 
-        torch.set_num_threads(max(1, int(os.environ.get("SLURM_CPUS_PER_TASK", "1"))))
+        from bench.runner import execute
+        from bench.workers import available_cores
+
+        torch.set_num_threads(available_cores())  # the cores SLURM gave the job (its CPU affinity)
         try:
             execute(RunSpec.from_json(spec_json), Path(results), echo=True)
         except RunBusy:
             return "busy"
+        finally:
+            import gc
+
+            gc.freeze()  # the job's exit then skips collecting what torch allocated
         return "done"
 
 

@@ -229,13 +229,13 @@ def _read_config(path: str) -> dict[str, Any]:
 
 def _preset(method: str, preset: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The preset's dict (`paper` updated with the preset's changes) and its overrides."""
-    from registries import METHODS, PRESETS_DIR
+    from registries import PRESETS_DIR
+    from registries.catalogue import method_info, method_names
 
-    cls = METHODS.get(method)
-    if cls is None:
-        METHODS.import_from_location()
-        raise unknown("method", method, METHODS.module_dict)
-    cfg = copy.deepcopy(_read_config(str(PRESETS_DIR / f"{cls.preset_file}.py")))
+    info = method_info(method)
+    if info is None:
+        raise unknown("method", method, method_names())
+    cfg = copy.deepcopy(_read_config(str(PRESETS_DIR / f"{info.preset_file}.py")))
     if preset not in preset_names(cfg):
         raise unknown(f"preset of {method}", preset, preset_names(cfg))
     params = dict(cfg["paper"])
@@ -355,25 +355,27 @@ def expand(grid: Grid, *, methods: Sequence[str] | None = None, datasets: Sequen
     A selection may name entries outside the grid (e.g. `--datasets synthetic` on the demo grid):
     the selection replaces that axis.
     """
-    from registries import BACKBONES, DATASETS, METHODS
+    from bench.data import reader_class
+    from registries import DATASETS
+    from registries.catalogue import method_info, method_names
 
     options = dict(options or {})
     selected = [parse_method(entry) for entry in methods or grid.methods]
     for method, _ in selected:
-        if METHODS.get(method) is None:
-            raise unknown("method", method, METHODS.module_dict)
+        if method_info(method) is None:
+            raise unknown("method", method, method_names())
     _check_method_keys(options, selected)
     specs: dict[str, RunSpec] = {}
     for block in grid.blocks:
         block_methods = [parse_method(m) for m in methods] if methods else [parse_method(m) for m in block.methods]
         for method, preset in block_methods:
             for dataset in datasets or block.datasets:
-                if DATASETS.get(dataset) is None:
+                if reader_class(dataset) is None:
                     raise unknown("dataset", dataset, DATASETS.module_dict)
                 for split in splits or block.splits:
                     n_steps = n_steps_of(split)
                     for backbone in backbones or block.backbones:
-                        _check_backbone(backbone, BACKBONES)
+                        _check_backbone(backbone)
                         grid_cfg = deep_merge(dict(grid.cfg), {"dataset": grid.dataset_options.get(dataset, {})})
                         config = resolve_config(method, preset, dataset, split, grid_cfg, options)
                         check_config(method, dataset, config, n_steps)
@@ -387,18 +389,35 @@ def expand(grid: Grid, *, methods: Sequence[str] | None = None, datasets: Sequen
 def check_config(method: str, dataset: str, config: Mapping[str, Any], n_steps: int) -> None:
     """Every value of a resolved run config, before anything runs (see `bench.validate`): the method's
     keys typed by its `paper` preset, the shared sections by `DEFAULT_SECTIONS`, the dataset's by its reader."""
+    from bench.data import reader_class
     from bench.validate import check_dataset_options, check_method, check_sections
-    from registries import DATASETS, METHODS
+    from registries.catalogue import method_info
 
-    check_method(config["method"], load_preset(method, "paper")[0], METHODS.get(method).hparam_choices, n_steps)
+    check_method(config["method"], load_preset(method, "paper")[0], method_info(method).hparam_choices, n_steps)
     check_sections(config, DEFAULT_SECTIONS, SECTION_CHOICES)
-    check_dataset_options(DATASETS.get(dataset), config["dataset"])
+    check_dataset_options(reader_class(dataset), config["dataset"])
 
 
-def _check_backbone(name: str, registry: Any) -> None:
-    family = name.split(":", 1)[0]
-    if registry.get(family) is None:
-        raise unknown("backbone", name, [*registry.module_dict, "timm:<model name>"])
+def _check_backbone(name: str) -> None:
+    from registries.catalogue import backbone_names
+
+    if name.split(":", 1)[0] not in backbone_names():
+        raise unknown("backbone", name, [*backbone_names(), "timm:<model name>"])
+
+
+def first_trainable_block(depth: int, trainable: int | str) -> int:
+    """Index of the first trainable block of a `depth`-block ViT, from a count of last blocks or a
+    block name ("blocks.11")."""
+    names = [f"blocks.{i}" for i in range(depth)]
+    if isinstance(trainable, str):
+        if trainable not in names:
+            raise ValueError(f"unknown block {trainable!r} to unfreeze from; this backbone has {names[0]} .. "
+                             f"{names[-1]}")
+        return names.index(trainable)
+    if not 1 <= int(trainable) <= depth:
+        raise ValueError(f"cannot unfreeze the last {trainable} blocks of a {depth}-block backbone; choose 1..{depth} "
+                         f"or a block name ({names[0]} .. {names[-1]})")
+    return depth - int(trainable)
 
 
 def write_atomic(path: Path, data: bytes | str) -> None:

@@ -21,6 +21,7 @@ from bench.errors import BenchError
 from bench.features import Encoder, cuda_bf16
 from bench.data.pipeline import policy_variant, view_input
 from bench.preprocess import to_tensor
+from bench.spec import first_trainable_block  # noqa: F401  (where tail methods look for it)
 
 
 def vit_of(backbone: nn.Module) -> nn.Module:
@@ -30,21 +31,6 @@ def vit_of(backbone: nn.Module) -> nn.Module:
         raise BenchError(f"this method trains a ViT's last blocks; the backbone is a {type(model).__name__} "
                          f"without transformer blocks")
     return model
-
-
-def first_trainable_block(depth: int, trainable: int | str) -> int:
-    """Index of the first trainable block of a `depth`-block ViT, from a count of last blocks or a
-    block name ("blocks.11")."""
-    names = [f"blocks.{i}" for i in range(depth)]
-    if isinstance(trainable, str):
-        if trainable not in names:
-            raise ValueError(f"unknown block {trainable!r} to unfreeze from; this backbone has {names[0]} .. "
-                             f"{names[-1]}")
-        return names.index(trainable)
-    if not 1 <= int(trainable) <= depth:
-        raise ValueError(f"cannot unfreeze the last {trainable} blocks of a {depth}-block backbone; choose 1..{depth} "
-                         f"or a block name ({names[0]} .. {names[-1]})")
-    return depth - int(trainable)
 
 
 class Prefix:

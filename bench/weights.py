@@ -21,12 +21,49 @@ import sys
 import warnings
 import zipfile
 from pathlib import Path
-from typing import Any, Mapping
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING, Any, Mapping
 
 from bench.errors import BenchError, first_line
+
+# The paper's three backbones (Tab. 4; methods-spec §5) by short name. Each is a timm model; a local
+# weights file in the authors' published format (PUBLISHED_FILES) goes in backbone.pretrained or in
+# the --weights-dir directory, and `bench.weights` reads it.
+PAPER_BACKBONES: dict[str, tuple[str, dict[str, Any]]] = {
+    # 768-d CLS token after the final LayerNorm
+    "dino-vitb16": ("vit_base_patch16_224.dino", {}),
+    # 2048-d global average pool; the authors' code feeds it 64×64 images (discrepancy 20)
+    "dino-resnet50": ("resnet50", {}),
+    # 512-d projected image embedding (keep the projection: num_classes=512), QuickGELU as OpenAI's
+    "clip-vitb16": ("vit_base_patch16_clip_quickgelu_224.openai", {"num_classes": 512}),
+}
+
+
+# The file each paper backbone's authors publish, by the name it is published under.
+PUBLISHED_FILES: dict[str, str] = {
+    "dino-vitb16": "dino_vitbase16_pretrain.pth",
+    "dino-resnet50": "dino_resnet50_pretrain.pth",
+    "clip-vitb16": "ViT-B-16.pt",  # what OpenAI's clip.load("ViT-B/16") downloads
+}
+
+def resolve_pretrained(name: str, pretrained: bool | str, weights_dir: str | None) -> bool | str:
+    """With a weights directory (`bench run --weights-dir`), a paper backbone asked for its
+    pretrained weights (`pretrained=True`) reads the file its authors publish, under its published
+    name, from there: one directory serves a grid of several backbones (Tab. 4). An explicit path
+    in `pretrained`, `False`, and `timm:<model>` backbones are left as they are."""
+    if pretrained is not True or not weights_dir or name not in PUBLISHED_FILES:
+        return pretrained
+    path = Path(weights_dir).expanduser() / PUBLISHED_FILES[name]
+    if not path.is_file():
+        expected = ", ".join(f"{file} ({alias})" for alias, file in PUBLISHED_FILES.items())
+        raise BenchError(f"backbone {name!r}: no {PUBLISHED_FILES[name]} in the weights directory {weights_dir}; "
+                         f"it holds the paper backbones' files under their published names: {expected}")
+    return str(path.resolve())
+
+
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 # Containers that training scripts wrap a state dict in; DINO's evaluation takes the teacher.
 CONTAINERS = ("teacher", "state_dict", "model", "module")
@@ -42,6 +79,8 @@ def _is_torchscript(path: Path) -> bool:
 
 def read_checkpoint(path: Path) -> Any:
     """The object stored in `path`, on the CPU, without running code from it where avoidable."""
+    import torch  # here, not at the top: commands that only check the files import no torch
+
     try:
         if path.suffix == ".safetensors":
             from safetensors.torch import load_file
@@ -70,6 +109,8 @@ def backbone_state(checkpoint: Any) -> dict[str, torch.Tensor]:
         state = state[key]
     if not isinstance(state, Mapping):
         raise BenchError(f"the checkpoint holds a {type(state).__name__}, not a state dict")
+    import torch
+
     tensors = {k: v for k, v in state.items() if isinstance(v, torch.Tensor)}
     if tensors and all(k.startswith("module.") for k in tensors):
         tensors = {k[len("module."):]: v for k, v in tensors.items()}

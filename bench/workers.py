@@ -26,6 +26,7 @@ from typing import Callable
 from bench.errors import first_line
 from bench.spec import RunSpec
 
+CLUSTERS = ("local", "debug")  # what runs on this machine (bench.scheduler); "slurm" is bench.slurm's
 BUSY = "busy"  # the run is being run by another process: neither done here nor failed
 CRASHED = ("its worker process died while running it (a crash such as a segfault, or the out-of-memory "
            "killer); the other runs went on")
@@ -131,7 +132,7 @@ def _pass(specs: list[RunSpec], results: Path, workers: int, inflight: Path,
 
 
 def _record_crash(results: Path, spec: RunSpec, why: str, finished: Callable[[RunSpec, str, float, str], None]) -> None:
-    from bench.runner import ERROR, run_dir
+    from bench.rundir import ERROR, run_dir
 
     out = run_dir(results, spec)
     out.mkdir(parents=True, exist_ok=True)
@@ -141,7 +142,7 @@ def _record_crash(results: Path, spec: RunSpec, why: str, finished: Callable[[Ru
 
 def failure_reason(results: Path, spec: RunSpec, err: BaseException) -> str:
     """The first line of the run's `error.txt`, or of the error itself where the run wrote none."""
-    from bench.runner import ERROR, run_dir
+    from bench.rundir import ERROR, run_dir
 
     error = run_dir(results, spec) / ERROR
     text = error.read_text() if error.exists() else ""

@@ -12,7 +12,16 @@ from bench.data.base import DatasetError, ImageSet, LoadedDataset
 from bench.data import cifar, cub, herbarium, tinyimagenet, toy  # noqa: F401  (registration)
 from bench.errors import BenchError, unknown
 
-__all__ = ["DatasetError", "ImageSet", "LoadedDataset", "build_dataset", "declared_num_classes", "make_reader"]
+__all__ = ["DatasetError", "ImageSet", "LoadedDataset", "build_dataset", "declared_num_classes", "make_reader",
+           "reader_class"]
+
+
+def reader_class(name: str) -> Any:
+    """The reader registered as `name`, or None. The readers registered when this package was
+    imported; mmengine's `Registry.get` would also set up its logger, which imports torch."""
+    from registries import DATASETS
+
+    return DATASETS.module_dict.get(name)
 
 
 def make_reader(name: str, options: Mapping[str, Any], root: str | None = None,
@@ -20,9 +29,8 @@ def make_reader(name: str, options: Mapping[str, Any], root: str | None = None,
     """The configured reader; building it reads nothing from disk (`load()` does)."""
     from registries import DATASETS
 
-    cls = DATASETS.get(name)
+    cls = reader_class(name)
     if cls is None:
-        DATASETS.import_from_location()
         raise unknown("dataset", name, DATASETS.module_dict)
     params = inspect.signature(cls.__init__).parameters
     valid = [p for p in params if p not in ("self", "partitions_dir")]

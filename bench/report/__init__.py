@@ -7,7 +7,6 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from bench.report.aggregate import final_scores, step_curves, step_forgetting
-from bench.report.plots import curve_plot, radar_plot, steps_plot
 from bench.report.table import escape_latex, render_table
 
 SUFFIX = {"latex": "tex", "markdown": "md", "csv": "csv"}
@@ -20,6 +19,8 @@ def write_report(frame: pd.DataFrame, out_dir: Path, fmt: str, title: str,
         raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(SUFFIX)}")
     if frame.empty:
         raise ValueError("no finished runs to report")
+    from bench.report.plots import curve_plot, radar_plot  # matplotlib: only where figures are drawn
+
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     scores = final_scores(frame, order)
@@ -47,6 +48,8 @@ def steps_figures(frame: pd.DataFrame, out_dir: Path, prefix: str,
                   order: Mapping[str, Sequence[str]] | None = None) -> list[Path]:
     """The appendix's figures: per dataset, per-step accuracy and forgetting of every method, one row
     per split (`<prefix>_<dataset>.png/.pdf`)."""
+    from bench.report.plots import steps_plot
+
     accuracy, forgetting = step_curves(frame, order), step_forgetting(frame, order)
     paths = []
     for dataset in dict.fromkeys(accuracy["dataset"].astype(str)):  # in the report's order

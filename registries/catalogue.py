@@ -1,0 +1,113 @@
+"""What the commands that run nothing (`list`, `--dry-run`, `status`, the "nothing to run" check)
+need to know about the registered methods and backbones, without importing them: the methods import
+torch and the backbones timm, 2 to 5 s on a 2-core machine, for a command that answers in a moment.
+
+The catalogue is read off the classes themselves (their `inputs`, `sees_past_steps`, `preset_file`,
+`hparam_choices`; the paper backbones' block counts) the first time it is needed, and kept in a JSON
+file named by a hash of the files that define them (`methods/*.py`, `bench/backbones.py`,
+`bench/weights.py`): a changed or added source file makes the next command import them once and
+write a new catalogue. Nothing is written twice by hand, and nothing can go stale.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class MethodInfo:
+    inputs: str
+    sees_past_steps: bool
+    preset_file: str
+    hparam_choices: Mapping[str, tuple[Any, ...]]
+
+
+def _sources() -> list[Path]:
+    return sorted((ROOT / "methods").glob("*.py")) + [ROOT / "bench" / "backbones.py", ROOT / "bench" / "weights.py"]
+
+
+def _fingerprint() -> str:
+    digest = hashlib.sha1()
+    for path in _sources():
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bench"
+
+
+def read_classes() -> dict[str, Any]:
+    """The catalogue, from the registered classes (imports the methods and the backbones)."""
+    from bench.backbones import block_count
+    from registries import BACKBONES, METHODS, load_all
+
+    load_all()
+    methods = {name: {"inputs": cls.inputs, "sees_past_steps": bool(cls.sees_past_steps),
+                      "preset_file": cls.preset_file,
+                      "hparam_choices": {k: list(v) for k, v in cls.hparam_choices.items()}}
+               for name, cls in METHODS.module_dict.items()}
+    depths = {name: block_count(name, {}) for name in BACKBONES.module_dict if name != "timm"}
+    return {"methods": methods, "backbones": sorted(BACKBONES.module_dict), "depths": depths,
+            "backbone_docs": {name: ((cls.__doc__ or "").strip().splitlines() or [cls.__name__])[0]
+                              for name, cls in BACKBONES.module_dict.items()}}
+
+
+@functools.lru_cache(maxsize=1)
+def catalogue() -> dict[str, Any]:
+    path = _cache_dir() / f"catalogue-{_fingerprint()}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        pass
+    data = read_classes()
+    try:  # a read-only home only costs the next command the imports again
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        tmp.replace(path)
+    except OSError:
+        pass
+    return data
+
+
+def method_info(name: str) -> MethodInfo | None:
+    """A registered method's catalogue entry; None for an unknown name. A class registered at run time
+    (not in `methods/`) is read from the registry itself."""
+    entry = catalogue()["methods"].get(name)
+    if entry is None:
+        from registries import METHODS
+
+        cls = METHODS.get(name)
+        if cls is None:
+            return None
+        entry = {"inputs": cls.inputs, "sees_past_steps": cls.sees_past_steps, "preset_file": cls.preset_file,
+                 "hparam_choices": cls.hparam_choices}
+    return MethodInfo(entry["inputs"], bool(entry["sees_past_steps"]), entry["preset_file"],
+                      {k: tuple(v) for k, v in entry["hparam_choices"].items()})
+
+
+def method_names() -> list[str]:
+    return sorted(catalogue()["methods"])
+
+
+def backbone_names() -> list[str]:
+    return list(catalogue()["backbones"])
+
+
+def backbone_depth(name: str, options: Mapping[str, Any]) -> int:
+    """How many transformer blocks backbone `name` has with these options: from the catalogue for a
+    paper backbone at its own size, else by building it on the meta device (imports timm)."""
+    depths = catalogue()["depths"]
+    if name in depths and "depth" not in options.get("kwargs", {}):
+        return int(depths[name])
+    from bench.backbones import block_count
+
+    return block_count(name, options)

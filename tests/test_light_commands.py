@@ -1,0 +1,87 @@
+"""Commands that train nothing import neither torch nor timm, and the method catalogue they read
+instead (registries/catalogue.py) is the classes' own word, rebuilt whenever their sources change."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import registries.catalogue as catalogue
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def imported_after(argv: list[str], tmp_path: Path) -> dict[str, bool]:
+    """Run `bench <argv>` in a fresh interpreter; which heavy packages it imported."""
+    catalogue.catalogue()  # as after any earlier command: the catalogue file exists (a fresh machine builds it once)
+    code = ("import sys; from bench.cli import main; code = main(%r); "
+            "print({'code': code, **{m: m in sys.modules for m in ('torch', 'timm', 'sklearn', 'matplotlib')}})" % argv)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 0, out.stderr
+    return eval(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("argv", [
+    ["list", "methods"], ["list", "backbones"], ["list", "grids"],
+    ["run", "--dry-run", "--grid", "full"],
+    ["run", "--dry-run", "--grid", "smoke"],  # tail methods on a timm ViT: its depth checked on the meta device
+    ["status", "--grid", "demo", "--results", "{results}"],
+    ["cache", "list", "--results", "{results}"],
+])
+def test_commands_that_run_nothing_import_no_torch(argv, tmp_path):
+    argv = [a.replace("{results}", str(tmp_path)) for a in argv]
+    seen = imported_after(argv, tmp_path)
+    assert seen["code"] == 0
+    if "smoke" in argv:  # a timm model's depth needs timm (built on the meta device, no weights)
+        assert seen["timm"]
+        return
+    assert not seen["torch"] and not seen["timm"] and not seen["sklearn"] and not seen["matplotlib"], seen
+
+
+def test_nothing_to_run_imports_no_torch(tmp_path):
+    from bench.cli import main
+
+    argv = ["run", "--methods", "K-means", "--splits", "2-step", "--seeds", "0", "--cluster", "debug",
+            "--results", str(tmp_path)]
+    assert main(argv) == 0
+    seen = imported_after(argv, tmp_path)
+    assert seen["code"] == 0 and not seen["torch"] and not seen["timm"], seen
+
+
+def test_the_catalogue_is_what_the_classes_say():
+    from registries import METHODS, load_all
+
+    load_all()
+    data = catalogue.catalogue()
+    assert set(data["methods"]) == set(METHODS.module_dict)
+    for name, cls in METHODS.module_dict.items():
+        info = catalogue.method_info(name)
+        assert (info.inputs, info.sees_past_steps, info.preset_file) == (cls.inputs, cls.sees_past_steps, cls.preset_file)
+        assert info.hparam_choices == {k: tuple(v) for k, v in cls.hparam_choices.items()}
+    assert data["depths"] == {"clip-vitb16": 12, "dino-resnet50": 0, "dino-vitb16": 12, "pixels": 0}
+
+
+def test_the_catalogue_follows_its_sources(tmp_path, monkeypatch):
+    source = tmp_path / "method.py"
+    source.write_text("A = 1\n")
+    monkeypatch.setattr(catalogue, "_sources", lambda: [source])
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    builds = []
+    monkeypatch.setattr(catalogue, "read_classes", lambda: builds.append(1) or {"methods": {}, "n": len(builds)})
+    catalogue.catalogue.cache_clear()
+    try:
+        assert catalogue.catalogue()["n"] == 1
+        catalogue.catalogue.cache_clear()
+        assert catalogue.catalogue()["n"] == 1 and len(builds) == 1  # read from the file, classes not imported
+        source.write_text("A = 2\n")  # a method file changed: the next command reads the classes again
+        catalogue.catalogue.cache_clear()
+        assert catalogue.catalogue()["n"] == 2
+        files = sorted((tmp_path / "cache" / "bench").glob("catalogue-*.json"))
+        assert len(files) == 2 and json.loads(files[0].read_text())["methods"] == {}
+    finally:
+        catalogue.catalogue.cache_clear()
