@@ -57,6 +57,7 @@ class BankInfo:
     fields: dict[str, Any]
     created: float
     last_used: float
+    kind: str = "feature bank"
 
 
 def _read_meta(path: Path) -> dict[str, Any]:
@@ -66,6 +67,22 @@ def _read_meta(path: Path) -> dict[str, Any]:
 def load_or_build(cache: Path, fields: Mapping[str, Any], build: Callable[[], dict[str, torch.Tensor]],
                   log: Callable[[str], None] = lambda message: None) -> dict[str, torch.Tensor]:
     """The bank for `fields`, building it with `build()` (tensors are stored as fp16) if absent."""
+    def write(tmp: Path) -> dict[str, Any]:
+        import torch  # here: listing and removing banks (`bench cache`) imports no torch
+
+        tensors = {name: t.to(torch.float16).contiguous() for name, t in build().items()}
+        torch.save(tensors, tmp / BANK_FILE)
+        return {name: list(t.shape) for name, t in tensors.items()}
+
+    return _load(build_once(cache, fields, write, log, "feature bank"), log)
+
+
+def build_once(cache: Path, fields: Mapping[str, Any], write: Callable[[Path], dict[str, Any]],
+               log: Callable[[str], None], kind: str) -> Path:
+    """The directory of the bank for `fields`, which `write(tmp)` fills (returning its arrays' shapes)
+    if it is absent: one builder per key at a time (`flock`), the others wait and then read what it
+    built; written to a temporary directory and renamed into place with its `meta.json` last, so a
+    crash mid-build never leaves a bank that looks complete."""
     key = bank_key(fields)
     root = Path(cache) / "banks"
     try:
@@ -74,45 +91,41 @@ def load_or_build(cache: Path, fields: Mapping[str, Any], build: Callable[[], di
         raise BenchError(f"feature cache {cache} is not writable ({err.strerror}); set BENCH_CACHE_DIR "
                          f"or --cfg-options features.cache_dir=DIR") from None
     final = root / key
-    if not (final / BANK_FILE).exists():
+    if not (final / META_FILE).exists():
         with (root / f"{key}.lock").open("a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # a concurrent builder of the same key: wait for it
-            if not (final / BANK_FILE).exists():
-                _build(root, key, fields, build, log)
-    return _load(final, log)
+            if not (final / META_FILE).exists():
+                tmp = root / f".{key}.building"
+                shutil.rmtree(tmp, ignore_errors=True)  # left by a builder that crashed
+                tmp.mkdir()
+                start = time.monotonic()
+                shapes = write(tmp)
+                now = time.time()
+                meta = {"key": key, "kind": kind, "fields": dict(fields), "created": now, "last_used": now,
+                        "shapes": shapes, "build_seconds": round(time.monotonic() - start, 3)}
+                (tmp / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True, default=str))
+                tmp.rename(final)
+                log(f"{kind} {key} built in {meta['build_seconds']:.1f}s")
+    return final
 
 
-def _build(root: Path, key: str, fields: Mapping[str, Any], build: Callable[[], dict[str, torch.Tensor]],
-           log: Callable[[str], None]) -> None:
-    tmp = root / f".{key}.building"
-    shutil.rmtree(tmp, ignore_errors=True)  # left by a builder that crashed
-    tmp.mkdir()
-    start = time.monotonic()
-    import torch  # here: listing and removing banks (`bench cache`) imports no torch
-
-    tensors = {name: t.to(torch.float16).contiguous() for name, t in build().items()}
-    torch.save(tensors, tmp / BANK_FILE)
-    now = time.time()
-    meta = {"key": key, "fields": dict(fields), "created": now, "last_used": now,
-            "shapes": {name: list(t.shape) for name, t in tensors.items()},
-            "build_seconds": round(time.monotonic() - start, 3)}
-    (tmp / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True, default=str))
-    tmp.rename(root / key)
-    log(f"feature bank {key} built in {meta['build_seconds']:.1f}s")
-
-
-def _load(path: Path, log: Callable[[str], None]) -> dict[str, torch.Tensor]:
-    import torch
-
-    tensors = torch.load(path / BANK_FILE, weights_only=True)
+def touch(path: Path) -> None:
+    """Record that a bank was used now (`bench cache list` shows it); a read-only cache still serves."""
     try:
         meta = _read_meta(path)
         meta["last_used"] = time.time()
         tmp = path / f".{META_FILE}.{os.getpid()}"
         tmp.write_text(json.dumps(meta, indent=2, sort_keys=True, default=str))
         tmp.replace(path / META_FILE)
-    except OSError:  # a read-only shared cache still serves its banks
+    except OSError:
         pass
+
+
+def _load(path: Path, log: Callable[[str], None]) -> dict[str, torch.Tensor]:
+    import torch
+
+    tensors = torch.load(path / BANK_FILE, weights_only=True)
+    touch(path)
     log(f"feature bank {path.name} loaded")
     return tensors
 
@@ -120,10 +133,11 @@ def _load(path: Path, log: Callable[[str], None]) -> dict[str, torch.Tensor]:
 def list_banks(cache: Path) -> list[BankInfo]:
     banks = []
     for path in sorted((Path(cache) / "banks").glob("*")):
-        if path.is_dir() and not path.name.startswith(".") and (path / BANK_FILE).exists():
+        if path.is_dir() and not path.name.startswith(".") and (path / META_FILE).exists():
             meta = _read_meta(path)
             size = sum(f.stat().st_size for f in path.iterdir() if f.is_file())
-            banks.append(BankInfo(path.name, path, size, meta["fields"], meta["created"], meta["last_used"]))
+            banks.append(BankInfo(path.name, path, size, meta["fields"], meta["created"], meta["last_used"],
+                                  meta.get("kind", "feature bank")))
     return banks
 
 

@@ -52,7 +52,7 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bench", description="class-iNCD benchmark harness")
-    sub = parser.add_subparsers(dest="command", metavar="{run,status,cancel,report,list,data,cache}")
+    sub = parser.add_subparsers(dest="command", metavar="{run,status,cancel,report,metrics,list,data,cache}")
 
     run = sub.add_parser("run", help="run a grid (default: the embedded demo grid, locally)")
     _add_selection(run)
@@ -93,6 +93,12 @@ def build_parser() -> argparse.ArgumentParser:
     cache.add_argument("--all", action="store_true", help="with remove: every bank")
     cache.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
     cache.add_argument("--cache-dir", help="the cache (else $BENCH_CACHE_DIR, else <results>/cache)")
+
+    met = sub.add_parser("metrics", help="recompute finished runs' metrics from their stored predictions")
+    met.add_argument("action", choices=("recompute",))
+    _add_selection(met)
+    met.set_defaults(grid=None)  # no grid named: every finished run under the results root
+    met.add_argument("--dry-run", action="store_true", help="say what would change, change nothing")
 
     rep = sub.add_parser("report", help="tables and plots of a grid's finished runs")
     _add_selection(rep)
@@ -423,6 +429,31 @@ def cmd_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_metrics(args: argparse.Namespace) -> int:
+    """`bench metrics recompute`: every finished run of the grid (or under the results root)."""
+    from bench.recompute import finished_runs, recompute_run
+    from bench.rundir import run_dir
+
+    if args.grid:
+        _, specs = _expand(args)
+        runs = [run_dir(args.results, s) for s in specs if (run_dir(args.results, s) / "DONE").exists()]
+    else:
+        runs = finished_runs(args.results)
+    if not runs:
+        raise BenchError(f"no finished runs under {args.results}" + (f" of grid {args.grid!r}" if args.grid else ""))
+    outcomes = [recompute_run(run, write=not args.dry_run) for run in runs]
+    for outcome in outcomes:
+        if outcome.status == "changed":
+            print(f"{outcome.run.name}: {outcome.n_changed} value(s) {'would change' if args.dry_run else 'changed'}, e.g. "
+                  + "; ".join(outcome.changed[:3]))
+        elif outcome.status != "unchanged":
+            print(f"{outcome.run.name}: skipped, {outcome.status} (recorded before runs kept them); left as it is")
+    counts = {status: sum(o.status == status for o in outcomes) for status in ("changed", "unchanged", "no stored predictions")}
+    print(f"recomputed {len(runs)} finished run(s): {counts['changed']} changed, {counts['unchanged']} unchanged, "
+          f"{counts['no stored predictions']} without stored predictions")
+    return 0
+
+
 def cmd_cache(args: argparse.Namespace) -> int:
     from datetime import datetime
 
@@ -433,17 +464,19 @@ def cmd_cache(args: argparse.Namespace) -> int:
     cache = Path(args.cache_dir) if args.cache_dir else default_cache_dir(args.results)
     if args.action == "list":
         banks = list_banks(cache)
-        rows = [(b.key, b.fields.get("dataset"), b.fields.get("backbone"), b.fields.get("views"),
+        rows = [(b.key, b.kind + (f" (prefix {b.fields['prefix_blocks']} blocks)" if "prefix_blocks" in b.fields else ""),
+                 b.fields.get("dataset"), b.fields.get("backbone"), b.fields.get("views"),
                  f"{b.size_bytes / 2**20:.1f}", datetime.fromtimestamp(b.last_used).strftime("%Y-%m-%d %H:%M"))
                 for b in banks]
-        print(f"{len(banks)} feature bank(s) in {cache}, {sum(b.size_bytes for b in banks) / 2**20:.1f} MiB")
+        print(f"{len(banks)} bank(s) in {cache}, {sum(b.size_bytes for b in banks) / 2**20:.1f} MiB")
         if rows:
-            print(tabulate(rows, headers=("key", "dataset", "backbone", "views", "MiB", "last used"), tablefmt="github"))
+            print(tabulate(rows, headers=("key", "kind", "dataset", "backbone", "views", "MiB", "last used"),
+                           tablefmt="github"))
         return 0
     if not args.keys and not args.all:
         raise BenchError("bench cache remove needs bank keys (see `bench cache list`) or --all")
     removed = remove_banks(cache, None if args.all else args.keys)
-    print(f"removed {len(removed)} feature bank(s) from {cache}")
+    print(f"removed {len(removed)} bank(s) from {cache}")
     return 0
 
 
@@ -541,7 +574,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(["run", *argv])
     try:
         commands = {"run": cmd_run, "status": cmd_status, "cancel": cmd_cancel, "list": cmd_list,
-                    "report": cmd_report, "cache": cmd_cache, "data": cmd_data}
+                    "report": cmd_report, "cache": cmd_cache, "data": cmd_data, "metrics": cmd_metrics}
         code = commands[args.command](args)
         gc.freeze()  # the interpreter's exit then skips collecting what torch allocated (1.4 s of 1.5)
         return code

@@ -34,6 +34,7 @@ from bench.evaluate import Evaluator, MetricRow, TaskLayout
 from bench.bank import default_cache_dir, load_or_build, weights_identity
 from bench.features import Encoder, FeatureViews, LiveViews, extract
 from bench.tokens import LiveTokens, Prefix
+from bench import predictions
 from bench.rundir import (CHECKPOINT, DONE, ERROR, METRICS, RunBusy, check_writable, invalidate,  # noqa: F401
                           is_done, run_dir, set_aside, unreadable)
 from bench.spec import FEATURE_MODES, RunSpec, features_protocol, write_atomic
@@ -144,15 +145,18 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
         log(f"features ({spec.config['features']['mode']}): train {tuple(train.plain.shape)} with "
             f"{train.views.shape[1]} stored views, test {tuple(test.plain.shape)}, {time.monotonic() - clock:.1f}s")
     inputs = INPUTS[method.inputs](method=method, backbone=backbone, data=data, device=device, spec=spec,
-                                   features=(train, val, test), val_images=val_images)
+                                   features=(train, val, test), val_images=val_images, log=log,
+                                   results=out.parent.parent)
     evaluator = Evaluator(layout)
     rows: list[MetricRow] = []
+    stored: dict[str, np.ndarray] = {}  # what the evaluator was given (bench.predictions)
     first_step, started_at, spent = 0, _now(), 0.0
     state = _read_checkpoint(out, log)
     if state is not None:
         method.load_state_dict(state["method"])
         evaluator.load_state_dict(state["evaluator"])
         rows = [MetricRow(**r) for r in state["rows"]]
+        stored = dict(state.get("predictions", {}))
         first_step, started_at, spent = state["step"] + 1, state["started_at"], state["duration_s"]
         log(f"resuming after step {state['step']}")
 
@@ -180,16 +184,20 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
         unified, task_pred = _predict(method, inputs.batches("test", seen), t, test_task[seen] == t)
         step_rows = evaluator.evaluate(t, data.test.labels[seen], unified, task_pred)
         rows.extend(step_rows)
+        predictions.record(stored, t, val_labels=val_images.labels[val_idx], val_pred=val_pred,
+                           test_labels=data.test.labels[seen], unified=unified, task_pred=task_pred,
+                           mapping=evaluator.mappings[t])
         acc = {(r.group, r.flavour): r.value for r in step_rows if r.metric == "acc"}
         log(f"step {t + 1}/{spec.n_steps}: task-specific {acc[(f'task_{t}', 'task')]:.1f}, "
             f"all wo {acc[('all', 'wo')]:.1f}, all w {acc[('all', 'w')]:.1f}")
         state = {"step": t, "method": method.state_dict(), "evaluator": evaluator.state_dict(),
-                 "rows": [asdict(r) for r in rows], "started_at": started_at,
+                 "rows": [asdict(r) for r in rows], "predictions": stored, "started_at": started_at,
                  "duration_s": spent + time.monotonic() - clock}
         _save_checkpoint(out / CHECKPOINT, state)
 
     rows.extend(evaluator.summary(rows, spec.n_steps))
     frame = _frame(spec, rows, device, started_at, spent + time.monotonic() - clock, mapping_images)
+    predictions.write(out, layout, stored)
     tmp = out / f".{METRICS}.tmp"
     frame.to_parquet(tmp, index=False)
     tmp.replace(out / METRICS)
@@ -207,6 +215,21 @@ def step_order(indices: np.ndarray, seed: int, step: int) -> np.ndarray:
     return indices[np.random.default_rng([seed, step]).permutation(len(indices))]
 
 
+def bank_fields(spec: RunSpec, data: Any, backbone: Any) -> dict[str, Any]:
+    """What a bank's content depends on besides its views (the feature and token banks' keys)."""
+    feat = spec.config["features"]
+    return {"dataset": spec.dataset, "dataset_options": spec.config["dataset"], "data_root": str(data.root),
+            "classes": data.num_classes,
+            "sizes": [len(data.train), len(data.test), len(data.val) if data.val is not None else 0],
+            "backbone": spec.backbone, "pretrained": weights_identity(backbone.weights),
+            "backbone_kwargs": spec.config["backbone"]["kwargs"], "policy": [data.augmentation, feat["policy"]],
+            "bank_seed": feat["bank_seed"]}
+
+
+def cache_of(spec: RunSpec, results: Path) -> Path:
+    return Path(spec.location.get("cache_dir") or default_cache_dir(results))
+
+
 def features_for(spec: RunSpec, data: Any, backbone: Any, device: torch.device, views: int,
                  log: Log, results: Path) -> tuple[FeatureViews, FeatureViews, FeatureViews]:
     """Train, val and test features for a run.
@@ -222,14 +245,7 @@ def features_for(spec: RunSpec, data: Any, backbone: Any, device: torch.device, 
         raise BenchError(f"unknown features.mode {mode!r}; choose from {', '.join(FEATURE_MODES)}")
     encoder = Encoder(backbone, data, device, feat["policy"])
     stored_views = views if mode == "bank" else 0
-    fields = {
-        "format": 1, "dataset": spec.dataset, "dataset_options": spec.config["dataset"],
-        "data_root": str(data.root), "classes": data.num_classes,
-        "sizes": [len(data.train), len(data.test), len(data.val) if data.val is not None else 0],
-        "backbone": spec.backbone, "pretrained": weights_identity(backbone.weights),
-        "backbone_kwargs": spec.config["backbone"]["kwargs"], "policy": [data.augmentation, feat["policy"]],
-        "views": stored_views, "bank_seed": feat["bank_seed"],
-    }
+    fields = {"format": 1, **bank_fields(spec, data, backbone), "views": stored_views}
 
     def build() -> dict[str, torch.Tensor]:
         batch = feat["batch_size"]
@@ -240,8 +256,7 @@ def features_for(spec: RunSpec, data: Any, backbone: Any, device: torch.device, 
             tensors["val_plain"] = extract(encoder, data.val, views=0, seed=0, batch_size=batch).plain
         return tensors
 
-    cache = Path(spec.location.get("cache_dir") or default_cache_dir(results))
-    bank = {k: v.float() for k, v in load_or_build(cache, fields, build, log).items()}
+    bank = {k: v.float() for k, v in load_or_build(cache_of(spec, results), fields, build, log).items()}
     if mode == "bank":
         train = FeatureViews(bank["train_plain"], bank["train_views"])
     else:
@@ -273,15 +288,31 @@ class FeatureInputs:
 
 class TokenInputs:
     """Methods that train tails (`inputs = "tokens"`): the frozen prefix's tokens of the images, up
-    to the method's first trainable block, computed now (`bench.tokens.LiveTokens`)."""
+    to the method's first trainable block, computed now (`bench.tokens.LiveTokens`) or, with
+    `features.tokens=bank` in bank mode, read from the token bank (`bench.token_bank`)."""
 
     def __init__(self, *, method: Any, backbone: Any, data: Any, device: torch.device, spec: RunSpec,
-                 val_images: ImageSet, **_: Any) -> None:
-        encoder = Encoder(backbone, data, device, spec.config["features"]["policy"])
+                 val_images: ImageSet, log: Log, results: Path, **_: Any) -> None:
+        feat = spec.config["features"]
+        encoder = Encoder(backbone, data, device, feat["policy"])
         prefix = Prefix(backbone, method.first_trainable)
         self.sources = {"train": LiveTokens(data.train, encoder, prefix), "val": LiveTokens(val_images, encoder, prefix),
                         "test": LiveTokens(data.test, encoder, prefix)}
         self.batch_size = int(spec.config["backbone"]["batch_size"])
+        if feat["mode"] == "bank" and feat["tokens"] == "bank":
+            from bench.token_bank import BankTokens, build_token_bank, resident_copy
+
+            fields = {"format": 1, "kind": "tokens", **bank_fields(spec, data, backbone),
+                      "prefix_blocks": method.first_trainable, "views": feat["views"], "dtype": feat["token_dtype"],
+                      "val": "held-out" if data.val is not None else "train"}
+            # the val images are the training images where a dataset has no held-out split: stored once
+            stored = {k: v for k, v in self.sources.items() if k != "val" or data.val is not None}
+            arrays = build_token_bank(cache_of(spec, results), fields, stored, feat["views"], feat["bank_seed"],
+                                      feat["batch_size"], feat["token_dtype"], log)
+            resident = resident_copy(arrays, device)
+            self.sources = {split: BankTokens(arrays, split if split in stored else "train", np.arange(len(live)), live,
+                                              device, feat["token_dtype"], resident)
+                            for split, live in self.sources.items()}
 
     def step_fields(self, of_task: list[np.ndarray], sees_past: bool) -> dict[str, Any]:
         train = self.sources["train"]
@@ -300,16 +331,16 @@ def _predict(method: Any, batches: Iterator[torch.Tensor], task: int, current: n
              unified: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Argmax of the unified head on every batch (unless `unified` is False), and of task `task`'s
     head on the rows where `current` holds: both read the same batch, so each image's prefix runs once."""
-    predictions, task_pred, start = [], [], 0
+    unified_pred, task_pred, start = [], [], 0
     for x in batches:
         rows = torch.as_tensor(current[start: start + len(x)], device=x.device)
         if unified:
-            predictions.append(method.logits(x).argmax(1).cpu())
+            unified_pred.append(method.logits(x).argmax(1).cpu())
         if rows.any():
             task_pred.append(method.task_logits(x[rows], task).argmax(1).cpu())
         start += len(x)
     empty = torch.empty(0, dtype=torch.long)
-    return torch.cat(predictions or [empty]).numpy(), torch.cat(task_pred or [empty]).numpy()
+    return torch.cat(unified_pred or [empty]).numpy(), torch.cat(task_pred or [empty]).numpy()
 
 
 def _read_checkpoint(out: Path, log: Log) -> dict[str, Any] | None:

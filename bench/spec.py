@@ -43,12 +43,19 @@ LAYOUTS: dict[str, str] = {"comparison": "Tab. 5: one row per method", "referenc
 
 FEATURE_MODES = ("bank", "exact")  # features.mode
 POLICY_PRESETS = ("paper", "code")  # features.policy: the paper's views or the authors' per-dataset ones
-SECTION_CHOICES: dict[str, tuple[str, ...]] = {"features.mode": FEATURE_MODES, "features.policy": POLICY_PRESETS}
+TOKEN_SOURCES = ("live", "bank")  # features.tokens: the prefix run on fresh views every epoch, or a token bank
+SECTION_CHOICES: dict[str, tuple[str, ...]] = {"features.mode": FEATURE_MODES, "features.policy": POLICY_PRESETS,
+                                               "features.tokens": TOKEN_SOURCES,
+                                               "features.token_dtype": ("float16", "float8")}
 DEFAULT_SECTIONS: dict[str, dict[str, Any]] = {
     "dataset": {},
     "backbone": {"pretrained": True, "kwargs": {}, "batch_size": 256},
-    "features": {"mode": "bank", "views": 8, "bank_seed": 0, "batch_size": 512, "policy": "paper"},
+    "features": {"mode": "bank", "views": 8, "bank_seed": 0, "batch_size": 512, "policy": "paper",
+                 "tokens": "live", "token_dtype": "float16"},
 }
+# Keys added after runs were recorded: at these values they are left out of the run id, so that
+# the runs finished before them keep their ids (and stay done).
+LATER_KEYS: dict[tuple[str, str], Any] = {("features", "tokens"): "live", ("features", "token_dtype"): "float16"}
 
 
 # Sections a preset may set besides the method's own keys (a `code` preset sets `features.policy`).
@@ -72,7 +79,9 @@ def features_protocol(config: Mapping[str, Any], *, inputs: str = "features", tr
     views = f"bank V={feat['views']}" if feat["mode"] == "bank" else "exact"
     if inputs != "tokens":
         return views
-    return "images, fresh views" + (f"; head warm-up {views}" if warms_up_on_features else "")
+    tokens = (f"token bank V={feat['views']}" if feat["mode"] == "bank" and feat.get("tokens") == "bank"
+              else "images, fresh views")
+    return tokens + (f"; head warm-up {views}" if warms_up_on_features else "")
 
 
 @dataclass(frozen=True)
@@ -103,6 +112,9 @@ class RunSpec:
         ident.pop("location")
         ident["config"] = {**ident["config"], "dataset": {k: v for k, v in ident["config"]["dataset"].items()
                                                           if k != "root"}}
+        for (section, key), value in LATER_KEYS.items():
+            if ident["config"].get(section, {}).get(key, value) == value:
+                ident["config"][section] = {k: v for k, v in ident["config"][section].items() if k != key}
         return ident
 
     @property

@@ -74,6 +74,10 @@ class LiveTokens:
         """Tokens of one augmented view of images on the device (the encoder's policy unless told)."""
         return self.prefix(self.encoder.preprocess((policy or self.encoder.policy)(x, gen)))
 
+    def one_view(self, index: np.ndarray, gen: torch.Generator) -> torch.Tensor:
+        """Tokens of one augmented view of the indexed images (what a token bank stores V of)."""
+        return self._view(view_input(self.images, np.asarray(index)).to(self.encoder.device), gen)
+
     def two_views(self, index: torch.Tensor, gen: torch.Generator,
                   variants: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Two views; `variants` changes each view's policy (`bench.data.pipeline.policy_variant`),

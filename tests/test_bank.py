@@ -86,7 +86,7 @@ def test_cache_cli_lists_and_removes(tmp_path, capsys):
     assert main(["cache", "list", "--results", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     (bank,) = list_banks(tmp_path / "cache")
-    assert "1 feature bank(s)" in out and bank.key in out and "synthetic" in out
+    assert "1 bank(s)" in out and "feature bank" in out and bank.key in out and "synthetic" in out
     assert main(["cache", "remove", "nope", "--results", str(tmp_path)]) == 2
     assert "no feature bank 'nope'" in capsys.readouterr().err
     assert main(["cache", "remove", bank.key, "--results", str(tmp_path)]) == 0

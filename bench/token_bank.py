@@ -1,0 +1,154 @@
+"""The token bank: the frozen prefix's output tokens, computed once per key and shared by every run.
+
+The methods that train a ViT's last blocks spend most of an epoch in the frozen prefix (77% of a
+Joint (unfrozen) epoch with ViT-B/16 on a CPU). With `features.tokens=bank` the prefix runs once per
+stored view instead: the bank holds, for one (dataset and its options, backbone and its weights,
+prefix depth, augmentation policy, V = `features.views`, `features.bank_seed`), the prefix's tokens of
+V augmented views of every training image and of the plain view of every train, val and test image,
+in fp16 (`features.token_dtype=float8` halves that where the hardware has fp8), as memory-mapped
+`.npy` files under `<cache>/banks/<key>/`. A run reads the batches it asks for from the mapped files,
+or, on a GPU with room for the whole bank, from a copy held on the GPU; batches read from the files go
+to the GPU through pinned memory (asynchronously; reading the next batch ahead is not done yet).
+
+Concurrency and crash safety are the feature bank's (`bench.bank.build_once`): one builder per key,
+the others wait; a build killed midway leaves only a temporary directory the next builder removes.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
+
+import numpy as np
+import torch
+
+from bench.bank import build_once, touch
+from bench.data.base import ImageSet
+from bench.tokens import LiveTokens
+
+TOKEN_DTYPES = {"float16": (np.float16, torch.float16), "float8": (np.uint8, torch.float8_e4m3fn)}
+SPLITS = ("train", "val", "test")
+
+
+def _writer(path: Path, shape: tuple[int, ...], dtype: str) -> np.memmap:
+    return np.lib.format.open_memmap(path, mode="w+", dtype=TOKEN_DTYPES[dtype][0], shape=shape)
+
+
+def _to_store(x: torch.Tensor, dtype: str) -> np.ndarray:
+    stored = x.to(TOKEN_DTYPES[dtype][1]).cpu()
+    return stored.view(torch.uint8).numpy() if dtype == "float8" else stored.numpy()
+
+
+def build_token_bank(cache: Path, fields: Mapping[str, Any], sources: Mapping[str, LiveTokens], views: int,
+                     seed: int, batch_size: int, dtype: str, log: Callable[[str], None]) -> dict[str, np.ndarray]:
+    """The bank's arrays (memory-mapped, read-only): `train_views` N×V×T×D and `<split>_plain` N×T×D.
+    The views are drawn batch by batch, view by view, from one generator seeded `seed`: what a
+    `LiveTokens` source gives for the same draws."""
+    def write(tmp: Path) -> dict[str, Any]:
+        shapes: dict[str, Any] = {}
+        probe = sources["train"].plain(np.arange(1))
+        tokens, dim = probe.shape[1:]
+        for split, source in sources.items():
+            plain = _writer(tmp / f"{split}_plain.npy", (len(source), tokens, dim), dtype)
+            for start in range(0, len(source), batch_size):
+                index = np.arange(start, min(start + batch_size, len(source)))
+                plain[index] = _to_store(source.plain(index), dtype)
+            plain.flush()
+            shapes[f"{split}_plain"] = list(plain.shape)
+        train = sources["train"]
+        stored = _writer(tmp / "train_views.npy", (len(train), views, tokens, dim), dtype)
+        gen = torch.Generator().manual_seed(seed)
+        for start in range(0, len(train), batch_size):
+            index = np.arange(start, min(start + batch_size, len(train)))
+            for v in range(views):
+                stored[index, v] = _to_store(train.one_view(index, gen), dtype)
+        stored.flush()
+        shapes["train_views"] = list(stored.shape)
+        return shapes
+
+    path = build_once(cache, fields, write, log, "token bank")
+    touch(path)
+    log(f"token bank {path.name} loaded (memory-mapped)")
+    return {f.stem: np.load(f, mmap_mode="r") for f in sorted(path.glob("*.npy"))}
+
+
+class BankTokens:
+    """A token source (the interface of `bench.tokens.LiveTokens`) reading stored tokens: two
+    different stored views per image and draw, the plain tokens for evaluation. What the bank does
+    not hold goes to the live source: fresh views of a replay buffer's raw images (DER) and views
+    augmented otherwise than the stored ones (CaSSLe's asymmetric views)."""
+
+    def __init__(self, arrays: Mapping[str, np.ndarray], split: str, rows: np.ndarray, live: LiveTokens,
+                 device: torch.device, dtype: str = "float16", resident: Mapping[str, torch.Tensor] | None = None) -> None:
+        """`split` names the stored plain tokens these images' rows index (`train` for the val images
+        where they are the training images)."""
+        self.arrays, self.split, self.rows, self.live = arrays, split, np.asarray(rows), live
+        self.device, self.dtype, self.resident = torch.device(device), dtype, resident or {}
+        self.images = live.images
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def subset(self, index: np.ndarray) -> "BankTokens":
+        index = np.asarray(index)
+        return BankTokens(self.arrays, self.split, self.rows[index], self.live.subset(index), self.device,
+                          self.dtype, self.resident)
+
+    def _read(self, name: str, *index: np.ndarray) -> torch.Tensor:
+        """Rows of a stored array on the device, as float32."""
+        if name in self.resident:  # the whole bank on the GPU
+            return self._decode(self.resident[name][tuple(torch.as_tensor(i, device=self.device) for i in index)])
+        order = np.argsort(index[0], kind="stable")  # sorted reads from the mapped file, then back in order
+        sorted_index = tuple(i[order] for i in index)
+        block = torch.from_numpy(np.ascontiguousarray(self.arrays[name][sorted_index]))
+        if self.device.type == "cuda":
+            block = block.pin_memory().to(self.device, non_blocking=True)
+        out = torch.empty_like(block)
+        out[torch.as_tensor(order, device=block.device)] = block
+        return self._decode(out)
+
+    def _decode(self, x: torch.Tensor) -> torch.Tensor:
+        return (x.view(torch.float8_e4m3fn) if self.dtype == "float8" else x).float()
+
+    def two_views(self, index: torch.Tensor, gen: torch.Generator,
+                  variants: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        if variants:  # augmented otherwise than the stored views: drawn fresh
+            return self.live.two_views(index, gen, variants)
+        v = self.arrays["train_views"].shape[1]
+        first = torch.randint(0, v, (len(index),), generator=gen)
+        second = (first + torch.randint(1, v, (len(index),), generator=gen)) % v if v > 1 else first
+        rows = self.rows[index.cpu().numpy()]
+        return self._read("train_views", rows, first.numpy()), self._read("train_views", rows, second.numpy())
+
+    def raw(self, index: torch.Tensor | np.ndarray) -> torch.Tensor:
+        return self.live.raw(index)
+
+    def views_of(self, raw: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        return self.live.views_of(raw, gen)
+
+    def plain(self, index: np.ndarray) -> torch.Tensor:
+        return self._read(f"{self.split}_plain", self.rows[np.asarray(index)])
+
+    def batches(self, batch_size: int = 256) -> Iterator[torch.Tensor]:
+        for start in range(0, len(self), batch_size):
+            yield self.plain(np.arange(start, min(start + batch_size, len(self))))
+
+
+def resident_copy(arrays: Mapping[str, np.ndarray], device: torch.device, fraction: float = 0.5) -> dict[str, torch.Tensor]:
+    """The whole bank on the GPU when it takes at most `fraction` of its free memory; else nothing
+    (batches are then read from the mapped files through pinned memory)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return {}
+    free, _ = torch.cuda.mem_get_info(device)
+    if sum(a.nbytes for a in arrays.values()) > fraction * free:
+        return {}
+    return {name: torch.from_numpy(np.ascontiguousarray(a)).to(device) for name, a in arrays.items()}
+
+
+def token_bank_bytes(n_train: int, n_eval: int, views: int, tokens: int, dim: int, bytes_per_value: int = 2) -> int:
+    """What a bank holds: (N_train·(V + 1) + N_eval) · T · D values."""
+    return (n_train * (views + 1) + n_eval) * tokens * dim * bytes_per_value
+
+
+def unlabelled(images: ImageSet) -> ImageSet:
+    return ImageSet(images.images, np.full(len(images), -1))

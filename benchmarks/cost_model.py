@@ -1,0 +1,154 @@
+"""GPU-hours of the paper's full grid, the authors' protocol against bench's banks, and the memory of
+the banks per dataset.
+
+    python benchmarks/cost_model.py [--throughput 3000] [--measure]
+
+The grid: the eleven methods (`paper` presets' epochs and stages), five datasets, two splits, three
+seeds, DINO ViT-B/16 at 224. The unit of cost is one transformer block's forward pass on one image;
+ViT-B/16's blocks are identical, so a full forward is 12 units (patch embedding and head are left
+out), and a trained block's backward costs twice its forward.
+
+- The authors' protocol: every epoch pushes two fresh views of every image of the step through the
+  whole ViT (also for the frozen-backbone methods), plus the teachers' forwards.
+- bench (`features.tokens=bank` for the image-trained methods): the frozen-backbone methods train on the feature bank (V + 1 full forwards per training
+  image and one per evaluation image, once per dataset and shared by every method and seed; the heads'
+  epochs cost nothing against that); the methods that train the last blocks read the token bank
+  (the prefix once per stored view) and run only the trained blocks every epoch, teachers included.
+
+Units become GPU-hours through a ViT-B/16 throughput in full forwards per second (`--throughput`;
+3000 img/s, an assumption for an H100 in bf16, to be replaced by a measured value). `--measure`
+checks the "every block costs the same" premise on this machine: a 12-block ViT's full forward
+against one block's forward on its tokens.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+DEPTH = 12
+TOKENS, DIM = 197, 768  # ViT-B/16 at 224: 14 × 14 patches and the class token; 768 channels
+SEEDS, VIEWS = 3, 8
+# training images per task of each split (the paper's appendix), and evaluation images (test, plus
+# CUB's and Herbarium's held-out val, 20% of the official training images)
+TASKS = {
+    "C10": {2: [25000] * 2, 5: [10000] * 5},
+    "C100": {2: [25000] * 2, 5: [10000] * 5},
+    "T200": {2: [50000] * 2, 5: [20000] * 5},
+    "B200": {2: [2400] * 2, 5: [959] * 5},
+    "H683": {2: [14500, 16300], 5: [6300, 5400, 6100, 6800, 6300]},
+}
+EVAL = {"C10": 10000, "C100": 10000, "T200": 10000, "B200": 5794 + 1199, "H683": 2700 + 3415}
+
+
+def authors(method: str, sizes: list[int]) -> float:
+    """Block-forward units of one run under the authors' protocol."""
+    full, n, t = DEPTH, sum(sizes), len(sizes)
+    seen = sum(sum(sizes[: s + 1]) for s in range(t))  # images of tasks <= s, summed over steps
+    later = n - sizes[0]  # images of steps >= 1
+    train1 = 1 + 2  # one trained block: forward + backward
+    if method == "K-means":
+        return n * full
+    if method == "Baseline":
+        return 200 * 2 * n * full
+    if method == "Baseline++":
+        return 200 * 2 * n * full + 200 * 2 * later * full
+    if method == "Joint (frozen)":
+        return 200 * 2 * n * full + 100 * 2 * seen * full
+    if method == "Joint (unfrozen)":  # Baseline heads; stage 1 per step; stage 2 on every seen step, teachers labelling
+        return 200 * 2 * n * full + 200 * 2 * n * (full + 2) + 100 * 2 * seen * (full + 2 + 1)
+    if method in ("EwC", "LwF", "DER"):
+        extra = {"EwC": 0, "LwF": 1, "DER": full}[method]  # LwF: the teacher's block; DER: a replayed batch
+        return 100 * 2 * n * full + 100 * 2 * n * (full + 2) + 100 * 2 * later * extra
+    if method == "ResTune":  # two trained base blocks and the branches (about one per step) on two views
+        return 100 * 2 * n * (full + t / 2) + 100 * 2 * n * (full + 2 * (2 + t / 2)) + 100 * later * (full + t / 2)
+    if method == "FRoST":  # one stage; the previous backbone on view 1
+        return 200 * 2 * n * (full + 2) + 200 * later * full
+    if method == "CaSSLe":  # BYOL: online and EMA target on two views, the frozen teacher; then the head
+        return 100 * 2 * n * (full + 2 + full) + 100 * 2 * later * full + 200 * 2 * n * full
+    raise ValueError(method)
+
+
+def bench(method: str, sizes: list[int]) -> float:
+    """Block-forward units of one run in bench, the banks excluded (they are counted once per dataset)."""
+    n, t = sum(sizes), len(sizes)
+    seen = sum(sum(sizes[: s + 1]) for s in range(t))
+    later = n - sizes[0]
+    if method in ("K-means", "Baseline", "Baseline++", "Joint (frozen)"):
+        return 0.0  # heads on stored features
+    if method == "Joint (unfrozen)":
+        return 200 * 2 * n * 3 + 100 * 2 * seen * 4
+    if method in ("EwC", "LwF", "DER"):
+        extra = {"EwC": 0, "LwF": 1, "DER": DEPTH}[method]  # DER's replayed images are re-augmented: full forward
+        return 100 * 2 * n * 1 + 100 * 2 * n * 3 + 100 * 2 * later * extra
+    if method == "ResTune":  # the trained blocks and branches; the prefix ends before block 10
+        return 100 * 2 * n * (2 + t / 2) + 100 * 2 * n * 3 * (2 + t / 2) + 100 * later * (2 + t / 2)
+    if method == "FRoST":
+        return 200 * 2 * n * 3 + 200 * later * 1
+    if method == "CaSSLe":  # asymmetric views are drawn fresh through the prefix
+        return 100 * 2 * n * (DEPTH + 2 + 1) + 100 * 2 * later * 1 + 200 * 2 * n * 1
+    raise ValueError(method)
+
+
+METHODS = ["Baseline", "Baseline++", "K-means", "Joint (frozen)", "Joint (unfrozen)", "EwC", "LwF", "DER",
+           "ResTune", "FRoST", "CaSSLe"]
+TAIL = ["Joint (unfrozen)", "EwC", "LwF", "DER", "ResTune", "FRoST"]  # read a token bank (CaSSLe: not its SSL stage)
+
+
+def banks(dataset: str) -> tuple[float, float, float]:
+    """Units to build a dataset's banks (feature bank, token banks at prefix depths 11 and 10) and their bytes."""
+    n, ev = sum(TASKS[dataset][2]), EVAL[dataset]
+    feature = (n * (VIEWS + 1) + ev) * DEPTH
+    tokens = (n * (VIEWS + 1) + ev) * (11 + 10)  # EwC & co. read block 11's input, ResTune block 10's
+    return feature + tokens, (n * (VIEWS + 1) + ev) * DIM * 2, (n * (VIEWS + 1) + ev) * TOKENS * DIM * 2
+
+
+def measure() -> None:
+    import torch
+    import timm
+
+    model = timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=0, depth=DEPTH, img_size=64,
+                              embed_dim=192, num_heads=3).eval()
+    x = torch.randn(32, 3, 64, 64)
+    with torch.no_grad():
+        tokens = model.patch_embed(x)
+        tokens = model._pos_embed(tokens)
+        for fn, name in ((lambda: model(x), "full forward"), (lambda: model.blocks[-1](tokens), "one block")):
+            fn()
+            start = time.perf_counter()
+            for _ in range(5):
+                fn()
+            print(f"  {name:<13} {(time.perf_counter() - start) / 5 * 1000:7.1f} ms per batch of 32")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--throughput", type=float, default=3000.0, help="ViT-B/16 full forwards per second")
+    parser.add_argument("--measure", action="store_true")
+    args = parser.parse_args()
+    if args.measure:
+        print("Block cost premise, a 12-block ViT on this machine:")
+        measure()
+    hours = 1 / (args.throughput * DEPTH) / 3600  # GPU-hours per unit
+    print(f"The paper's full grid: {len(METHODS)} methods × 5 datasets × 2 splits × {SEEDS} seeds, ViT-B/16 at 224, "
+          f"{args.throughput:.0f} img/s assumed\n")
+    print(f"{'method':<18}{'authors GPU-h':>15}{'bench GPU-h':>14}{'ratio':>8}")
+    total_a = total_b = 0.0
+    for method in METHODS:
+        a = sum(authors(method, sizes) for d in TASKS for sizes in TASKS[d].values()) * SEEDS * hours
+        b = sum(bench(method, sizes) for d in TASKS for sizes in TASKS[d].values()) * SEEDS * hours
+        total_a, total_b = total_a + a, total_b + b
+        ratio = f"{a / b:8.1f}" if b >= 0.05 else f"{'bank only':>12}"
+        print(f"{method:<18}{a:15.1f}{b:14.1f}{ratio}")
+    bank_units = sum(banks(d)[0] for d in TASKS)
+    print(f"{'banks (once)':<18}{'':>15}{bank_units * hours:14.1f}")
+    total_b += bank_units * hours
+    print(f"{'total':<18}{total_a:15.1f}{total_b:14.1f}{total_a / total_b:8.1f}\n")
+    print(f"Bank sizes per dataset (V = {VIEWS}, fp16; token banks for a prefix ending before block 11; ResTune's, before "
+          f"block 10, is as large again):")
+    for d in TASKS:
+        _, feature, tokens = banks(d)
+        print(f"  {d:<5} feature bank {feature / 2**30:6.2f} GiB   token bank {tokens / 2**30:8.1f} GiB")
+
+
+if __name__ == "__main__":
+    main()

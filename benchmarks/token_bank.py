@@ -1,0 +1,85 @@
+"""The token bank against live prefix tokens, side by side in one run.
+
+    python benchmarks/token_bank.py [--methods EwC "Joint (unfrozen)"] [--depth 12] [--views 2 4 8] [--seeds 0 1 2]
+
+For each method, on generated images with a randomly initialised ViT of `--depth` blocks (the last
+trains, the others are the frozen prefix): wall time and final A of the run with fresh views through
+the prefix every epoch (`features.tokens=live`, the paper's protocol) and with the token bank at
+each V (`features.tokens=bank`, the bank built inside the timed run, in a fresh cache), the speed-up,
+and A's mean ± std over the seeds. On a GPU (`--device cuda`) the same with ViT-B/16 at 224 in bf16
+is `--model vit_base_patch16_224 --image-size 224 --embed-dim 768`.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pandas as pd  # noqa: E402
+
+from bench.runner import METRICS, execute  # noqa: E402
+from bench.spec import expand, load_grid  # noqa: E402
+
+
+def run(method: str, seed: int, tokens: str, views: int, args: argparse.Namespace, results: Path) -> tuple[float, float]:
+    kwargs = {"img_size": args.image_size, "patch_size": args.patch_size, "embed_dim": args.embed_dim,
+              "depth": args.depth, "num_heads": args.heads}
+    options = {"backbone.kwargs": kwargs, "backbone.pretrained": False, "features.tokens": tokens,
+               "features.views": views, "dataset.num_classes": 10, "dataset.image_size": args.image_size,
+               "dataset.train_per_class": args.per_class, "dataset.test_per_class": 10}
+    known = {"EwC": {"method.warmup_epochs": args.epochs, "method.epochs": args.epochs, "method.batch_size": 64},
+             "Joint (unfrozen)": {"method.epochs": args.epochs, "method.stage1_epochs": args.epochs,
+                                  "method.stage2_epochs": args.epochs, "method.stage1_batch_size": 64,
+                                  "method.stage2_batch_size": 64}}
+    (spec,) = expand(load_grid("smoke"), methods=[method], datasets=["synthetic"], splits=["2-step"], seeds=[seed],
+                     backbones=[f"timm:{args.model}"], options={**options, **known.get(method, {})},
+                     location={"device": args.device, "cache_dir": str(results / "cache")})
+    start = time.perf_counter()
+    out = execute(spec, results)
+    seconds = time.perf_counter() - start
+    metrics = pd.read_parquet(out / METRICS)
+    a = metrics[(metrics["group"] == "summary") & (metrics["flavour"] == "wo") & (metrics["metric"] == "A")]["value"]
+    return seconds, float(a.iloc[0])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--methods", nargs="+", default=["EwC", "Joint (unfrozen)"])
+    parser.add_argument("--views", nargs="+", type=int, default=[2, 4, 8])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--per-class", type=int, default=40)
+    parser.add_argument("--model", default="vit_tiny_patch16_224")
+    parser.add_argument("--depth", type=int, default=12)
+    parser.add_argument("--embed-dim", type=int, default=64)
+    parser.add_argument("--heads", type=int, default=2)
+    parser.add_argument("--image-size", type=int, default=32)
+    parser.add_argument("--patch-size", type=int, default=8)
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+    print(f"{args.model} depth {args.depth}, {args.image_size} px, {args.epochs} epochs per stage, 10 classes × "
+          f"{args.per_class} images, seeds {args.seeds}, {args.device}")
+    for method in args.methods:
+        rows = []
+        for tokens, views in [("live", 2)] + [("bank", v) for v in args.views]:
+            times, accs = [], []
+            for seed in args.seeds:
+                with tempfile.TemporaryDirectory() as tmp:  # a fresh cache: the bank is built in the timed run
+                    seconds, a = run(method, seed, tokens, views, args, Path(tmp))
+                times.append(seconds)
+                accs.append(a)
+            rows.append((f"live (exact views)" if tokens == "live" else f"token bank V={views}",
+                         statistics.mean(times), statistics.mean(accs), statistics.stdev(accs) if len(accs) > 1 else 0.0))
+        live = rows[0][1]
+        print(f"\n{method}")
+        for name, seconds, mean, std in rows:
+            print(f"  {name:<20} {seconds:6.2f} s per run  {live / seconds:5.2f}x   A {mean:5.1f} ± {std:.1f}")
+
+
+if __name__ == "__main__":
+    main()

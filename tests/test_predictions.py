@@ -1,0 +1,94 @@
+"""Stored predictions (bench/predictions.py) and `bench metrics recompute` (bench/recompute.py)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench.cli import main
+from bench.predictions import PREDICTIONS
+from bench.runner import METRICS, execute, run_dir
+from tests.helpers import tiny_specs
+
+ARGV = ["--grid", "smoke", "--methods", "K-means", "Baseline", "--backbone", "pixels", "--splits", "5-step"]
+
+
+@pytest.fixture
+def finished(tmp_path):
+    assert main(["run", *ARGV, "--cluster", "debug", "--results", str(tmp_path), "--cfg-options",
+                 "dataset.num_classes=10"]) == 0
+    return sorted((tmp_path / "runs").glob("*"))
+
+
+def values(run):
+    frame = pd.read_parquet(run / METRICS)
+    return frame.set_index(["step", "group", "flavour", "metric"])["value"].sort_index()
+
+
+def test_a_run_keeps_what_the_evaluator_was_given_and_recomputes_to_the_same_metrics(finished, tmp_path, capsys):
+    for run in finished:
+        with np.load(run / PREDICTIONS) as stored:
+            assert [int(s) for s in stored["sizes"]] == [2] * 5
+            assert stored["unified_4"].dtype == np.int8 and len(stored["unified_4"]) == len(stored["test_labels_4"])
+            assert set(np.unique(stored["test_labels_0"])) == {0, 1}  # step 1 is evaluated on task 1's classes only
+    before = {run: (run / METRICS).read_bytes() for run in finished}
+    capsys.readouterr()
+    assert main(["metrics", "recompute", "--results", str(tmp_path)]) == 0
+    assert "0 changed, 2 unchanged" in capsys.readouterr().out
+    assert all((run / METRICS).read_bytes() == before[run] for run in finished)  # idempotent: not even rewritten
+
+
+def test_a_changed_metric_definition_changes_only_that_metric(finished, tmp_path, capsys, monkeypatch):
+    import sklearn.metrics
+
+    before = {run: values(run) for run in finished}
+    columns = {run: list(pd.read_parquet(run / METRICS).columns) for run in finished}
+    monkeypatch.setattr(sklearn.metrics, "normalized_mutual_info_score", lambda a, b: 0.5)
+    assert main(["metrics", "recompute", "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "2 changed" in out and "w/nmi" in out
+    for run in finished:
+        after = values(run)
+        moved = after.index[after != before[run]]
+        assert len(moved) and set(moved.get_level_values("metric")) == {"nmi"}
+        assert (after.xs("nmi", level="metric") == 0.5).all()
+        assert list(pd.read_parquet(run / METRICS).columns) == columns[run]  # identity and provenance kept
+
+
+def test_a_run_recorded_before_predictions_were_kept_is_listed_and_left_alone(finished, tmp_path, capsys):
+    legacy = finished[0]
+    (legacy / PREDICTIONS).unlink()
+    before = (legacy / METRICS).read_bytes()
+    assert main(["metrics", "recompute", "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"{legacy.name}: skipped, no stored predictions" in out and "1 without stored predictions" in out
+    assert (legacy / METRICS).read_bytes() == before
+    assert main(["report", "--results", str(tmp_path), "--format", "csv"]) == 0  # and it still reports
+
+
+def test_nothing_finished_is_one_line(tmp_path, capsys):
+    assert main(["metrics", "recompute", "--results", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == f"bench: error: no finished runs under {tmp_path}"
+
+
+def test_a_resumed_run_stores_the_same_predictions(tmp_path, monkeypatch):
+    (spec,) = tiny_specs(methods=["Baseline"], splits=["5-step"], **{"dataset.num_classes": 10})
+    whole = execute(spec, tmp_path / "whole")
+    from methods.baseline import Baseline
+
+    real = Baseline.learn
+
+    def killed(self, step):
+        if step.index == 2:
+            raise KeyboardInterrupt("killed after step 2")
+        return real(self, step)
+
+    monkeypatch.setattr(Baseline, "learn", killed)
+    with pytest.raises(KeyboardInterrupt):
+        execute(spec, tmp_path / "resumed")
+    monkeypatch.setattr(Baseline, "learn", real)
+    resumed = execute(spec, tmp_path / "resumed")
+    assert "resuming after step 1" in (run_dir(tmp_path / "resumed", spec) / "log.txt").read_text()
+    with np.load(whole / PREDICTIONS) as a, np.load(resumed / PREDICTIONS) as b:
+        assert sorted(a.files) == sorted(b.files)
+        assert all(np.array_equal(a[k], b[k]) for k in a.files)
