@@ -106,7 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--format", default="latex", choices=("latex", "markdown", "csv"))
     rep.add_argument("--out", type=Path, help="output directory (default: <results>/reports/<grid>, "
                      "or <results>/reports/all without --grid)")
-    rep.add_argument("--compare", choices=("paper",), help="put the paper's numbers beside the measured ones")
+    rep.add_argument("--pool-orders", action="store_true",
+                     help="average runs of different class orders (split.class_order_seed) together, with the seeds")
+    rep.add_argument("--compare", nargs="+", metavar="WHAT",
+                     help="paper: the paper's numbers beside the measured ones; A B: the paired difference of two "
+                          "methods (labels as the tables show them) over the seeds they share")
     return parser
 
 
@@ -429,6 +433,35 @@ def cmd_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compare_methods(frame: Any, labels: Sequence[str], out: Path, suffix: str) -> Path:
+    """`bench report --compare A B`: A − B per cell over the seeds both ran, with its 95% CI."""
+    from tabulate import tabulate
+
+    from bench.report.aggregate import seed_values
+    from bench.report.stats import paired_differences
+
+    values = seed_values(frame)
+    known = list(dict.fromkeys(values["label"]))
+    if len(labels) != 2 or any(label not in known for label in labels):
+        raise BenchError(f"--compare takes `paper` or two method labels of the report; got {' '.join(labels)}; "
+                         f"labels: {', '.join(known)}")
+    first, second = labels
+    table = paired_differences(values, first, second)
+    path = out / f"compare_{first}_vs_{second}.{suffix}".replace(" ", "_").replace("/", "_")
+    if suffix == "csv":
+        path.write_text(table.to_csv(index=False, float_format="%.4f"))
+    else:
+        rows = [(r.split, r.dataset, r.metric, r.n, f"{r.diff:+.1f}",
+                 "--" if r.n < 2 else f"{r.ci_low:+.1f} … {r.ci_high:+.1f}",
+                 "yes" if r.beyond_noise else "no") for r in table.itertuples()]
+        text = tabulate(rows, headers=("split", "dataset", "metric", "shared seeds", f"{first} − {second}", "95% CI",
+                                       "beyond noise"), tablefmt="latex_booktabs" if suffix == "tex" else "github",
+                        disable_numparse=True)
+        path.write_text(text + "\n")
+        print(text)
+    return path
+
+
 def cmd_metrics(args: argparse.Namespace) -> int:
     """`bench metrics recompute`: every finished run of the grid (or under the results root)."""
     from bench.recompute import finished_runs, recompute_run
@@ -530,8 +563,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     out = args.out or Path(args.results) / "reports" / grid.name
     default_backbone = (args.backbones or grid.backbones)[0]
     labelled = frame.assign(label=[backbone_label(l, b, default_backbone) for l, b in zip(frame["label"], frame["backbone"])])
+    if args.pool_orders:  # each (class order, seed) one sample of the cell, as mammoth and PyCIL average orders
+        labelled["split"] = labelled["split"].str.replace(r" · order \d+$", " · class orders", regex=True)
     labels = list(dict.fromkeys(backbone_label(s.label, s.backbone, default_backbone) for s in specs))
-    order = {"split": list(dict.fromkeys(s.split for s in specs)),
+    order = {"split": list(dict.fromkeys(s.split_label for s in specs)),
              "dataset": list(dict.fromkeys(s.dataset for s in specs)), "label": labels}
     references = _references(specs)
     paths = write_report(labelled, out, args.format, title=f"grid {grid.name}", order=order,
@@ -548,7 +583,9 @@ def cmd_report(args: argparse.Namespace) -> int:
                                          exclude_from_best=references, caption=f"grid {grid.name}, {block.name}."))
             paths.append(path)
             paths += steps_figures(part, out, f"steps_{block.name}", block_order)  # the appendix's figures
-    if args.compare:
+    if args.compare and args.compare != ["paper"]:
+        paths.append(_compare_methods(labelled, args.compare, out, suffix))
+    elif args.compare:
         from bench.report.compare import compare, paper_reference, render_compare
 
         # score the relabelled frame, so that runs of different backbones are never averaged together,

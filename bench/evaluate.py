@@ -25,6 +25,12 @@ Per step t the evaluator reports, in percent:
   accuracies; for `w` ONE Hungarian match is fitted on the whole group and acc_k, acc_sample are
   measured under that single match (acc_sample is then the authors' `Acc_all_W_cluster`).
 - NMI and ARI of u against the labels for each group (flavour `w`, in 0..1).
+- the category-discovery accuracies that generalised and continual category discovery papers report
+  (GCD, PromptCCD, Happy: "All / Old / New"), sample-weighted, for the groups `all`, `old`, `new`:
+  flavour `gcd` fits ONE Hungarian match of u on all images of tasks <= t and splits its accuracy
+  into old (tasks < t) and new (task t) images; flavour `gcd_sep` fits separate matches on the old
+  and on the new images (its `all` is the single match's). The two differ where the single match
+  gives an old class a new cluster, or the reverse.
 
 Summary after the last step T−1 (group `summary`, for each flavour f in {wo, w}):
 
@@ -33,6 +39,9 @@ Summary after the last step T−1 (group `summary`, for each flavour f in {wo, w
   step 0, a_k (k >= 1) the flavour-f accuracy on task 0 after step k.
 - F_max = max_{k < T−1} a_k − a_{T−1}, the usual "max over steps" forgetting.
 With T = 1 both are 0.
+- For `gcd` and `gcd_sep`: All, Old and New = the mean over steps of the per-step `all`, `old` and
+  `new` accuracy, as continual category discovery papers average their stages (Old over steps 1..T−1;
+  absent with T = 1).
 """
 from __future__ import annotations
 
@@ -43,6 +52,7 @@ from typing import Any
 import numpy as np
 
 FLAVOURS = ("wo", "w")
+CD_FLAVOURS = ("gcd", "gcd_sep")  # the category-discovery papers' All / Old / New
 
 
 @dataclass(frozen=True)
@@ -106,6 +116,20 @@ def hungarian_mapping(y_true: np.ndarray, y_pred: np.ndarray) -> dict[int, int]:
 
     rows, cols = linear_sum_assignment(w.max() - w)
     return dict(zip(rows.tolist(), cols.tolist()))
+
+
+def category_discovery_rows(step: int, labels: np.ndarray, unified: np.ndarray,
+                            groups: dict[str, np.ndarray]) -> list[MetricRow]:
+    """`gcd` and `gcd_sep` accuracies of the groups present (see the module docstring)."""
+    single = _matched(labels, unified)  # one match over every seen class
+    rows = []
+    for group, sel in groups.items():
+        if not sel.any():
+            continue
+        separate = single[sel] if group == "all" else _matched(labels[sel], unified[sel])
+        rows.append(MetricRow(step, group, "gcd", "acc", 100.0 * float(single[sel].mean())))
+        rows.append(MetricRow(step, group, "gcd_sep", "acc", 100.0 * float(separate.mean())))
+    return rows
 
 
 def _matched(y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
@@ -217,6 +241,7 @@ class Evaluator:
 
             rows.append(MetricRow(step, group, "w", "nmi", float(normalized_mutual_info_score(labels[sel], unified[sel]))))
             rows.append(MetricRow(step, group, "w", "ari", float(adjusted_rand_score(labels[sel], unified[sel]))))
+        rows += category_discovery_rows(step, labels, unified, groups)
         return rows
 
     def summary(self, rows: list[MetricRow], n_steps: int) -> list[MetricRow]:
@@ -229,6 +254,11 @@ class Evaluator:
         if missing:
             raise ValueError(f"cannot summarise {n_steps} steps: missing rows (step, group, flavour, metric) {missing}")
         out = []
+        for flavour in CD_FLAVOURS:  # stage averages, as continual category discovery papers report
+            for group, metric in (("all", "All"), ("old", "Old"), ("new", "New")):
+                per_step = [value[(k, group, flavour, "acc")] for k in range(n_steps) if (k, group, flavour, "acc") in value]
+                if per_step:
+                    out.append(MetricRow(last, "summary", flavour, metric, float(np.mean(per_step))))
         for flavour in FLAVOURS:
             curve = [value[(0, "task_0", "task", "acc")]] + [value[(k, "task_0", flavour, "acc")] for k in range(1, n_steps)]
             final = curve[-1]

@@ -123,6 +123,10 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
 
     data = build_dataset(spec.dataset, spec.config["dataset"], spec.location.get("data_root"),
                          spec.location.get("partitions_dir") or str(out.parent.parent / "partitions"))
+    order_seed = spec.config.get("split", {}).get("class_order_seed")
+    data = data.with_class_order(order_seed)
+    if order_seed is not None:
+        log(f"class order {order_seed}: the canonical classes in the order {data.extra['class_order']}")
     layout = TaskLayout.contiguous(data.num_classes, spec.n_steps)
     backbone = build_backbone(spec.backbone, spec.config["backbone"], data.train.image_shape,
                               spec.location.get("weights_dir")).to(device)
@@ -371,7 +375,7 @@ def _frame(spec: RunSpec, rows: list[MetricRow], device: torch.device, started_a
     frame = pd.DataFrame([asdict(r) for r in rows])
     cls = METHODS.get(spec.method)
     identity = dict(run_id=spec.run_id, method=spec.method, preset=spec.preset, label=spec.label,
-                    dataset=spec.dataset, split=spec.split, n_steps=spec.n_steps, backbone=spec.backbone,
+                    dataset=spec.dataset, split=spec.split_label, n_steps=spec.n_steps, backbone=spec.backbone,
                     seed=spec.seed, reported_A="/".join(cls.reported["A"]), reported_F="/".join(cls.reported["F"]),
                     features=features_protocol(spec.config, inputs=cls.inputs, trains_on_views=cls.trains_on_views,
                                                warms_up_on_features=cls.warms_up_on_features),

@@ -52,10 +52,14 @@ DEFAULT_SECTIONS: dict[str, dict[str, Any]] = {
     "backbone": {"pretrained": True, "kwargs": {}, "batch_size": 256},
     "features": {"mode": "bank", "views": 8, "bank_seed": 0, "batch_size": 512, "policy": "paper",
                  "tokens": "live", "token_dtype": "float16"},
+    # None: the dataset's canonical class order (the paper's); N: the classes permuted with seed N
+    # before they are cut into tasks (a protocol axis: results over several orders)
+    "split": {"class_order_seed": None},
 }
 # Keys added after runs were recorded: at these values they are left out of the run id, so that
 # the runs finished before them keep their ids (and stay done).
-LATER_KEYS: dict[tuple[str, str], Any] = {("features", "tokens"): "live", ("features", "token_dtype"): "float16"}
+LATER_KEYS: dict[tuple[str, str], Any] = {("features", "tokens"): "live", ("features", "token_dtype"): "float16",
+                                          ("split", "class_order_seed"): None}
 
 
 # Sections a preset may set besides the method's own keys (a `code` preset sets `features.policy`).
@@ -113,8 +117,10 @@ class RunSpec:
         ident["config"] = {**ident["config"], "dataset": {k: v for k, v in ident["config"]["dataset"].items()
                                                           if k != "root"}}
         for (section, key), value in LATER_KEYS.items():
-            if ident["config"].get(section, {}).get(key, value) == value:
+            if section in ident["config"] and ident["config"][section].get(key, value) == value:
                 ident["config"][section] = {k: v for k, v in ident["config"][section].items() if k != key}
+                if not ident["config"][section]:  # a section that did not exist then
+                    del ident["config"][section]
         return ident
 
     @property
@@ -132,8 +138,14 @@ class RunSpec:
         data.pop("label", None)
         return cls(**data)
 
+    @property
+    def split_label(self) -> str:
+        """The split as results show it: `5-step`, or `5-step · order 3` for a permuted class order."""
+        order = self.config.get("split", {}).get("class_order_seed")
+        return self.split if order is None else f"{self.split} · order {order}"
+
     def describe(self) -> str:
-        return f"{self.label} · {self.dataset} · {self.split} · {self.backbone} · seed {self.seed}"
+        return f"{self.label} · {self.dataset} · {self.split_label} · {self.backbone} · seed {self.seed}"
 
 
 @dataclass(frozen=True)

@@ -107,6 +107,9 @@ def check_sections(config: Mapping[str, Any], defaults: Mapping[str, Mapping[str
                     raise _fail("backbone.pretrained", value, "true, false or the path of a weights file")
             elif key != "kwargs":  # model arguments: the model factory checks them
                 check_value(f"{section}.{key}", value, default, choices)
+    order = config.get("split", {}).get("class_order_seed")
+    if order is not None and not (isinstance(order, int) and not isinstance(order, bool) and order >= 0):
+        raise _fail("split.class_order_seed", order, "None (the canonical class order) or an integer >= 0")
     feat = config["features"]
     if feat.get("mode") == "bank" and feat.get("views", 2) < 2:
         raise _fail("features.views", feat["views"], "an integer >= 2 in bank mode (two different views per draw)")

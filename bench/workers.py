@@ -86,13 +86,16 @@ def run_pool(specs: list[RunSpec], results: Path, *, workers: int, folder: Path,
             _record_crash(results, culprits[0], CRASHED, finished)
         elif culprits:
             alone += culprits  # which of them broke the pool: each runs again alone
+        left = [s for s in left if s not in culprits]
         idle_breaks = idle_breaks + 1 if left and not culprits else 0
         if idle_breaks == 2:  # twice a pool broke with no run in flight: its workers cannot start
             for spec in left:
                 _record_crash(results, spec, NO_START, finished)
             left = []
         if batch is queue:
-            queue = [s for s in left if s not in culprits]
+            queue = left
+        else:  # a lone run whose pool broke before it started goes again
+            alone = left + alone
 
 
 def _pass(specs: list[RunSpec], results: Path, workers: int, inflight: Path,

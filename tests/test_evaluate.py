@@ -67,7 +67,8 @@ def test_perfect_permuted_clustering_end_to_end():
     assert {r.group for r in rows} == {"task_0", "task_1", "old", "new", "all"}
     summary = ev.summary(step0 + rows, 2)
     assert {(r.flavour, r.metric): r.value for r in summary} == {
-        (f, m): (0.0 if m.startswith("F") else 100.0) for f in ("wo", "w") for m in ("A", "A_sample", "F", "F_max")}
+        **{(f, m): (0.0 if m.startswith("F") else 100.0) for f in ("wo", "w") for m in ("A", "A_sample", "F", "F_max")},
+        **{(f, m): 100.0 for f in ("gcd", "gcd_sep") for m in ("All", "Old", "New")}}
     assert all(r.step == 1 and r.group == "summary" for r in summary)
 
 
@@ -191,3 +192,27 @@ def test_state_round_trip():
     assert other.mappings[0].tolist() == [1, 0]
     with pytest.raises(ValueError, match="does not fit"):
         Evaluator(TaskLayout((0,), (3,))).load_state_dict(ev.state_dict())
+
+
+def test_category_discovery_accuracies_one_match_and_separate_matches_by_hand():
+    """Old class 0 and new class 2 share cluster 0. One match over every seen class gives cluster 0
+    to class 0 (3 images against 2): old 5/5, new 2/4, all 7/9. Separate matches give cluster 0 to
+    class 0 among the old images and to class 2 among the new ones: old 5/5, new 4/4."""
+    ev = Evaluator(TaskLayout((0, 2), (2, 2)))
+    ev.freeze_mapping(0, np.array([0, 1]), np.array([0, 1]))
+    step0 = ev.evaluate(0, np.array([0, 0, 0, 1, 1]), np.array([0, 0, 0, 1, 1]), task_pred=np.array([0, 0, 0, 1, 1]))
+    ev.freeze_mapping(1, np.array([2, 3]), np.array([0, 1]))
+    labels = np.array([0, 0, 0, 1, 1, 2, 2, 3, 3])
+    unified = np.array([0, 0, 0, 1, 1, 0, 0, 3, 3])
+    step1 = ev.evaluate(1, labels, unified, task_pred=np.array([0, 0, 1, 1]))
+    cd = {(r.group, r.flavour): r.value for r in step1 if r.flavour.startswith("gcd")}
+    assert cd[("all", "gcd")] == pytest.approx(700 / 9) and cd[("all", "gcd_sep")] == pytest.approx(700 / 9)
+    assert cd[("old", "gcd")] == cd[("old", "gcd_sep")] == 100.0
+    assert cd[("new", "gcd")] == 50.0 and cd[("new", "gcd_sep")] == 100.0
+    # gcd_sep's old and new are the `w` flavour's sample-weighted group accuracies (separate matches)
+    w = {r.group: r.value for r in step1 if r.flavour == "w" and r.metric == "acc_sample"}
+    assert (w["old"], w["new"]) == (cd[("old", "gcd_sep")], cd[("new", "gcd_sep")])
+    summary = {(r.flavour, r.metric): r.value for r in ev.summary(step0 + step1, 2) if r.flavour.startswith("gcd")}
+    assert summary[("gcd", "All")] == pytest.approx((100 + 700 / 9) / 2)
+    assert summary[("gcd", "Old")] == 100.0 and summary[("gcd", "New")] == pytest.approx(75.0)  # Old: step 2 only
+    assert summary[("gcd_sep", "New")] == 100.0

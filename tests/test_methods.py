@@ -28,7 +28,8 @@ def test_every_method_runs_end_to_end_and_resumes(method, tmp_path):
     out = execute(spec, tmp_path)
     frame = pd.read_parquet(out / METRICS)
     summary = frame[frame["group"] == "summary"]
-    assert len(summary) == 8 and summary["value"].notna().all()
+    # A, A_sample, F, F_max for wo and w; All, Old, New for gcd and gcd_sep
+    assert len(summary) == 8 + 6 and summary["value"].notna().all()
     assert frame["step"].max() == 4
 
 

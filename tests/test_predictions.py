@@ -92,3 +92,41 @@ def test_a_resumed_run_stores_the_same_predictions(tmp_path, monkeypatch):
     with np.load(whole / PREDICTIONS) as a, np.load(resumed / PREDICTIONS) as b:
         assert sorted(a.files) == sorted(b.files)
         assert all(np.array_equal(a[k], b[k]) for k in a.files)
+
+
+# --- class orders as a protocol axis -------------------------------------------------------------------
+
+def test_two_class_orders_give_two_runs_with_other_tasks(tmp_path):
+    from bench.data import build_dataset
+
+    canonical, first, second = (tiny_specs(methods=["Baseline"], **{"dataset.num_classes": 10, **extra})[0]
+                                for extra in ({}, {"split.class_order_seed": 1}, {"split.class_order_seed": 2}))
+    assert len({canonical.run_id, first.run_id, second.run_id}) == 3
+    assert "split" not in canonical.identity()["config"]  # the canonical order keeps the ids runs had before
+    assert first.split_label == "2-step · order 1" and "order 1" in first.describe()
+    data = build_dataset("synthetic", canonical.config["dataset"])
+    tasks = []
+    for seed in (None, 1, 2):
+        ordered = data.with_class_order(seed)
+        names = [ordered.class_names[c] for c in range(5)]  # task 1's classes under this order
+        assert sorted(ordered.class_names) == sorted(data.class_names)
+        assert [ordered.class_names[y] for y in ordered.train.labels] == [data.class_names[y] for y in data.train.labels]
+        tasks.append(names)
+    assert tasks[0] == data.class_names[:5] and tasks[1] != tasks[0] and tasks[2] != tasks[1]
+    out = execute(first, tmp_path)
+    frame = pd.read_parquet(out / METRICS)
+    assert set(frame["split"]) == {"2-step · order 1"}
+    assert "class order 1: the canonical classes in the order" in (out / "log.txt").read_text()
+
+
+def test_runs_of_several_class_orders_report_apart_or_pooled(tmp_path, capsys):
+    argv = ["--grid", "smoke", "--methods", "K-means", "--backbone", "pixels", "--results", str(tmp_path)]
+    for order in ("1", "2"):
+        assert main(["run", *argv, "--cluster", "debug", "--cfg-options", f"split.class_order_seed={order}"]) == 0
+    capsys.readouterr()
+    assert main(["report", "--results", str(tmp_path), "--format", "csv"]) == 0
+    table = pd.read_csv(tmp_path / "reports" / "all" / "table.csv")
+    assert sorted(set(table["split"])) == ["2-step · order 1", "2-step · order 2"] and set(table["n"]) == {1}
+    assert main(["report", "--results", str(tmp_path), "--format", "csv", "--pool-orders"]) == 0
+    table = pd.read_csv(tmp_path / "reports" / "all" / "table.csv")
+    assert set(table["split"]) == {"2-step · class orders"} and set(table["n"]) == {2}

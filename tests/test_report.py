@@ -80,8 +80,9 @@ def test_bold_is_direction_aware_tie_aware_and_skips_references(frame):
 
 def test_csv_is_tidy(frame):
     text = render_table(final_scores(frame), "csv")
-    assert text.splitlines()[0] == "split,dataset,method,metric,mean,std,n,source"
-    assert "5-step,C10,Baseline,A,82.0000,2.8284,2" in text
+    assert text.splitlines()[0] == "split,dataset,method,metric,mean,std,n,ci95,source"
+    # two seeds, 80 and 84: std 2.8284, the 95% CI's half-width t(0.975, 1) · 2.8284 / √2 = 25.4124
+    assert "5-step,C10,Baseline,A,82.0000,2.8284,2,25.4124" in text
 
 
 def test_latex_layout_and_escaping(frame):
@@ -236,7 +237,8 @@ def test_ablation_latex_and_csv(ablation_frame):
     assert r" & (c) & $\times$ & \checkmark & 8.2 & 80.2 & -- & --" in tex
     assert r" & (d) & $\times$ & $\times$ & -- & -- & -- & --" in tex
     csv = pd.read_csv(io.StringIO(render_table(scores, "csv", layout="ablation")))
-    assert list(csv.columns) == ["split", "dataset", "row", "cosnorm", "ktrfr", "method", "metric", "mean", "std", "n", "source"]
+    assert list(csv.columns) == ["split", "dataset", "row", "cosnorm", "ktrfr", "method", "metric", "mean", "std", "n", "ci95",
+                                 "source"]
     keys = csv.drop_duplicates("method").set_index("method")[["row", "cosnorm", "ktrfr"]]
     assert keys.loc["Baseline [no_cosnorm]"].tolist() == ["(d)", "no", "no"]
     assert keys.loc["Baseline++ [no_cosnorm]"].tolist() == ["(c)", "no", "yes"]
@@ -272,7 +274,8 @@ def test_backbone_layout_with_several_splits_latex_and_csv():
     tex = render_table(scores, "latex", layout="backbones")
     assert r"\multirow{4}{*}{2-step} & ResNet50-DINO & 37.5 & 45.8" in tex and "amssymb" not in tex
     csv = pd.read_csv(io.StringIO(render_table(scores, "csv", layout="backbones")))
-    assert list(csv.columns) == ["split", "dataset", "method", "backbone", "metric", "mean", "std", "n", "source"]
+    assert list(csv.columns) == ["split", "dataset", "method", "backbone", "metric", "mean", "std", "n", "ci95",
+                                 "source"]
     assert set(csv["method"]) == {"Baseline"}
     assert csv["backbone"].drop_duplicates().tolist() == ["dino-resnet50", "dino-vitb16", "clip-vitb16", "pixels"]
     a = csv[(csv["metric"] == "A") & (csv["dataset"] == "C10") & (csv["split"] == "5-step")].set_index("backbone")
@@ -379,3 +382,49 @@ def test_layouts_compile(layout, frame, ablation_frame, cassle_frame, tmp_path):
                            "baselines_last": cassle_frame}[layout])
     tex = render_table(scores, "latex", caption="c", exclude_from_best=["K-means"], layout=layout)
     compile_latex(tex, tmp_path, packages="booktabs,multirow,amssymb")
+
+
+# --- seed statistics ------------------------------------------------------------------------------------
+
+def test_confidence_interval_by_hand():
+    from bench.report.stats import ci95_half_width
+
+    # values 1, 2, 3: std 1; Student's t at 0.975 with 2 degrees of freedom is 4.302653
+    assert ci95_half_width(1.0, 3) == pytest.approx(4.302653 / 3 ** 0.5, rel=1e-6)
+    assert ci95_half_width(2.0, 2) == pytest.approx(12.706205 * 2 / 2 ** 0.5, rel=1e-6)
+    assert pd.isna(ci95_half_width(float("nan"), 1))
+    scores = final_scores(frame_of([("M", "C10", "2-step", seed, "wo", s(a, 0.0), [a]) for seed, a in
+                                    enumerate([1.0, 2.0, 3.0])]))
+    row = scores[scores["metric"] == "A"].iloc[0]
+    assert (row["mean"], row["n"]) == (2.0, 3) and row["ci95"] == pytest.approx(4.302653 / 3 ** 0.5, rel=1e-6)
+
+
+def test_paired_differences_over_shared_seeds_by_hand():
+    from bench.report.stats import paired_differences
+
+    rows = [("A", 0, 5.0), ("A", 1, 7.0), ("A", 2, 6.0), ("B", 0, 4.0), ("B", 1, 5.0), ("B", 2, 6.0), ("B", 3, 9.0),
+            ("C", 0, 15.0), ("C", 1, 16.0), ("C", 2, 18.0)]
+    values = pd.DataFrame([dict(split="2-step", dataset="C10", label=l, metric="A", seed=seed, value=v)
+                           for l, seed, v in rows])
+    near = paired_differences(values, "A", "B").iloc[0]  # differences 1, 2, 0 over the 3 shared seeds
+    half = 4.302653 / 3 ** 0.5
+    assert near["n"] == 3 and near["diff"] == pytest.approx(1.0)
+    assert (near["ci_low"], near["ci_high"]) == (pytest.approx(1 - half, rel=1e-5), pytest.approx(1 + half, rel=1e-5))
+    assert not near["beyond_noise"]
+    far = paired_differences(values, "C", "B").iloc[0]  # differences 11, 11, 12
+    assert far["diff"] == pytest.approx(34 / 3) and far["beyond_noise"]
+
+
+def test_compare_two_methods_from_the_command_line(tmp_path, capsys):
+    from bench.cli import main
+
+    argv = ["--grid", "smoke", "--methods", "Baseline", "K-means", "--backbone", "pixels", "--seeds", "0", "1",
+            "--results", str(tmp_path)]
+    assert main(["run", *argv, "--cluster", "debug"]) == 0
+    capsys.readouterr()
+    assert main(["report", *argv, "--format", "markdown", "--compare", "Baseline", "K-means"]) == 0
+    out = capsys.readouterr().out
+    assert "Baseline − K-means" in out and "shared seeds" in out
+    assert (tmp_path / "reports" / "smoke" / "compare_Baseline_vs_K-means.md").exists()
+    assert main(["report", *argv, "--compare", "Baseline", "EwC"]) == 2
+    assert "--compare takes `paper` or two method labels of the report; got Baseline EwC; labels: " in capsys.readouterr().err

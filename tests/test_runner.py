@@ -26,14 +26,15 @@ def test_a_finished_run_directory(tmp_path):
     (spec,) = tiny_specs()
     out = execute(spec, tmp_path)
     assert out == run_dir(tmp_path, spec)
-    for name in ("spec.json", "config.py", "log.txt", METRICS, DONE):
+    for name in ("spec.json", "config.py", "log.txt", METRICS, "predictions.npz", DONE):
         assert (out / name).is_file(), name
     assert not (out / CHECKPOINT).exists() and not (out / ERROR).exists()
     frame = pd.read_parquet(out / METRICS)
     assert list(frame.columns) == SCHEMA
     assert set(frame["step"]) == {0, 1}
     summary = frame[frame["group"] == "summary"]
-    assert set(summary["metric"]) == {"A", "A_sample", "F", "F_max"}
+    assert set(summary["metric"]) == {"A", "A_sample", "F", "F_max", "All", "Old", "New"}
+    assert set(summary["flavour"]) == {"wo", "w", "gcd", "gcd_sep"}
     assert set(frame["run_id"]) == {spec.run_id}
     assert "epochs=5" in (out / "config.py").read_text()  # the smoke grid's setting
 

@@ -6,7 +6,7 @@ A reader turns a root directory into a `LoadedDataset`: images and labels for th
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -92,3 +92,18 @@ class LoadedDataset:
 
     def val_or_train(self) -> ImageSet:
         return self.val if self.val is not None else self.train
+
+    def with_class_order(self, seed: int | None) -> "LoadedDataset":
+        """The dataset with its classes permuted by `seed` (None: as it is): class `order[i]` of the
+        canonical order becomes class i, so that contiguous tasks hold the permuted classes."""
+        if seed is None:
+            return self
+        order = np.random.default_rng(seed).permutation(self.num_classes)
+        new_id = np.empty_like(order)
+        new_id[order] = np.arange(self.num_classes)
+
+        def relabel(images: ImageSet | None) -> ImageSet | None:
+            return None if images is None else ImageSet(images.images, new_id[images.labels])
+
+        return replace(self, class_names=[self.class_names[c] for c in order], train=relabel(self.train),
+                       test=relabel(self.test), val=relabel(self.val), extra={**self.extra, "class_order": order.tolist()})

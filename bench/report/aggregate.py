@@ -6,6 +6,8 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
+from bench.report.stats import ci95_half_width
+
 KEYS = ["split", "dataset", "label"]
 
 
@@ -61,7 +63,18 @@ def final_scores(frame: pd.DataFrame, order: Mapping[str, Sequence[str]] | None 
     out = (rows.groupby(KEYS + ["metric"], observed=True)
            .agg(mean=("value", "mean"), std=("value", lambda v: v.std(ddof=1)), n=("value", "count"),
                 source=("source", "first"), **identity).reset_index())
+    out["ci95"] = [ci95_half_width(std, n) for std, n in zip(out["std"], out["n"])]
     return out.sort_values(KEYS + ["metric"]).reset_index(drop=True)
+
+
+def seed_values(frame: pd.DataFrame) -> pd.DataFrame:
+    """The reported A and F of every run: split, dataset, label, metric, seed, value."""
+    frame = reported_sources(frame)
+    summary = frame[frame["group"] == "summary"]
+    source = summary["flavour"] + "/" + summary["metric"]
+    parts = [summary[source == summary[f"reported_{m}"]].assign(metric=m) for m in REPORTED]
+    out = pd.concat(parts, ignore_index=True)
+    return out[["split", "dataset", "label", "metric", "seed", "value"]].astype({"split": str, "dataset": str, "label": str})
 
 
 def step_curves(frame: pd.DataFrame, order: Mapping[str, Sequence[str]] | None = None) -> pd.DataFrame:

@@ -62,7 +62,7 @@ def _csv(scores: pd.DataFrame, shape: Shape) -> str:
             .astype({"split": str, "label": str}).merge(keys, on=["split", "label"], how="left")
             .sort_values(["_group", "dataset", "_row", "metric"], kind="stable"))  # the rendered tables' order
     columns = ["split", "dataset", *shape.key_columns, "metric", "mean", "std", "n",
-               *[c for c in ("source", "features") if c in tidy]]
+               *[c for c in ("ci95", "source", "features") if c in tidy]]
     return tidy[columns].to_csv(index=False, float_format="%.4f")
 
 
@@ -171,9 +171,11 @@ def leaderboard(scores: pd.DataFrame, references: Sequence[str] = ()) -> str:
         best_first = -float(a["mean"].iloc[0]) if len(a) else math.inf
         shown = f"{label} (reference)" if label in references else str(label)
         features = str(group["features"].iloc[0]) if "features" in group else "--"
-        rows.append(((split, dataset, best_first), (split, dataset, shown, text(a), text(f), int(group["n"].max()),
+        ci = (f"{a['mean'].iloc[0] - a['ci95'].iloc[0]:.1f} – {a['mean'].iloc[0] + a['ci95'].iloc[0]:.1f}"
+              if len(a) and "ci95" in a and not pd.isna(a["ci95"].iloc[0]) else "--")
+        rows.append(((split, dataset, best_first), (split, dataset, shown, text(a), ci, text(f), int(group["n"].max()),
                                                     f"{flavour(a)} · {flavour(f)}", features)))
     rows.sort(key=lambda r: r[0])
-    return tabulate([r[1] for r in rows], headers=("split", "dataset", "method", "A ↑ (%)", "F ↓ (%)", "seeds",
-                                                   "A · F flavour", "features"),
+    return tabulate([r[1] for r in rows], headers=("split", "dataset", "method", "A ↑ (%)", "A 95% CI", "F ↓ (%)",
+                                                   "seeds", "A · F flavour", "features"),
                     tablefmt="github", disable_numparse=True)

@@ -1,0 +1,39 @@
+"""Seed statistics a reviewer accepts: 95% confidence intervals of a mean over seeds (Student's t,
+n − 1 degrees of freedom) and the paired difference of two methods over the seeds they share."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+
+def t_quantile(dof: int, level: float = 0.95) -> float:
+    from scipy.stats import t  # imported where used: reports without several seeds never need it
+
+    return float(t.ppf(0.5 + level / 2, dof))
+
+
+def ci95_half_width(std: float, n: int) -> float:
+    """Half-width of the 95% confidence interval of a mean of n values with sample std `std`; NaN for n < 2."""
+    if n < 2 or pd.isna(std):
+        return math.nan
+    return t_quantile(n - 1) * std / math.sqrt(n)
+
+
+def paired_differences(frame: pd.DataFrame, first: str, second: str) -> pd.DataFrame:
+    """Per (split, dataset, metric): the mean over shared seeds of `first` − `second`, its 95% CI, the
+    number of shared seeds and whether the interval excludes 0 (`beyond noise`). `frame` has one row
+    per (split, dataset, label, metric, seed) with its `value`."""
+    pivot = frame[frame["label"].isin([first, second])].pivot_table(
+        index=["split", "dataset", "metric", "seed"], columns="label", values="value", observed=True)
+    if first not in pivot or second not in pivot:
+        return pd.DataFrame(columns=["split", "dataset", "metric", "n", "diff", "ci_low", "ci_high", "beyond_noise"])
+    diff = (pivot[first] - pivot[second]).dropna().rename("d").reset_index()
+    rows = []
+    for (split, dataset, metric), group in diff.groupby(["split", "dataset", "metric"], observed=True, sort=True):
+        d, n = group["d"], len(group)
+        half = ci95_half_width(d.std(ddof=1), n)
+        mean = float(d.mean())
+        rows.append(dict(split=split, dataset=dataset, metric=metric, n=n, diff=mean, ci_low=mean - half,
+                         ci_high=mean + half, beyond_noise=bool(n >= 2 and (mean - half > 0 or mean + half < 0))))
+    return pd.DataFrame(rows)
