@@ -40,9 +40,9 @@ TASKS = {
 EVAL = {"C10": 10000, "C100": 10000, "T200": 10000, "B200": 5794 + 1199, "H683": 2700 + 3415}
 
 
-def authors(method: str, sizes: list[int]) -> float:
-    """Block-forward units of one run under the authors' protocol."""
-    full, n, t = DEPTH, sum(sizes), len(sizes)
+def authors(method: str, sizes: list[int], full: float = DEPTH) -> float:
+    """Block-forward units of one run under the authors' protocol; `full`: a whole ViT's forward in units."""
+    n, t = sum(sizes), len(sizes)
     seen = sum(sum(sizes[: s + 1]) for s in range(t))  # images of tasks <= s, summed over steps
     later = n - sizes[0]  # images of steps >= 1
     train1 = 1 + 2  # one trained block: forward + backward
@@ -68,7 +68,7 @@ def authors(method: str, sizes: list[int]) -> float:
     raise ValueError(method)
 
 
-def bench(method: str, sizes: list[int]) -> float:
+def bench(method: str, sizes: list[int], full: float = DEPTH) -> float:
     """Block-forward units of one run in bench, the banks excluded (they are counted once per dataset)."""
     n, t = sum(sizes), len(sizes)
     seen = sum(sum(sizes[: s + 1]) for s in range(t))
@@ -78,14 +78,14 @@ def bench(method: str, sizes: list[int]) -> float:
     if method == "Joint (unfrozen)":
         return 200 * 2 * n * 3 + 100 * 2 * seen * 4
     if method in ("EwC", "LwF", "DER"):
-        extra = {"EwC": 0, "LwF": 1, "DER": DEPTH}[method]  # DER's replayed images are re-augmented: full forward
+        extra = {"EwC": 0, "LwF": 1, "DER": full}[method]  # DER's replayed images are re-augmented: full forward
         return 100 * 2 * n * 1 + 100 * 2 * n * 3 + 100 * 2 * later * extra
     if method == "ResTune":  # the trained blocks and branches; the prefix ends before block 10
         return 100 * 2 * n * (2 + t / 2) + 100 * 2 * n * 3 * (2 + t / 2) + 100 * later * (2 + t / 2)
     if method == "FRoST":
         return 200 * 2 * n * 3 + 200 * later * 1
     if method == "CaSSLe":  # asymmetric views are drawn fresh through the prefix
-        return 100 * 2 * n * (DEPTH + 2 + 1) + 100 * 2 * later * 1 + 200 * 2 * n * 1
+        return 100 * 2 * n * (full + 2 + 1) + 100 * 2 * later * 1 + 200 * 2 * n * 1
     raise ValueError(method)
 
 
@@ -94,15 +94,16 @@ METHODS = ["Baseline", "Baseline++", "K-means", "Joint (frozen)", "Joint (unfroz
 TAIL = ["Joint (unfrozen)", "EwC", "LwF", "DER", "ResTune", "FRoST"]  # read a token bank (CaSSLe: not its SSL stage)
 
 
-def banks(dataset: str) -> tuple[float, float, float]:
+def banks(dataset: str, full: float = DEPTH) -> tuple[float, float, float]:
     """Units to build a dataset's banks (feature bank, token banks at prefix depths 11 and 10) and their bytes."""
     n, ev = sum(TASKS[dataset][2]), EVAL[dataset]
-    feature = (n * (VIEWS + 1) + ev) * DEPTH
-    tokens = (n * (VIEWS + 1) + ev) * (11 + 10)  # EwC & co. read block 11's input, ResTune block 10's
+    feature = (n * (VIEWS + 1) + ev) * full
+    tokens = (n * (VIEWS + 1) + ev) * (full * 11 / DEPTH + full * 10 / DEPTH)  # EwC & co.: block 11's input; ResTune: 10's
     return feature + tokens, (n * (VIEWS + 1) + ev) * DIM * 2, (n * (VIEWS + 1) + ev) * TOKENS * DIM * 2
 
 
-def measure() -> None:
+def measure() -> float:
+    """A whole 12-block ViT's forward in units of one block's forward, timed on this machine."""
     import torch
     import timm
 
@@ -112,12 +113,17 @@ def measure() -> None:
     with torch.no_grad():
         tokens = model.patch_embed(x)
         tokens = model._pos_embed(tokens)
+        seconds = {}
         for fn, name in ((lambda: model(x), "full forward"), (lambda: model.blocks[-1](tokens), "one block")):
             fn()
             start = time.perf_counter()
             for _ in range(5):
                 fn()
-            print(f"  {name:<13} {(time.perf_counter() - start) / 5 * 1000:7.1f} ms per batch of 32")
+            seconds[name] = (time.perf_counter() - start) / 5
+            print(f"  {name:<13} {seconds[name] * 1000:7.1f} ms per batch of 32")
+    ratio = seconds["full forward"] / seconds["one block"]
+    print(f"  a full forward costs {ratio:.1f} blocks (the model assumes {DEPTH}); the estimate below uses {ratio:.1f}")
+    return ratio
 
 
 def main() -> None:
@@ -125,21 +131,22 @@ def main() -> None:
     parser.add_argument("--throughput", type=float, default=3000.0, help="ViT-B/16 full forwards per second")
     parser.add_argument("--measure", action="store_true")
     args = parser.parse_args()
+    full = float(DEPTH)
     if args.measure:
         print("Block cost premise, a 12-block ViT on this machine:")
-        measure()
-    hours = 1 / (args.throughput * DEPTH) / 3600  # GPU-hours per unit
+        full = measure()
+    hours = 1 / (args.throughput * full) / 3600  # GPU-hours per unit: `throughput` full forwards a second
     print(f"The paper's full grid: {len(METHODS)} methods × 5 datasets × 2 splits × {SEEDS} seeds, ViT-B/16 at 224, "
           f"{args.throughput:.0f} img/s assumed\n")
     print(f"{'method':<18}{'authors GPU-h':>15}{'bench GPU-h':>14}{'ratio':>8}")
     total_a = total_b = 0.0
     for method in METHODS:
-        a = sum(authors(method, sizes) for d in TASKS for sizes in TASKS[d].values()) * SEEDS * hours
-        b = sum(bench(method, sizes) for d in TASKS for sizes in TASKS[d].values()) * SEEDS * hours
+        a = sum(authors(method, sizes, full) for d in TASKS for sizes in TASKS[d].values()) * SEEDS * hours
+        b = sum(bench(method, sizes, full) for d in TASKS for sizes in TASKS[d].values()) * SEEDS * hours
         total_a, total_b = total_a + a, total_b + b
         ratio = f"{a / b:8.1f}" if b >= 0.05 else f"{'bank only':>12}"
         print(f"{method:<18}{a:15.1f}{b:14.1f}{ratio}")
-    bank_units = sum(banks(d)[0] for d in TASKS)
+    bank_units = sum(banks(d, full)[0] for d in TASKS)
     print(f"{'banks (once)':<18}{'':>15}{bank_units * hours:14.1f}")
     total_b += bank_units * hours
     print(f"{'total':<18}{total_a:15.1f}{total_b:14.1f}{total_a / total_b:8.1f}\n")
