@@ -34,7 +34,7 @@ from torch import nn
 from methods.base import Step
 from methods.blocks import SWAP_REDUCTIONS, CosineHead, train_head_swapped
 from methods.loop import train_epochs
-from methods.tails import Tail, TailMethod
+from methods.tails import OneTailHeads, Tail
 from registries import METHODS
 
 
@@ -89,7 +89,7 @@ class StepFeatures:
 
 
 @METHODS.register_module(name="CaSSLe")
-class CaSSLe(TailMethod):
+class CaSSLe(OneTailHeads):
     preset_file = "cassle"
     hparam_choices = {"swap_reduction": SWAP_REDUCTIONS}
 
@@ -170,15 +170,6 @@ class CaSSLe(TailMethod):
         train_head_swapped(head, StepFeatures(step.tokens, self.tail), hp, epochs=hp["epochs"],
                            batch_size=hp["batch_size"], gen=gen)
         self.heads.append(head)
-
-    @torch.no_grad()
-    def logits(self, x: torch.Tensor) -> torch.Tensor:
-        z = self.tail(x)
-        return torch.cat([head(z) for head in self.heads], dim=1)
-
-    @torch.no_grad()
-    def task_logits(self, x: torch.Tensor, task: int) -> torch.Tensor:
-        return self.heads[task](self.tail(x))
 
     def state_dict(self) -> dict[str, Any]:
         state = {name: {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}

@@ -22,10 +22,10 @@ import torch
 from methods.base import Step
 from methods.blocks import SWAP_REDUCTIONS, CosineHead, swapped_loss
 from methods.loop import train_epochs
-from methods.tails import Tail, TailMethod
+from methods.tails import OneTailHeads, Tail
 
 
-class FineTunedIL(TailMethod):
+class FineTunedIL(OneTailHeads):
     trains_old_heads = False  # LwF and DER put every head in the main stage's optimiser; EwC only h^t
     hparam_choices = {"swap_reduction": SWAP_REDUCTIONS}
 
@@ -102,15 +102,6 @@ class FineTunedIL(TailMethod):
         tail.eval()
         for h in self.heads:
             h.eval()
-
-    @torch.no_grad()
-    def logits(self, x: torch.Tensor) -> torch.Tensor:
-        z = self.tail(x)
-        return torch.cat([head(z) for head in self.heads], dim=1)
-
-    @torch.no_grad()
-    def task_logits(self, x: torch.Tensor, task: int) -> torch.Tensor:
-        return self.heads[task](self.tail(x))
 
     def state_dict(self) -> dict[str, Any]:
         return {"tail": self.tail.trainable_state(), "heads": [h.weight.detach().cpu().clone() for h in self.heads]}

@@ -29,7 +29,7 @@ from methods.base import Step
 from methods.blocks import SWAP_REDUCTIONS, CosineHead, PrototypeStats, swapped_loss
 from methods.loop import step_lr, train_epochs
 from methods.rankstats import pairwise_bce, rank_pair_targets, sigmoid_rampup
-from methods.tails import Tail, TailMethod
+from methods.tails import PairedTails, Tail
 from registries import METHODS
 
 LABELLINGS = ("rankstats", "sinkhorn")
@@ -43,7 +43,7 @@ def feature_distance(old: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
 
 
 @METHODS.register_module(name="FRoST")
-class FRoST(TailMethod):
+class FRoST(PairedTails):
     preset_file = "frost"
     hparam_choices = {"labelling": LABELLINGS, "schedule": SCHEDULES, "swap_reduction": SWAP_REDUCTIONS}
 
@@ -125,16 +125,6 @@ class FRoST(TailMethod):
         features = torch.cat([tail(x) for x in step.tokens.batches()])
         pseudo = head(features).argmax(1) + step.offset
         self.prototypes.add_step(features.cpu(), pseudo.cpu(), step.n_classes, unbiased=self.hparams["unbiased_variance"])
-
-    @torch.no_grad()
-    def logits(self, x: torch.Tensor) -> torch.Tensor:
-        tail, head = self._model("joint")
-        return head(tail(x))
-
-    @torch.no_grad()
-    def task_logits(self, x: torch.Tensor, task: int) -> torch.Tensor:
-        tail, head = self._model(task)
-        return head(tail(x))
 
     def state_dict(self) -> dict[str, Any]:
         return {"pairs": self.pairs, "joint": self.joint, "prototypes": self.prototypes.state_dict()}

@@ -17,14 +17,14 @@ from methods.base import Step
 from methods.baseline import Baseline
 from methods.blocks import CosineHead, concatenated_head, hard_cross_entropy, swapped_loss
 from methods.loop import train_epochs
-from methods.tails import Tail, TailMethod
+from methods.tails import PairedTails, Tail
 from registries import METHODS
 
 Pair = tuple[dict[str, torch.Tensor], torch.Tensor]  # (tail blocks' weights, head weight)
 
 
 @METHODS.register_module(name="Joint (unfrozen)")
-class JointUnfrozen(TailMethod, Baseline):
+class JointUnfrozen(PairedTails, Baseline):
     sees_past_steps = True
     warms_up_on_features = True  # the Baseline head h^t on step.train
     preset_file = "joint_unfrozen"
@@ -86,16 +86,6 @@ class JointUnfrozen(TailMethod, Baseline):
         train_epochs([*tail.parameters(), *joint.parameters()], hp, epochs=hp["stage2_epochs"],
                      sizes=[len(s) for s in sources], batch_size=hp["stage2_batch_size"], gen=gen, loss_of=loss_of)
         return tail.trainable_state(), joint.weight.detach().cpu().clone()
-
-    @torch.no_grad()
-    def logits(self, x: torch.Tensor) -> torch.Tensor:
-        tail, head = self._model("joint")
-        return head(tail(x))
-
-    @torch.no_grad()
-    def task_logits(self, x: torch.Tensor, task: int) -> torch.Tensor:
-        tail, head = self._model(task)
-        return head(tail(x))
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "stage1": self.stage1, "stage2": self.stage2}

@@ -98,3 +98,37 @@ class TailMethod(Method):
         if state is not None:
             tail.load_trainable_state(state)
         return tail.to(self.device)
+
+
+class OneTailHeads(TailMethod):
+    """Inference of a method that keeps one tail and a head per step (EwC, LwF, DER, CaSSLe): the
+    current tail, then every step's head, concatenated; task k's head on that same tail."""
+
+    heads: list[Any]
+
+    @torch.no_grad()
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        z = self.tail(x)
+        return torch.cat([head(z) for head in self.heads], dim=1)
+
+    @torch.no_grad()
+    def task_logits(self, x: torch.Tensor, task: int) -> torch.Tensor:
+        return self.heads[task](self.tail(x))
+
+
+class PairedTails(TailMethod):
+    """Inference of a method that stores (tail, head) pairs (Joint (unfrozen), FRoST): `_model("joint")`
+    gives the unified pair, `_model(k)` task k's own."""
+
+    def _model(self, key: Any) -> tuple[Tail, nn.Module]:
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        tail, head = self._model("joint")
+        return head(tail(x))
+
+    @torch.no_grad()
+    def task_logits(self, x: torch.Tensor, task: int) -> torch.Tensor:
+        tail, head = self._model(task)
+        return head(tail(x))

@@ -4,24 +4,14 @@
 # `unfreeze=1` is the appendix's other reading (only blocks.11 trains, the branches read frozen tokens).
 # The paper gives no epochs or batch for ResTune: both presets use the scripts' (100 + 100, batch 64 or
 # 128 per dataset and split, Herbarium 80 + 80).
+_base_ = ["./finetuned.py"]  # the warm-up and main stages' keys, as EwC, LwF and DER
 paper = dict(
     unfreeze=2,
-    warmup_epochs=100,
-    epochs=100,
     batch_size=64,
-    lr=0.1,
-    momentum=0.9,
-    weight_decay=1e-4,       # discrepancy 1: the scripts use 5e-5
-    eta_min=1e-4,            # the scripts' lr·1e-3
-    temperature=0.1,
-    sk_epsilon=0.05,
-    sk_iters=3,
-    normalize_weights=True,
-    swap_reduction="sum",    # discrepancy 9: the code takes one mean over the mixed and residual rows
     kd_weight=1.0,           # β for the KD terms of steps s ≥ 1 (the s = 0 term has weight 1)
     kd_temperature=2.0,
 )
-code = dict(weight_decay=5e-5, swap_reduction="mean", features=dict(policy="code"))
+# `code` is finetuned's: weight decay 5e-5, one mean over the mixed and residual rows, the authors' views
 _scripts = {
     "cifar10/5-step": dict(batch_size=128),
     "cifar100/5-step": dict(batch_size=128),
