@@ -41,16 +41,17 @@ def write_report(frame: pd.DataFrame, out_dir: Path, fmt: str, title: str,
     curves = step_curves(frame, order)
     for (dataset, split), _ in curves.groupby(["dataset", "split"], observed=True):
         paths += curve_plot(curves, dataset, split, out_dir / f"curve_{dataset}_{split}")
-    return paths + steps_figures(frame, out_dir, "steps", order)
+    return paths + steps_figures(frame, out_dir, "steps", order, accuracy=curves)
 
 
-def steps_figures(frame: pd.DataFrame, out_dir: Path, prefix: str,
-                  order: Mapping[str, Sequence[str]] | None = None) -> list[Path]:
+def steps_figures(frame: pd.DataFrame, out_dir: Path, prefix: str, order: Mapping[str, Sequence[str]] | None = None,
+                  accuracy: pd.DataFrame | None = None) -> list[Path]:
     """The appendix's figures: per dataset, per-step accuracy and forgetting of every method, one row
-    per split (`<prefix>_<dataset>.png/.pdf`)."""
+    per split (`<prefix>_<dataset>.png/.pdf`); `accuracy`: the frame's `step_curves`, if already computed."""
     from bench.report.plots import steps_plot
 
-    accuracy, forgetting = step_curves(frame, order), step_forgetting(frame, order)
+    accuracy = step_curves(frame, order) if accuracy is None else accuracy
+    forgetting = step_forgetting(frame, order)
     paths = []
     for dataset in dict.fromkeys(accuracy["dataset"].astype(str)):  # in the report's order
         splits = list(dict.fromkeys(accuracy.loc[accuracy["dataset"] == dataset, "split"].astype(str)))
