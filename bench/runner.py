@@ -314,8 +314,11 @@ class TokenInputs:
             arrays = build_token_bank(cache_of(spec, results), fields, stored, feat["views"], feat["bank_seed"],
                                       feat["batch_size"], feat["token_dtype"], log)
             resident = resident_copy(arrays, device)
+            # reading ahead changes no result, so it is a setting of the machine (location), not of the
+            # run; by default on a GPU only, where the host is otherwise idle (on a CPU it measured slower)
+            read_ahead = bool(spec.location.get("read_ahead", device.type == "cuda"))
             self.sources = {split: BankTokens(arrays, split if split in stored else "train", np.arange(len(live)), live,
-                                              device, feat["token_dtype"], resident)
+                                              device, feat["token_dtype"], resident, read_ahead)
                             for split, live in self.sources.items()}
 
     def step_fields(self, of_task: list[np.ndarray], sees_past: bool) -> dict[str, Any]:

@@ -8,13 +8,18 @@ V augmented views of every training image and of the plain view of every train, 
 in fp16 (`features.token_dtype=float8` halves that where the hardware has fp8), as memory-mapped
 `.npy` files under `<cache>/banks/<key>/`. A run reads the batches it asks for from the mapped files,
 or, on a GPU with room for the whole bank, from a copy held on the GPU; batches read from the files go
-to the GPU through pinned memory (asynchronously; reading the next batch ahead is not done yet).
+to the GPU through pinned memory, asynchronously. Training loops name the next batch's images before
+they compute the current one (`read_ahead`); on a GPU a background thread then gathers those images'
+stored views from the mapped files meanwhile, so the GPU does not wait for the disk or the page
+cache (on a CPU, where the same cores would do both, it measured slower and is off by default:
+`location.read_ahead`).
 
 Concurrency and crash safety are the feature bank's (`bench.bank.build_once`): one builder per key,
 the others wait; a build killed midway leaves only a temporary directory the next builder removes.
 """
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
@@ -27,6 +32,13 @@ from bench.tokens import LiveTokens
 
 TOKEN_DTYPES = {"float16": (np.float16, torch.float16), "float8": (np.uint8, torch.float8_e4m3fn)}
 SPLITS = ("train", "val", "test")
+_READER: list[ThreadPoolExecutor] = []  # one read-ahead thread per process, made on first use
+
+
+def _reader() -> ThreadPoolExecutor:
+    if not _READER:
+        _READER.append(ThreadPoolExecutor(1, thread_name_prefix="token-bank-read-ahead"))
+    return _READER[0]
 
 
 def _writer(path: Path, shape: tuple[int, ...], dtype: str) -> np.memmap:
@@ -78,12 +90,16 @@ class BankTokens:
     augmented otherwise than the stored ones (CaSSLe's asymmetric views)."""
 
     def __init__(self, arrays: Mapping[str, np.ndarray], split: str, rows: np.ndarray, live: LiveTokens,
-                 device: torch.device, dtype: str = "float16", resident: Mapping[str, torch.Tensor] | None = None) -> None:
+                 device: torch.device, dtype: str = "float16", resident: Mapping[str, torch.Tensor] | None = None,
+                 read_ahead: bool = True) -> None:
         """`split` names the stored plain tokens these images' rows index (`train` for the val images
-        where they are the training images)."""
+        where they are the training images); `read_ahead=False` ignores `read_ahead` calls."""
         self.arrays, self.split, self.rows, self.live = arrays, split, np.asarray(rows), live
         self.device, self.dtype, self.resident = torch.device(device), dtype, resident or {}
         self.images = live.images
+        self.reads_ahead = read_ahead and "train_views" not in self.resident
+        self._ahead: list[tuple[np.ndarray, Future]] = []  # the batches read ahead: the current and the next
+        self.read_ahead_hits = 0
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -91,7 +107,32 @@ class BankTokens:
     def subset(self, index: np.ndarray) -> "BankTokens":
         index = np.asarray(index)
         return BankTokens(self.arrays, self.split, self.rows[index], self.live.subset(index), self.device,
-                          self.dtype, self.resident)
+                          self.dtype, self.resident, self.reads_ahead)
+
+    def read_ahead(self, index: torch.Tensor) -> None:
+        """Start gathering every stored view of the images `index` (the next batch) in the background;
+        `stored_views` for the same images then takes them from there. All V views are gathered,
+        because which two a batch reads is drawn only when it is read (from the run's generator, in
+        the order the run draws)."""
+        if not self.reads_ahead:
+            return
+        index = np.asarray(index.cpu() if isinstance(index, torch.Tensor) else index)
+        self._ahead = [*self._ahead[-1:], (index, _reader().submit(self._gather, self.rows[index]))]
+
+    def _gather(self, rows: np.ndarray) -> torch.Tensor:
+        """rows × V × T × D from the mapped file, in the order asked for (pinned for a GPU)."""
+        order = np.argsort(rows, kind="stable")
+        block = torch.from_numpy(self.arrays["train_views"][rows[order]])
+        out = torch.empty_like(block)
+        out[torch.from_numpy(order)] = block
+        return out.pin_memory() if self.device.type == "cuda" else out
+
+    def _read_ahead_block(self, index: np.ndarray) -> torch.Tensor | None:
+        for wanted, block in self._ahead:
+            if np.array_equal(wanted, index):
+                self.read_ahead_hits += 1
+                return block.result()
+        return None
 
     def _read(self, name: str, *index: np.ndarray) -> torch.Tensor:
         """Rows of a stored array on the device, as float32."""
@@ -113,11 +154,32 @@ class BankTokens:
                   variants: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         if variants:  # augmented otherwise than the stored views: drawn fresh
             return self.live.two_views(index, gen, variants)
-        v = self.arrays["train_views"].shape[1]
+        first, second = self.draw_views(index, gen)
+        return self.stored_views(index, first), self.stored_views(index, second)
+
+    @property
+    def n_views(self) -> int:
+        """V: the stored augmented views of every training image."""
+        return self.arrays["train_views"].shape[1]
+
+    def draw_views(self, index: torch.Tensor, gen: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Which stored views `two_views` reads for the images `index`: two different ones per image
+        (the same one when V = 1), drawn from `gen`."""
+        v = self.n_views
         first = torch.randint(0, v, (len(index),), generator=gen)
         second = (first + torch.randint(1, v, (len(index),), generator=gen)) % v if v > 1 else first
-        rows = self.rows[index.cpu().numpy()]
-        return self._read("train_views", rows, first.numpy()), self._read("train_views", rows, second.numpy())
+        return first.numpy(), second.numpy()
+
+    def stored_views(self, index: torch.Tensor | np.ndarray, views: np.ndarray) -> torch.Tensor:
+        """Stored view `views[k]` of image `index[k]` (indices into this source's images)."""
+        index = index.cpu().numpy() if isinstance(index, torch.Tensor) else np.asarray(index)
+        block = self._read_ahead_block(index) if self._ahead else None
+        if block is None:
+            return self._read("train_views", self.rows[index], np.asarray(views))
+        picked = block[torch.arange(len(index)), torch.as_tensor(views)]
+        if self.device.type == "cuda":
+            picked = picked.pin_memory().to(self.device, non_blocking=True)
+        return self._decode(picked)
 
     def raw(self, index: torch.Tensor | np.ndarray) -> torch.Tensor:
         return self.live.raw(index)

@@ -75,8 +75,8 @@ def bench(method: str, sizes: list[int], full: float = DEPTH) -> float:
     later = n - sizes[0]
     if method in ("K-means", "Baseline", "Baseline++", "Joint (frozen)"):
         return 0.0  # heads on stored features
-    if method == "Joint (unfrozen)":
-        return 200 * 2 * n * 3 + 100 * 2 * seen * 4
+    if method == "Joint (unfrozen)":  # stage 2's teachers label each stored view once per step
+        return 200 * 2 * n * 3 + 100 * 2 * seen * 3 + VIEWS * seen * 1
     if method in ("EwC", "LwF", "DER"):
         extra = {"EwC": 0, "LwF": 1, "DER": full}[method]  # DER's replayed images are re-augmented: full forward
         return 100 * 2 * n * 1 + 100 * 2 * n * 3 + 100 * 2 * later * extra

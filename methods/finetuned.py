@@ -80,7 +80,7 @@ class FineTunedIL(OneTailHeads):
 
         tail.eval(), head.train()
         train_epochs(head.parameters(), hp, epochs=hp["warmup_epochs"], sizes=sizes, batch_size=hp["batch_size"],
-                     gen=gen, loss_of=warm_up)
+                     gen=gen, loss_of=warm_up, read_ahead=[step.tokens])
 
         trained = self.heads if self.trains_old_heads else [head]
 
@@ -97,7 +97,7 @@ class FineTunedIL(OneTailHeads):
         for h in trained:
             h.train()
         train_epochs([*tail.parameters(), *(p for h in trained for p in h.parameters())], hp, epochs=hp["epochs"],
-                     sizes=sizes, batch_size=hp["batch_size"], gen=gen, loss_of=main)
+                     sizes=sizes, batch_size=hp["batch_size"], gen=gen, loss_of=main, read_ahead=[step.tokens])
         self.end_step(step)
         tail.eval()
         for h in self.heads:

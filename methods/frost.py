@@ -111,7 +111,7 @@ class FRoST(PairedTails):
         lr_at = (lambda e: step_lr(e, hp["lr"], hp["step_size"], hp["gamma"])) if hp["schedule"] == "step" else None
         train_epochs([*tail.parameters(), *(p for h in heads for p in h.parameters())], hp, epochs=hp["epochs"],
                      sizes=[len(step.tokens)], batch_size=hp["batch_size"], gen=gen, loss_of=loss_of, lr_at=lr_at,
-                     on_epoch=start_epoch)
+                     on_epoch=start_epoch, read_ahead=[step.tokens])
         tail.eval(), head.eval()
         self.pairs.append((tail.trainable_state(), head.weight.detach().cpu().clone()))
         self.joint = None if joint is None else joint.weight.detach().cpu().clone()

@@ -17,7 +17,7 @@ from methods.base import Step
 from methods.baseline import Baseline
 from methods.blocks import CosineHead, concatenated_head, hard_cross_entropy, swapped_loss
 from methods.loop import train_epochs
-from methods.tails import PairedTails, Tail
+from methods.tails import PairedTails, Tail, TeacherLabels
 from registries import METHODS
 
 Pair = tuple[dict[str, torch.Tensor], torch.Tensor]  # (tail blocks' weights, head weight)
@@ -60,7 +60,7 @@ class JointUnfrozen(PairedTails, Baseline):
             return swapped_loss(head(tail(t1)), head(tail(t2)), hp)
 
         train_epochs([*tail.parameters(), *head.parameters()], hp, epochs=hp["stage1_epochs"], sizes=[len(step.tokens)],
-                     batch_size=hp["stage1_batch_size"], gen=gen, loss_of=loss_of)
+                     batch_size=hp["stage1_batch_size"], gen=gen, loss_of=loss_of, read_ahead=[step.tokens])
         return tail.trainable_state(), head.weight.detach().cpu().clone()
 
     def _stage2(self, step: Step) -> Pair:
@@ -72,19 +72,23 @@ class JointUnfrozen(PairedTails, Baseline):
         joint = concatenated_head([head for _, head in teachers], True).train()
         gen = torch.Generator().manual_seed(self.seed * 1000 + 900 + step.index)
 
+        # each step's images labelled by their own stage-1 pair, on the student's tokens (one prefix
+        # pass per view; on a token bank each stored view is labelled once, here)
+        labelled = [TeacherLabels(source, lambda t, s=s: teachers[s][1](teachers[s][0](t)).argmax(1) + offsets[s],
+                                  hp["stage2_batch_size"]) for s, source in enumerate(sources)]
+
         def loss_of(index: list[torch.Tensor]) -> torch.Tensor:
             tokens, labels = [], []
-            for s, (source, rows) in enumerate(zip(sources, index)):
-                t1, t2 = source.two_views(rows, gen)
-                teacher_tail, teacher_head = teachers[s]
-                with torch.no_grad():  # on the student's tokens: one prefix pass per view
-                    labels += [teacher_head(teacher_tail(t)).argmax(1) + offsets[s] for t in (t1, t2)]
+            for views, rows in zip(labelled, index):
+                t1, t2, y1, y2 = views.two_views(rows, gen)
                 tokens += [t1, t2]
+                labels += [y1, y2]
             joint.renormalize()
             return hard_cross_entropy(joint(tail(torch.cat(tokens))), torch.cat(labels), hp["temperature"])
 
         train_epochs([*tail.parameters(), *joint.parameters()], hp, epochs=hp["stage2_epochs"],
-                     sizes=[len(s) for s in sources], batch_size=hp["stage2_batch_size"], gen=gen, loss_of=loss_of)
+                     sizes=[len(s) for s in sources], batch_size=hp["stage2_batch_size"], gen=gen, loss_of=loss_of,
+                     read_ahead=sources)
         return tail.trainable_state(), joint.weight.detach().cpu().clone()
 
     def state_dict(self) -> dict[str, Any]:

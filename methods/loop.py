@@ -3,7 +3,7 @@ shuffle per epoch, mini-batches; a method hands it only its loss (methods-spec Â
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import torch
 from torch import nn
@@ -29,12 +29,14 @@ def train_epochs(parameters: Iterable[nn.Parameter], hp: dict, *, epochs: int, s
                  gen: torch.Generator, loss_of: Callable[[list[torch.Tensor]], torch.Tensor],
                  lr_at: Callable[[int], float] | None = None,
                  on_epoch: Callable[[int], None] | None = None,
-                 after_step: Callable[[], None] | None = None, drop_last: bool = False) -> list[float]:
+                 after_step: Callable[[], None] | None = None, drop_last: bool = False,
+                 read_ahead: Sequence[Any] = ()) -> list[float]:
     """Train `parameters` for `epochs` with SGD (`hp`: lr, momentum, weight_decay, eta_min), a fresh
     optimiser and a cosine schedule restarting from `lr`, as every stage of the authors' code
     (`lr_at(epoch)` replaces the schedule; `on_epoch(epoch)` is called as each epoch starts,
     `after_step()` after every optimiser step; `drop_last` drops a last partial batch, unless it
-    would be the only one).
+    would be the only one; `read_ahead` holds the token sources of the sources of `sizes`, told
+    each next batch's images before the current batch is computed, where they can read ahead).
 
     Each epoch shuffles each of the sources of `sizes` items with `gen` and cuts batches of
     `batch_size`, the last one partial (drop_last=False). Several sources are zipped, as the authors'
@@ -50,8 +52,12 @@ def train_epochs(parameters: Iterable[nn.Parameter], hp: dict, *, epochs: int, s
             on_epoch(epoch)
         orders = [torch.randperm(n, generator=gen) for n in sizes]
         total, rows = 0.0, 0
+        readers = [(source.read_ahead, order) for source, order in zip(read_ahead, orders)
+                   if hasattr(source, "read_ahead")]
         for it in range(iterations):
             index = [order[it * batch_size: (it + 1) * batch_size] for order in orders]
+            for read, order in readers if it + 1 < iterations else ():
+                read(order[(it + 1) * batch_size: (it + 2) * batch_size])
             loss = loss_of(index)
             opt.zero_grad(set_to_none=True)
             loss.backward()

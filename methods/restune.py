@@ -172,10 +172,10 @@ class ResTune(TailMethod):
         for head in heads:
             head.train()
         train_epochs([p for h in heads for p in h.parameters()], hp, epochs=hp["warmup_epochs"], sizes=sizes,
-                     batch_size=hp["batch_size"], gen=gen, loss_of=warm_up)
+                     batch_size=hp["batch_size"], gen=gen, loss_of=warm_up, read_ahead=[step.tokens])
         encoder.train()
         train_epochs([*encoder.parameters(), *(p for h in heads for p in h.parameters())], hp, epochs=hp["epochs"],
-                     sizes=sizes, batch_size=hp["batch_size"], gen=gen, loss_of=main)
+                     sizes=sizes, batch_size=hp["batch_size"], gen=gen, loss_of=main, read_ahead=[step.tokens])
         encoder.eval()
         for head in heads:
             head.eval()

@@ -8,8 +8,9 @@ never a whole ViT. `TailMethod` is the base of the methods that train tails.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Callable
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -69,6 +70,39 @@ class Tail(SharesBackbone):
     def frozen_copy(self) -> "Tail":
         """A teacher: the same weights, no gradient, in eval mode."""
         return copy.deepcopy(self).requires_grad_(False).eval()
+
+
+class TeacherLabels:
+    """A frozen teacher's hard labels on the training views of one token source.
+
+    Fresh views (live tokens) are labelled as they are drawn. A token bank's views are stored ones,
+    so every (image, stored view) is labelled once, when this is made: V·N teacher passes per step
+    instead of 2·N per epoch. The draws from `gen` and the tokens are those of `source.two_views`."""
+
+    def __init__(self, source: Any, teacher: Callable[[torch.Tensor], torch.Tensor], batch_size: int) -> None:
+        self.source, self.teacher = source, teacher
+        self.table: torch.Tensor | None = None  # image × stored view → label
+        if hasattr(source, "stored_views"):
+            self.table = torch.empty(len(source), source.n_views, dtype=torch.long)
+            for start in range(0, len(source), batch_size):
+                index = np.arange(start, min(start + batch_size, len(source)))
+                for view in range(source.n_views):
+                    self.table[index, view] = self._label(source.stored_views(index, np.full(len(index), view))).cpu()
+
+    @torch.no_grad()
+    def _label(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.teacher(tokens)
+
+    def two_views(self, index: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, ...]:
+        """Two views' tokens of the images `index` and the teacher's labels of each: (t1, t2, y1, y2)."""
+        if self.table is None:
+            t1, t2 = self.source.two_views(index, gen)
+            return t1, t2, self._label(t1), self._label(t2)
+        first, second = self.source.draw_views(index, gen)
+        rows = index.cpu()
+        t1, t2 = self.source.stored_views(rows, first), self.source.stored_views(rows, second)
+        y1, y2 = self.table[rows, torch.from_numpy(first)], self.table[rows, torch.from_numpy(second)]
+        return t1, t2, y1.to(t1.device), y2.to(t2.device)
 
 
 class TailMethod(Method):

@@ -49,14 +49,129 @@ def test_the_bank_holds_what_the_live_prefix_gives_for_the_same_draws(tmp_path):
 
 def test_two_different_stored_views_per_image_in_the_order_asked_for():
     """Stored view v of image i holds (i, v): what two_views returns says which it read."""
-    grid = np.stack(np.meshgrid(np.arange(20), np.arange(3), indexing="ij"), -1)  # 20 × 3 × 2
-    arrays = {"train_views": grid[:, :, None, :].astype(np.float16), "train_plain": np.zeros((20, 1, 2), np.float16)}
-    tokens = BankTokens(arrays, "train", np.arange(20), live=type("L", (), {"images": None, "subset": lambda s, i: s})(),
+    tokens = BankTokens(grid_bank(), "train", np.arange(20), live=type("L", (), {"images": None, "subset": lambda s, i: s})(),
                         device=torch.device("cpu")).subset(np.arange(10, 20))
     for seed in range(20):
         first, second = tokens.two_views(torch.tensor([3, 0, 5]), torch.Generator().manual_seed(seed))
         assert first[:, 0, 0].tolist() == second[:, 0, 0].tolist() == [13.0, 10.0, 15.0]
         assert (first[:, 0, 1] != second[:, 0, 1]).all()
+
+
+def grid_bank(n: int = 20, views: int = 3) -> dict[str, np.ndarray]:
+    """Stored view v of image i holds the token (i, v)."""
+    grid = np.stack(np.meshgrid(np.arange(n), np.arange(views), indexing="ij"), -1)  # n × V × 2
+    return {"train_views": grid[:, :, None, :].astype(np.float16), "train_plain": np.zeros((n, 1, 2), np.float16)}
+
+
+def test_a_teacher_labels_each_stored_view_once_and_the_draws_stay_those_of_two_views():
+    """Joint (unfrozen)'s stage 2 on a token bank: the labels of stored views come from a table made
+    once, and tokens and labels are what labelling `two_views`' tokens batch by batch gives."""
+    from methods.tails import TeacherLabels
+
+    calls = []
+
+    def teacher(tokens):  # a label that says which image and view it saw
+        calls.append(len(tokens))
+        return (tokens[:, 0, 0] * 10 + tokens[:, 0, 1]).long()
+
+    live = type("L", (), {"images": None, "subset": lambda s, i: s})()
+    tokens = BankTokens(grid_bank(), "train", np.arange(20), live, torch.device("cpu")).subset(np.arange(5, 20))
+    labelled = TeacherLabels(tokens, teacher, batch_size=4)
+    assert calls == [4] * 9 + [3] * 3  # each of the 15 images' 3 stored views, once, batch by batch
+    for seed in range(10):
+        index = torch.randperm(15, generator=torch.Generator().manual_seed(100 + seed))[:6]
+        t1, t2, y1, y2 = labelled.two_views(index, torch.Generator().manual_seed(seed))
+        e1, e2 = tokens.two_views(index, torch.Generator().manual_seed(seed))
+        assert torch.equal(t1, e1) and torch.equal(t2, e2)
+        assert torch.equal(y1, teacher(e1)) and torch.equal(y2, teacher(e2))
+        assert (y1 // 10 == index + 5).all() and (y1 != y2).all()
+    assert len(calls) == 12 + 20  # two_views labelled nothing: only the checks above called the teacher
+
+    class Fresh:  # live tokens: every draw is new, so each batch is labelled as it comes
+        def two_views(self, index, gen):
+            return tokens.two_views(index, gen)
+
+    fresh = TeacherLabels(Fresh(), teacher, batch_size=4)
+    assert fresh.table is None
+    t1, _, y1, _ = fresh.two_views(torch.tensor([0, 3]), torch.Generator().manual_seed(0))
+    assert torch.equal(y1, teacher(t1)) and len(calls) == 32 + 2 + 1
+
+
+def test_reading_ahead_gives_the_same_tokens_and_is_used():
+    live = type("L", (), {"images": None, "subset": lambda s, i: s})()
+    arrays = grid_bank()
+    ahead = BankTokens(arrays, "train", np.arange(20), live, torch.device("cpu")).subset(np.arange(5, 20))
+    plain = BankTokens(arrays, "train", np.arange(20), live, torch.device("cpu"), read_ahead=False).subset(np.arange(5, 20))
+    batches = [torch.tensor([3, 0, 14]), torch.tensor([7, 2]), torch.tensor([1, 9, 4, 11])]
+    for k, index in enumerate(batches):
+        if k + 1 < len(batches):  # as the loop does: the next batch named before this one is read
+            ahead.read_ahead(batches[k + 1])
+            plain.read_ahead(batches[k + 1])
+        for seed in range(3):
+            first, second = (torch.equal(a, b) for a, b in zip(ahead.two_views(index, torch.Generator().manual_seed(seed)),
+                                                               plain.two_views(index, torch.Generator().manual_seed(seed))))
+            assert first and second
+    assert ahead.read_ahead_hits == 2 * 3 * 2 and plain.read_ahead_hits == 0  # every read of batches 2 and 3
+    ahead.read_ahead(torch.tensor([0, 1]))
+    ahead.two_views(torch.tensor([1, 0]), torch.Generator())  # other images: read directly
+    assert ahead.read_ahead_hits == 12
+
+
+def test_the_epoch_loop_names_each_next_batch_before_computing_the_current_one():
+    from methods.loop import train_epochs
+
+    events = []
+
+    class Source:
+        def read_ahead(self, index):
+            events.append(("ahead", index.tolist()))
+
+    w = torch.nn.Parameter(torch.zeros(()))
+
+    def loss_of(index):
+        events.append(("batch", index[0].tolist()))
+        return w * 0
+
+    train_epochs([w], {"lr": 0.1, "momentum": 0, "weight_decay": 0, "eta_min": 0}, epochs=2, sizes=[5, 7],
+                 batch_size=2, gen=torch.Generator().manual_seed(0), loss_of=loss_of, read_ahead=[Source(), object()])
+    # 3 batches per epoch (the shorter source's): the first and second name the next, the last none
+    assert [kind for kind, _ in events] == ["ahead", "batch", "ahead", "batch", "batch"] * 2
+    for epoch in (0, 5):
+        assert events[epoch][1] == events[epoch + 3][1] and events[epoch + 2][1] == events[epoch + 4][1]
+
+
+def test_a_run_reading_ahead_trains_exactly_what_a_run_without_does(tmp_path, monkeypatch):
+    import dataclasses
+
+    hits = []
+    real = BankTokens._read_ahead_block
+
+    def counted(self, index):
+        block = real(self, index)
+        hits.append(block is not None)
+        return block
+
+    monkeypatch.setattr(BankTokens, "_read_ahead_block", counted)
+    import bench.runner
+
+    states, save = [], bench.runner._save_checkpoint  # what each step trained: stage-1 and stage-2 weights
+    monkeypatch.setattr(bench.runner, "_save_checkpoint", lambda path, state: (states.append(state["method"]), save(path, state)))
+    (spec,) = tiny_vit_specs("Joint (unfrozen)", **{"features.tokens": "bank", "method.stage1_batch_size": 8,
+                                                    "method.stage2_batch_size": 8})
+    outputs = {}
+    for read_ahead in (True, False):
+        run = dataclasses.replace(spec, location={**spec.location, "read_ahead": read_ahead})
+        out = execute(run, tmp_path / str(read_ahead))
+        outputs[read_ahead] = (pd.read_parquet(out / METRICS), dict(np.load(out / "predictions.npz")))
+        assert any(hits) == read_ahead
+        hits.clear()
+    pd.testing.assert_series_equal(outputs[True][0]["value"], outputs[False][0]["value"])
+    (_, ahead), (_, plain) = states[:2], states[2:]  # step 2's state: both stages of both steps
+    tensors = [(a, b) for k in ("stage1", "stage2") for a, b in zip(torch.utils._pytree.tree_leaves(ahead[k]),
+                                                                     torch.utils._pytree.tree_leaves(plain[k]))]
+    assert len(tensors) > 4 and all(torch.equal(a, b) for a, b in tensors)
+    assert outputs[True][1].keys() == outputs[False][1].keys()
+    assert all(np.array_equal(outputs[True][1][k], outputs[False][1][k]) for k in outputs[True][1])
 
 
 def test_a_build_killed_midway_never_looks_complete(tmp_path, monkeypatch):
