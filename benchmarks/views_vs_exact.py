@@ -105,6 +105,11 @@ def run(method: str, seed: int, tokens: str, views: int, args: argparse.Namespac
     return seconds, float(a.iloc[0])
 
 
+def spread(values: list[float]) -> float:
+    """The sample standard deviation (0 for one seed)."""
+    return statistics.stdev(values) if len(values) > 1 else 0.0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--methods", nargs="+", default=["Joint (unfrozen)", "EwC"])
@@ -137,7 +142,7 @@ def main() -> None:
               f"{args.noise}; 2-step; {args.epochs} epochs per stage, lr {args.lr}; seeds {args.seeds}; {args.device}")
         baseline = [run("Baseline", seed, "live", 2, args, weights, Path(tmp) / f"baseline{seed}") for seed in args.seeds]
         print(f"\nBaseline (frozen backbone, its preset's learning rate): A {statistics.mean(a for _, a in baseline):5.1f} ± "
-              f"{statistics.stdev(a for _, a in baseline):.1f}")
+              f"{spread([a for _, a in baseline]):.1f}")
         for method in args.methods:
             print(f"\n{method}")
             live: list[float] = []
@@ -148,7 +153,7 @@ def main() -> None:
                 live = live or accs
                 diffs = " ".join(f"{a - b:+5.1f}" for a, b in zip(accs, live))
                 name = "live (exact views)" if tokens == "live" else f"token bank V={views}"
-                print(f"  {name:<20} A {statistics.mean(accs):5.1f} ± {statistics.stdev(accs):4.1f}   per seed "
+                print(f"  {name:<20} A {statistics.mean(accs):5.1f} ± {spread(accs):4.1f}   per seed "
                       f"{' '.join(f'{a:5.1f}' for a in accs)}   − live {diffs}   "
                       f"{statistics.mean(s for s, _ in results):6.1f} s per run")
 
