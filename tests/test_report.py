@@ -415,6 +415,42 @@ def test_paired_differences_over_shared_seeds_by_hand():
     assert far["diff"] == pytest.approx(34 / 3) and far["beyond_noise"]
 
 
+def test_separable_by_hand():
+    from bench.report.stats import separable
+
+    half = 4.302653 / 3 ** 0.5  # differences with sample std 1 over 3 seeds
+    assert separable({0: 3.0, 1: 4.0, 2: 5.0, 7: 0.0}, {0: 2.0, 1: 2.0, 2: 2.0}) is (2.0 > half)  # d = 1, 2, 3
+    assert separable({0: 10.0, 1: 11.0, 2: 12.0}, {0: 2.0, 1: 2.0, 2: 2.0}) is True  # d = 8, 9, 10
+    assert separable({0: 2.0, 1: 1.0}, {0: 1.0, 1: 2.0}) is False  # d = 1, −1
+    assert separable({0: 5.0, 1: 6.0}, {1: 1.0, 2: 1.0}) is None  # one shared seed: cannot tell
+    assert separable(float("nan"), {0: 1.0, 1: 2.0}) is None
+
+
+def test_a_best_value_within_noise_of_the_runner_up_gets_a_dagger(tmp_path):
+    runs = [("Near", 0, 60.0), ("Near", 1, 64.0), ("Near", 2, 59.0), ("Best", 0, 62.0), ("Best", 1, 61.0),
+            ("Best", 2, 63.0), ("Far", 0, 30.0), ("Far", 1, 31.0), ("Far", 2, 29.0)]
+    scores = final_scores(frame_of([(label, "C10", "2-step", seed, "wo", s(a, 100.0 - a), [a]) for label, seed, a in runs]))
+    md = render_table(scores, "markdown")
+    rows = {line.split("|")[2].strip(): line for line in md.splitlines()[2:] if line.startswith("|")}
+    # A: Best 62.0 against Near 61.0, paired differences 2, −3, 4: not separable; F the same way round
+    assert "**62.0 ± 1.0**†" in rows["Best"] and "**38.0 ± 1.0**†" in rows["Best"]
+    assert "†" not in rows["Near"] and "†" not in rows["Far"]
+    assert md.rstrip().endswith("† not separable from the runner-up: the 95% confidence interval of their paired "
+                                "difference over the seeds both have contains 0.")
+    tex = render_table(scores, "latex", caption="Tab.")
+    assert r"\textbf{62.0\,$\pm$\,1.0}$^\dagger$" in tex and r"\caption{Tab. " in tex
+    assert r"$^\dagger$ not separable from the runner-up" in tex
+    if shutil.which("pdflatex"):
+        compile_latex(tex, tmp_path, packages="booktabs,multirow")
+    # Near far behind: Best is separable from the runner-up, so no mark and no note
+    clear = final_scores(frame_of([(label, "C10", "2-step", seed, "wo", s(a, 100.0 - a), [a])
+                                   for label, seed, a in runs if label != "Near"]))
+    assert "†" not in render_table(clear, "markdown") and "dagger" not in render_table(clear, "latex")
+    # one seed: nothing can be told, nothing is marked
+    one = final_scores(frame_of([(label, "C10", "2-step", 0, "wo", s(a, 0.0), [a]) for label, seed, a in runs if seed == 0]))
+    assert "†" not in render_table(one, "markdown")
+
+
 def test_compare_two_methods_from_the_command_line(tmp_path, capsys):
     from bench.cli import main
 

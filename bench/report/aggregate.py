@@ -64,6 +64,10 @@ def final_scores(frame: pd.DataFrame, order: Mapping[str, Sequence[str]] | None 
            .agg(mean=("value", "mean"), std=("value", lambda v: v.std(ddof=1)), n=("value", "count"),
                 source=("source", "first"), **identity).reset_index())
     out["ci95"] = [ci95_half_width(std, n) for std, n in zip(out["std"], out["n"])]
+    if "seed" in rows:  # each cell's values by seed: the tables test a best value against the runner-up's
+        seeds = rows.groupby(KEYS + ["metric"], observed=True)[["seed", "value"]].apply(
+            lambda g: dict(zip(g["seed"].astype(int), g["value"].astype(float)))).rename("by_seed").reset_index()
+        out = out.merge(seeds, on=KEYS + ["metric"], how="left")
     return out.sort_values(KEYS + ["metric"]).reset_index(drop=True)
 
 

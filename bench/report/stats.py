@@ -3,6 +3,7 @@ n − 1 degrees of freedom) and the paired difference of two methods over the se
 from __future__ import annotations
 
 import math
+from typing import Mapping
 
 import pandas as pd
 
@@ -31,9 +32,23 @@ def paired_differences(frame: pd.DataFrame, first: str, second: str) -> pd.DataF
     diff = (pivot[first] - pivot[second]).dropna().rename("d").reset_index()
     rows = []
     for (split, dataset, metric), group in diff.groupby(["split", "dataset", "metric"], observed=True, sort=True):
-        d, n = group["d"], len(group)
-        half = ci95_half_width(d.std(ddof=1), n)
-        mean = float(d.mean())
+        n, (mean, half) = len(group), _mean_and_half_width(group["d"])
         rows.append(dict(split=split, dataset=dataset, metric=metric, n=n, diff=mean, ci_low=mean - half,
-                         ci_high=mean + half, beyond_noise=bool(n >= 2 and (mean - half > 0 or mean + half < 0))))
+                         ci_high=mean + half, beyond_noise=bool(n >= 2 and abs(mean) > half)))
     return pd.DataFrame(rows)
+
+
+def _mean_and_half_width(d: pd.Series) -> tuple[float, float]:
+    return float(d.mean()), ci95_half_width(float(d.std(ddof=1)), len(d))
+
+
+def separable(first: Mapping[int, float] | None, second: Mapping[int, float] | None) -> bool | None:
+    """Whether two cells' values (by seed) differ beyond seed noise: the 95% CI of their paired
+    difference over the seeds both have excludes 0. None where that cannot be told (fewer than two
+    shared seeds); a cell without per-seed values (NaN) has none."""
+    first, second = (v if isinstance(v, Mapping) else {} for v in (first, second))
+    shared = sorted(set(first) & set(second))
+    if len(shared) < 2:
+        return None
+    mean, half = _mean_and_half_width(pd.Series([first[s] - second[s] for s in shared]))
+    return bool(abs(mean) > half)

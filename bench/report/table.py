@@ -1,6 +1,8 @@
 """The paper's tables: row groups per split, an F↓ / A↑ column pair per dataset, the best value of
-each column (per split) in bold. Which rows there are and what their headers say is the layout's
-(`layouts.py`: Tab. 5 by default, Tab. 2, 3 and 4); the cells and their bolding are shared."""
+each column (per split) in bold, with a dagger where it is not separable from the runner-up (the 95%
+confidence interval of their paired difference over the seeds both have contains 0). Which rows
+there are and what their headers say is the layout's (`layouts.py`: Tab. 5 by default, Tab. 2, 3 and
+4); the cells, their bolding and their daggers are shared."""
 from __future__ import annotations
 
 import math
@@ -10,29 +12,37 @@ import pandas as pd
 from tabulate import tabulate
 
 from bench.report.layouts import NO, YES, Shape, axes, shape_of
+from bench.report.stats import separable
 
 METRICS = ("F", "A")  # column order within a dataset, as in the paper
 LOWER_IS_BETTER = {"F"}
 LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
 LATEX_MARKS = {YES: r"\checkmark", NO: r"$\times$"}  # \checkmark is amssymb's
+NOT_SEPARABLE = ("not separable from the runner-up: the 95% confidence interval of their paired difference "
+                 "over the seeds both have contains 0")
 
 
 def escape_latex(text: str) -> str:
     return "".join(LATEX_ESCAPES.get(ch, ch) for ch in str(text))
 
 
-def _cells(scores: pd.DataFrame, exclude_from_best: Sequence[str]) -> dict[tuple, tuple[str, str, bool]]:
-    """(split, label, dataset, metric) → (mean text, std text, is best)."""
-    cells: dict[tuple, tuple[str, str, bool]] = {}
+def _cells(scores: pd.DataFrame, exclude_from_best: Sequence[str]) -> dict[tuple, tuple[str, str, bool, bool]]:
+    """(split, label, dataset, metric) → (mean text, std text, is best, best but not separable from
+    the runner-up)."""
+    cells: dict[tuple, tuple[str, str, bool, bool]] = {}
     for (split, dataset, metric), group in scores.groupby(["split", "dataset", "metric"], observed=True):
         shown = group["mean"].round(1)
         eligible = shown[~group["label"].isin(exclude_from_best)]
         best = None if eligible.empty else (eligible.min() if metric in LOWER_IS_BETTER else eligible.max())
-        for (_, row), value in zip(group.iterrows(), shown):
+        rest = eligible[eligible != best]
+        runner_up = None if rest.empty else (rest.idxmin() if metric in LOWER_IS_BETTER else rest.idxmax())
+        for (index, row), value in zip(group.iterrows(), shown):
             std = "" if (row["n"] < 2 or math.isnan(row["std"])) else f"{row['std']:.1f}"
             is_best = best is not None and row["label"] not in exclude_from_best and value == best
-            cells[(split, row["label"], dataset, metric)] = (f"{row['mean']:.1f}", std, is_best)
+            tied = (is_best and runner_up is not None and "by_seed" in group
+                    and separable(row["by_seed"], group.loc[runner_up, "by_seed"]) is False)
+            cells[(split, row["label"], dataset, metric)] = (f"{row['mean']:.1f}", std, is_best, tied)
     return cells
 
 
@@ -49,9 +59,12 @@ def render_table(scores: pd.DataFrame, fmt: Literal["latex", "markdown", "csv"],
     datasets = axes(scores)[1]
     # every format says which flavour the numbers are and how the features were computed
     note = protocol_note(scores) if "source" in scores else ""
+    daggers = any(cell[3] for cell in cells.values())
     if fmt == "markdown":
-        return _markdown(cells, shape, datasets) + (f"\n{note}\n" if note else "")
-    return _latex(cells, shape, datasets, " ".join(filter(None, [caption, escape_latex(note)])))
+        return (_markdown(cells, shape, datasets) + (f"\n{note}\n" if note else "")
+                + (f"\n† {NOT_SEPARABLE}.\n" if daggers else ""))
+    dagger_note = rf"$^\dagger$ {escape_latex(NOT_SEPARABLE)}." if daggers else ""
+    return _latex(cells, shape, datasets, " ".join(filter(None, [caption, escape_latex(note), dagger_note])))
 
 
 def _csv(scores: pd.DataFrame, shape: Shape) -> str:
@@ -66,14 +79,16 @@ def _csv(scores: pd.DataFrame, shape: Shape) -> str:
     return tidy[columns].to_csv(index=False, float_format="%.4f")
 
 
-def _values(cells: dict, split: str, label: str, datasets: Sequence[str], bold: str, pm: str) -> list[str]:
-    """The F/A texts of one row: `bold` and `pm` are the format's bold template and ± separator."""
+def _values(cells: dict, split: str, label: str, datasets: Sequence[str], bold: str, pm: str,
+            dagger: str) -> list[str]:
+    """The F/A texts of one row: `bold`, `pm` and `dagger` are the format's bold template, ± separator
+    and not-separable mark."""
     out = []
     for dataset in datasets:
         for metric in METRICS:
-            mean, std, best = cells.get((split, label, dataset, metric), ("--", "", False))
+            mean, std, best, tied = cells.get((split, label, dataset, metric), ("--", "", False, False))
             text = f"{mean}{pm}{std}" if std else mean
-            out.append(bold.format(text) if best else text)
+            out.append((bold.format(text) if best else text) + (dagger if tied else ""))
     return out
 
 
@@ -82,7 +97,7 @@ def _markdown(cells: dict, shape: Shape, datasets: Sequence[str]) -> str:
     headers = (["split"] if shape.split_column else []) + list(shape.columns) \
         + [f"{d} {m}{'↓' if m in LOWER_IS_BETTER else '↑'}" for d in datasets for m in METRICS]
     rows = [([split] if shape.split_column else []) + list(row.header)
-            + _values(cells, split, row.label, datasets, "**{}**", " ± ")
+            + _values(cells, split, row.label, datasets, "**{}**", " ± ", "†")
             for split, group in shape.groups for row in group]
     return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True) + "\n"
 
@@ -113,7 +128,7 @@ def _latex(cells: dict, shape: Shape, datasets: Sequence[str], caption: str) -> 
                 lines.append(rf"\cmidrule{{{first}-{width}}}")
             lead = [] if not shape.split_column else \
                 [rf"\multirow{{{len(rows)}}}{{*}}{{{escape_latex(split)}}}" if j == 0 else ""]
-            values = _values(cells, split, row.label, datasets, r"\textbf{{{}}}", r"\,$\pm$\,")
+            values = _values(cells, split, row.label, datasets, r"\textbf{{{}}}", r"\,$\pm$\,", r"$^\dagger$")
             lines.append(" & ".join(lead + [_latex_cell(h) for h in row.header] + values) + r" \\")
         lines.append(r"\midrule" if i < len(shape.groups) - 1 else r"\bottomrule")
     lines += [r"\end{tabular}", r"\end{table}", ""]
