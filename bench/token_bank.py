@@ -85,9 +85,10 @@ def build_token_bank(cache: Path, fields: Mapping[str, Any], sources: Mapping[st
 
 class BankTokens:
     """A token source (the interface of `bench.tokens.LiveTokens`) reading stored tokens: two
-    different stored views per image and draw, the plain tokens for evaluation. What the bank does
-    not hold goes to the live source: fresh views of a replay buffer's raw images (DER) and views
-    augmented otherwise than the stored ones (CaSSLe's asymmetric views)."""
+    different stored views per image and draw, the plain tokens for evaluation, and for a replay
+    buffer (DER) the images' rows in the bank, whose replayed views are stored ones too. What the
+    bank does not hold goes to the live source: views augmented otherwise than the stored ones
+    (CaSSLe's asymmetric views), and images a buffer kept before the run read a bank."""
 
     def __init__(self, arrays: Mapping[str, np.ndarray], split: str, rows: np.ndarray, live: LiveTokens,
                  device: torch.device, dtype: str = "float16", resident: Mapping[str, torch.Tensor] | None = None,
@@ -181,11 +182,19 @@ class BankTokens:
             picked = picked.pin_memory().to(self.device, non_blocking=True)
         return self._decode(picked)
 
-    def raw(self, index: torch.Tensor | np.ndarray) -> torch.Tensor:
-        return self.live.raw(index)
+    def keep(self, index: torch.Tensor | np.ndarray) -> torch.Tensor:
+        """What a replay buffer keeps of the images `index`: their rows in the bank (int64), where
+        every stored view of them is, instead of the decoded images."""
+        index = index.cpu().numpy() if isinstance(index, torch.Tensor) else np.asarray(index)
+        return torch.from_numpy(self.rows[index].astype(np.int64))
 
-    def views_of(self, raw: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-        return self.live.views_of(raw, gen)
+    def views_of(self, kept: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        """One stored view of each kept image, drawn from `gen` (a buffer of decoded images, from a
+        checkpoint written without the bank: fresh views through the prefix)."""
+        if kept.dtype == torch.uint8:
+            return self.live.views_of(kept, gen)
+        views = torch.randint(0, self.n_views, (len(kept),), generator=gen)
+        return self._read("train_views", kept.numpy(), views.numpy())
 
     def plain(self, index: np.ndarray) -> torch.Tensor:
         return self._read(f"{self.split}_plain", self.rows[np.asarray(index)])

@@ -56,9 +56,9 @@ class LiveTokens:
     """Prefix tokens of some unlabelled images, computed now: augment, preprocess, prefix.
 
     `two_views` gives the tokens of two independently augmented views (the policy's random draws come
-    from the caller's generator); `raw` the stored images themselves (uint8 N×H×W×C, what a replay
-    buffer keeps) and `views_of` the tokens of one augmented view of such images; `batches` the plain
-    (test-transform) tokens in order, for evaluation."""
+    from the caller's generator); `keep` what a replay buffer keeps of some images (here the stored
+    images themselves, uint8 N×H×W×C) and `views_of` the tokens of one augmented view of what it
+    kept; `batches` the plain (test-transform) tokens in order, for evaluation."""
 
     def __init__(self, images: ImageSet, encoder: Encoder, prefix: Prefix) -> None:
         self.images = ImageSet(images.images, np.full(len(images), -1))  # never the labels
@@ -87,11 +87,11 @@ class LiveTokens:
                          else (None, None))
         return self._view(x, gen, first), self._view(x, gen, second)
 
-    def raw(self, index: torch.Tensor | np.ndarray) -> torch.Tensor:
+    def keep(self, index: torch.Tensor | np.ndarray) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(self.images.load(np.asarray(index))))
 
-    def views_of(self, raw: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-        return self._view(to_tensor(raw.numpy()).to(self.encoder.device), gen)
+    def views_of(self, kept: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        return self._view(to_tensor(kept.numpy()).to(self.encoder.device), gen)
 
     def plain(self, index: np.ndarray) -> torch.Tensor:
         return self.prefix(self.encoder.preprocess(to_tensor(self.images.load(np.asarray(index)))))

@@ -57,7 +57,9 @@ def authors(method: str, sizes: list[int], full: float = DEPTH) -> float:
     if method == "Joint (unfrozen)":  # Baseline heads; stage 1 per step; stage 2 on every seen step, teachers labelling
         return 200 * 2 * n * full + 200 * 2 * n * (full + 2) + 100 * 2 * seen * (full + 2 + 1)
     if method in ("EwC", "LwF", "DER"):
-        extra = {"EwC": 0, "LwF": 1, "DER": full}[method]  # LwF: the teacher's block; DER: a replayed batch
+        # LwF: the teacher's block; DER: a replayed batch, re-augmented through the whole ViT, and the
+        # trained block's backward on it
+        extra = {"EwC": 0, "LwF": 1, "DER": full + 2}[method]
         return 100 * 2 * n * full + 100 * 2 * n * (full + 2) + 100 * 2 * later * extra
     if method == "ResTune":  # two trained base blocks and the branches (about one per step) on two views
         return 100 * 2 * n * (full + t / 2) + 100 * 2 * n * (full + 2 * (2 + t / 2)) + 100 * later * (full + t / 2)
@@ -78,7 +80,7 @@ def bench(method: str, sizes: list[int], full: float = DEPTH) -> float:
     if method == "Joint (unfrozen)":  # stage 2's teachers label each stored view once per step
         return 200 * 2 * n * 3 + 100 * 2 * seen * 3 + VIEWS * seen * 1
     if method in ("EwC", "LwF", "DER"):
-        extra = {"EwC": 0, "LwF": 1, "DER": full}[method]  # DER's replayed images are re-augmented: full forward
+        extra = {"EwC": 0, "LwF": 1, "DER": 1 + 2}[method]  # DER replays stored views of its buffer's images
         return 100 * 2 * n * 1 + 100 * 2 * n * 3 + 100 * 2 * later * extra
     if method == "ResTune":  # the trained blocks and branches; the prefix ends before block 10
         return 100 * 2 * n * (2 + t / 2) + 100 * 2 * n * 3 * (2 + t / 2) + 100 * later * (2 + t / 2)

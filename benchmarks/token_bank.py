@@ -1,6 +1,6 @@
 """The token bank against live prefix tokens, side by side in one run.
 
-    python benchmarks/token_bank.py [--methods EwC "Joint (unfrozen)"] [--depth 12] [--views 2 4 8] [--seeds 0 1 2]
+    python benchmarks/token_bank.py [--methods EwC LwF DER "Joint (unfrozen)"] [--depth 12] [--views 2 4 8] [--seeds 0 1 2]
 
 For each method, on generated images with a randomly initialised ViT of `--depth` blocks (the last
 trains, the others are the frozen prefix): wall time and final A of the run with fresh views through
@@ -28,6 +28,14 @@ from bench.runner import METRICS, execute  # noqa: E402
 from bench.spec import expand, load_grid  # noqa: E402
 
 
+def stage_options(method: str, epochs: int) -> dict[str, int]:
+    """Every training stage of `method` at `epochs` epochs, batch 64."""
+    finetuned = {"method.warmup_epochs": epochs, "method.epochs": epochs, "method.batch_size": 64}
+    return {"EwC": finetuned, "LwF": finetuned, "DER": finetuned,
+            "Joint (unfrozen)": {"method.epochs": epochs, "method.stage1_epochs": epochs, "method.stage2_epochs": epochs,
+                                 "method.stage1_batch_size": 64, "method.stage2_batch_size": 64}}[method]
+
+
 def run(method: str, seed: int, tokens: str, views: int, args: argparse.Namespace, results: Path,
         read_ahead: bool | None = None) -> tuple[float, float]:
     kwargs = {"img_size": args.image_size, "patch_size": args.patch_size, "embed_dim": args.embed_dim,
@@ -35,12 +43,8 @@ def run(method: str, seed: int, tokens: str, views: int, args: argparse.Namespac
     options = {"backbone.kwargs": kwargs, "backbone.pretrained": False, "features.tokens": tokens,
                "features.views": views, "dataset.num_classes": 10, "dataset.image_size": args.image_size,
                "dataset.train_per_class": args.per_class, "dataset.test_per_class": 10}
-    known = {"EwC": {"method.warmup_epochs": args.epochs, "method.epochs": args.epochs, "method.batch_size": 64},
-             "Joint (unfrozen)": {"method.epochs": args.epochs, "method.stage1_epochs": args.epochs,
-                                  "method.stage2_epochs": args.epochs, "method.stage1_batch_size": 64,
-                                  "method.stage2_batch_size": 64}}
     (spec,) = expand(load_grid("smoke"), methods=[method], datasets=["synthetic"], splits=["2-step"], seeds=[seed],
-                     backbones=[f"timm:{args.model}"], options={**options, **known.get(method, {})},
+                     backbones=[f"timm:{args.model}"], options={**options, **stage_options(method, args.epochs)},
                      location={"device": args.device, "cache_dir": str(results / "cache"),
                                **({} if read_ahead is None else {"read_ahead": read_ahead})})
     start = time.perf_counter()
@@ -70,6 +74,9 @@ def main() -> None:
                         help="read the next batch's stored views in a background thread (default: on a GPU only; "
                              "both: a row for each)")
     args = parser.parse_args()
+    timed = ["EwC", "LwF", "DER", "Joint (unfrozen)"]
+    if unknown := [m for m in args.methods if m not in timed]:
+        parser.error(f"--methods: this benchmark sets the stages of {', '.join(timed)}; got {', '.join(unknown)}")
     print(f"{args.model} depth {args.depth}, {args.image_size} px, {args.epochs} epochs per stage, 10 classes × "
           f"{args.per_class} images, seeds {args.seeds}, {args.device}, "
           f"{'banks built before timing' if args.prebuilt else 'banks built in the timed runs'}")

@@ -9,8 +9,9 @@ import torch
 class ReservoirBuffer:
     """At most `size` (image, logits) pairs, a uniform sample of every pair ever offered (reservoir
     sampling, Vitter's algorithm R, as Mammoth's `reservoir`): the n-th pair takes a free slot while
-    there is one, later replaces a random slot with probability size/n. Images are kept as the
-    dataset stores them (uint8 H×W×C, un-augmented); draws come from the caller's generator."""
+    there is one, later replaces a random slot with probability size/n. Images are kept as the token
+    source's `keep` gives them (the dataset's uint8 H×W×C, un-augmented, or a token bank's rows);
+    draws come from the caller's generator."""
 
     def __init__(self, size: int) -> None:
         self.size, self.seen = size, 0

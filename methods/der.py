@@ -5,7 +5,8 @@ both stages of step s, and in the main stage of every later step, per earlier st
 
     L = L_SK(h^t) + α · Σ_{s<t} MSE(h^s(g(aug(x_buf))), z_buf)        α = 0.5
 
-where `batch_size` buffer images are drawn and re-augmented on the device (no PIL round trip). The
+where `batch_size` buffer images are drawn and re-augmented on the device (no PIL round trip); on a
+token bank the buffer keeps the images' rows and a replayed image is one of its stored views. The
 buffers are part of the state, so a resumed run replays the same images.
 """
 from __future__ import annotations
@@ -45,7 +46,7 @@ class DER(FineTunedIL):
         buffer = self.buffers[step.index]
         positions, slots = buffer.offer(len(index), self._gen)
         if positions:  # load (decode) only the images the reservoir keeps
-            buffer.store(slots, step.tokens.raw(index[positions]), logits1[positions])
+            buffer.store(slots, step.tokens.keep(index[positions]), logits1[positions])
 
     def regulariser(self, step: Step, tokens1: torch.Tensor, features1: torch.Tensor,
                     gen: torch.Generator) -> torch.Tensor:

@@ -211,7 +211,7 @@ def test_der_keeps_one_buffer_per_step_but_the_last_of_that_steps_images():
     assert all(bytes(img.numpy()) in step0 for img in method.buffers[0].images)  # un-augmented, step 0's own
 
 
-@pytest.mark.parametrize("entry", TAIL_METHODS + ["FRoST:sinkhorn", "EwC on the token bank"])
+@pytest.mark.parametrize("entry", TAIL_METHODS + ["FRoST:sinkhorn", "EwC on the token bank", "DER on the token bank"])
 def test_every_tail_method_resumes_after_step_1_to_the_same_state(entry, tmp_path, monkeypatch):
     """A run killed after step 1 (of 5) resumes from its checkpoint and ends with the same metrics
     and the same trained state (tails, heads, Fisher, buffers, teachers, branches, prototypes) as an

@@ -219,6 +219,24 @@ def test_tail_methods_run_on_the_token_bank_and_one_bank_serves_every_seed(name,
     assert kinds.count("token bank") == 1  # both seeds read one bank
 
 
+def test_once_the_banks_exist_the_tail_methods_never_run_the_prefix(tmp_path, monkeypatch):
+    """Every view, evaluation image and replayed buffer image (DER) of EwC, LwF, DER, FRoST and
+    Joint (unfrozen) comes from the token bank; only CaSSLe's asymmetric views are drawn fresh."""
+    from bench.tokens import Prefix
+
+    options = {"features.tokens": "bank", "method.batch_size": 8}
+    execute(tiny_vit_specs("EwC", seeds=(9,), **options)[0], tmp_path)  # builds the token bank
+    calls, real = [], Prefix.__call__
+    monkeypatch.setattr(Prefix, "__call__", lambda self, x: (calls.append(len(x)), real(self, x))[1])
+    for name in ("EwC", "LwF", "DER", "FRoST", "Joint (unfrozen)"):
+        (spec,) = tiny_vit_specs(name, **options)
+        assert (execute(spec, tmp_path) / METRICS).exists()
+        assert calls == [], name
+    (spec,) = tiny_vit_specs("DER", **{**options, "features.tokens": "live"})
+    execute(spec, tmp_path)
+    assert calls  # the same run on live tokens does run it (the spy works)
+
+
 def test_runs_without_the_token_bank_keep_their_ids():
     (live,) = tiny_vit_specs("EwC")
     (bank,) = tiny_vit_specs("EwC", **{"features.tokens": "bank"})
