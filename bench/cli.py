@@ -61,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--workers", "--jobs", dest="workers", type=int, default=None,
                      help="--cluster local: warm worker processes, i.e. runs at a time (default: one per available core)")
     run.add_argument("--device", help="cpu, cuda, cuda:1 … (default: cuda if available)")
+    run.add_argument("--read-ahead", choices=("on", "off"),
+                     help="token bank: gather the next batch's stored views in a background thread "
+                          "(default: on for a GPU, off for a CPU; changes no result)")
     run.add_argument("--weights-dir", help="directory holding the paper backbones' published weight files "
                      "(dino_vitbase16_pretrain.pth, dino_resnet50_pretrain.pth, ViT-B-16.pt; else $BENCH_WEIGHTS_DIR)")
     run.add_argument("--force", action="store_true", help="re-run runs that are already done")
@@ -122,6 +125,8 @@ def _expand(args: argparse.Namespace) -> tuple[Any, list[Any]]:
                 "cache_dir": str(Path(args.cache_dir).resolve()) if args.cache_dir else None}
     if getattr(args, "device", None):
         location["device"] = args.device
+    if getattr(args, "read_ahead", None):
+        location["read_ahead"] = args.read_ahead == "on"
     weights_dir = getattr(args, "weights_dir", None) or os.environ.get("BENCH_WEIGHTS_DIR")
     if weights_dir:
         location["weights_dir"] = str(Path(weights_dir).expanduser().resolve())

@@ -121,12 +121,17 @@ class BankTokens:
         self._ahead = [*self._ahead[-1:], (index, _reader().submit(self._gather, self.rows[index]))]
 
     def _gather(self, rows: np.ndarray) -> torch.Tensor:
-        """rows × V × T × D from the mapped file, in the order asked for (pinned for a GPU)."""
+        """rows × V × T × D from the mapped file, in the order asked for (host memory: the two views a
+        batch reads are picked from it into pinned memory)."""
         order = np.argsort(rows, kind="stable")
         block = torch.from_numpy(self.arrays["train_views"][rows[order]])
         out = torch.empty_like(block)
         out[torch.from_numpy(order)] = block
-        return out.pin_memory() if self.device.type == "cuda" else out
+        return out
+
+    def end_read_ahead(self) -> None:
+        """Drop the blocks read ahead (a loop's end: they are V batches' worth of tokens)."""
+        self._ahead = []
 
     def _read_ahead_block(self, index: np.ndarray) -> torch.Tensor | None:
         for wanted, block in self._ahead:

@@ -66,4 +66,7 @@ def train_epochs(parameters: Iterable[nn.Parameter], hp: dict, *, epochs: int, s
                 after_step()
             total, rows = total + loss.item() * len(index[0]), rows + len(index[0])
         losses.append(total / max(rows, 1))
+    for source in read_ahead:
+        if hasattr(source, "end_read_ahead"):
+            source.end_read_ahead()
     return losses

@@ -451,6 +451,23 @@ def test_a_best_value_within_noise_of_the_runner_up_gets_a_dagger(tmp_path):
     assert "†" not in render_table(one, "markdown")
 
 
+def test_the_runner_up_is_the_closest_by_its_unrounded_mean_and_missing_values_are_skipped():
+    # Low (49.96) and High (50.04) both show 50.0; High is the runner-up, and Best is within its noise
+    runs = [("Low", 0, 49.96), ("Low", 1, 49.96), ("Low", 2, 49.96), ("Best", 0, 51.0), ("Best", 1, 51.1),
+            ("Best", 2, 50.9), ("High", 0, 52.04), ("High", 1, 48.04), ("High", 2, 50.04)]
+    scores = final_scores(frame_of([(label, "C10", "2-step", seed, "wo", s(a, 0.0), [a]) for label, seed, a in runs]))
+    rows = {line.split("|")[2].strip(): line for line in render_table(scores, "markdown").splitlines()[2:]
+            if line.startswith("|")}
+    assert "**51.0 ± 0.1**†" in rows["Best"]
+    nan = final_scores(frame_of([(label, "C10", "2-step", seed, "wo", s(a, 0.0), [a]) for label, seed, a in
+                                 [("Best", 0, 51.0), ("Best", 1, 51.1), ("Gone", 0, float("nan")), ("Gone", 1, float("nan"))]]))
+    assert "†" not in render_table(nan, "markdown")  # a runner-up without values: nothing to test against
+    from bench.report.stats import separable
+
+    assert separable({0: 1.0, 1: float("nan"), 2: 2.0}, {0: 0.0, 1: 0.0, 2: 0.0}) is False  # 2 valid seeds: d = 1, 2
+    assert separable({0: 1.0, 1: float("nan")}, {0: 0.0, 1: 0.0}) is None
+
+
 def test_compare_two_methods_from_the_command_line(tmp_path, capsys):
     from bench.cli import main
 

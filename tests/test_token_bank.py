@@ -242,3 +242,16 @@ def test_runs_without_the_token_bank_keep_their_ids():
     (bank,) = tiny_vit_specs("EwC", **{"features.tokens": "bank"})
     assert "tokens" not in live.identity()["config"]["features"] and "token_dtype" not in live.identity()["config"]["features"]
     assert live.run_id != bank.run_id and bank.identity()["config"]["features"]["tokens"] == "bank"
+
+
+def test_the_command_line_sets_reading_ahead_as_a_machine_setting():
+    from bench.cli import _expand, build_parser
+
+    def spec_of(*extra):
+        args = build_parser().parse_args(["run", "--grid", "smoke", "--methods", "EwC", *extra])
+        return _expand(args)[1][0]
+
+    default, off, on = spec_of(), spec_of("--read-ahead", "off"), spec_of("--read-ahead", "on")
+    assert "read_ahead" not in default.location  # the runner's default: on for a GPU only
+    assert (off.location["read_ahead"], on.location["read_ahead"]) == (False, True)
+    assert default.run_id == off.run_id == on.run_id  # it changes no result, so not the run's identity

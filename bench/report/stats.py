@@ -47,8 +47,8 @@ def separable(first: Mapping[int, float] | None, second: Mapping[int, float] | N
     difference over the seeds both have excludes 0. None where that cannot be told (fewer than two
     shared seeds); a cell without per-seed values (NaN) has none."""
     first, second = (v if isinstance(v, Mapping) else {} for v in (first, second))
-    shared = sorted(set(first) & set(second))
-    if len(shared) < 2:
+    d = pd.Series([first[s] - second[s] for s in sorted(set(first) & set(second))], dtype=float).dropna()
+    if len(d) < 2:
         return None
-    mean, half = _mean_and_half_width(pd.Series([first[s] - second[s] for s in shared]))
+    mean, half = _mean_and_half_width(d)
     return bool(abs(mean) > half)

@@ -35,7 +35,9 @@ def _cells(scores: pd.DataFrame, exclude_from_best: Sequence[str]) -> dict[tuple
         shown = group["mean"].round(1)
         eligible = shown[~group["label"].isin(exclude_from_best)]
         best = None if eligible.empty else (eligible.min() if metric in LOWER_IS_BETTER else eligible.max())
-        rest = eligible[eligible != best]
+        # the runner-up: the best of the others by its unrounded mean (rows tied with the best at the
+        # shown precision are bold too, and each is tested against this one)
+        rest = group.loc[eligible[eligible != best].dropna().index, "mean"]
         runner_up = None if rest.empty else (rest.idxmin() if metric in LOWER_IS_BETTER else rest.idxmax())
         for (index, row), value in zip(group.iterrows(), shown):
             std = "" if (row["n"] < 2 or math.isnan(row["std"])) else f"{row['std']:.1f}"
