@@ -27,10 +27,9 @@ from bench.preprocess import prepare, to_tensor  # noqa: E402
 from bench.backbones import build_backbone  # noqa: E402
 from bench.data import build_dataset  # noqa: E402
 from bench.features import Encoder, FeatureViews, extract  # noqa: E402
-from bench.runner import METRICS, execute  # noqa: E402
-from bench.spec import expand, load_grid  # noqa: E402
 from methods.blocks import CosineHead, swapped_prediction_loss, train_head_swapped  # noqa: E402
 from methods.loop import cosine_lr  # noqa: E402
+from smoke_run import timed_run  # noqa: E402
 
 TINY_VIT = "timm:vit_tiny_patch16_224"
 TINY_KWARGS = {"img_size": 32, "patch_size": 8, "embed_dim": 64, "depth": 2, "num_heads": 2}
@@ -44,21 +43,14 @@ def timed(fn):
 
 
 def end_to_end(epochs: int, device: str) -> None:
-    import pandas as pd
-
     options = {"method.epochs": epochs, "method.batch_size": 256, "backbone.pretrained": False, "backbone.kwargs": TINY_KWARGS,
                **{f"dataset.{k}": v for k, v in DATA.items()}}
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         for mode in ("exact", "bank"):
-            (spec,) = expand(load_grid("smoke"), methods=["Baseline"], datasets=["synthetic"], splits=["2-step"],
-                             seeds=[0], backbones=[TINY_VIT], options={**options, "features.mode": mode},
-                             location={"device": device})
-            out, seconds = timed(lambda: execute(spec, Path(tmp) / mode))
-            frame = pd.read_parquet(out / METRICS)
-            a = frame[(frame["group"] == "summary") & (frame["flavour"] == "wo") & (frame["metric"] == "A")]["value"]
-            results[mode] = (seconds, float(a.iloc[0]))
-            print(f"  {mode:<5}: {seconds:7.2f} s   A = {results[mode][1]:.1f}")
+            results[mode] = timed_run("Baseline", 0, TINY_VIT, {**options, "features.mode": mode},
+                                      {"device": device}, Path(tmp) / mode)
+            print(f"  {mode:<5}: {results[mode][0]:7.2f} s   A = {results[mode][1]:.1f}")
     print(f"bank vs exact: {results['exact'][0] / results['bank'][0]:.1f}x "
           f"(Baseline, {epochs} epochs, 2-step, {DATA['num_classes'] * DATA['train_per_class']} train images)")
 

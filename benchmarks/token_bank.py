@@ -17,23 +17,11 @@ import argparse
 import os
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import pandas as pd  # noqa: E402
-
-from bench.runner import METRICS, execute  # noqa: E402
-from bench.spec import expand, load_grid  # noqa: E402
-
-
-def stage_options(method: str, epochs: int) -> dict[str, int]:
-    """Every training stage of `method` at `epochs` epochs, batch 64."""
-    finetuned = {"method.warmup_epochs": epochs, "method.epochs": epochs, "method.batch_size": 64}
-    return {"EwC": finetuned, "LwF": finetuned, "DER": finetuned,
-            "Joint (unfrozen)": {"method.epochs": epochs, "method.stage1_epochs": epochs, "method.stage2_epochs": epochs,
-                                 "method.stage1_batch_size": 64, "method.stage2_batch_size": 64}}[method]
+from smoke_run import stage_options, timed_run  # noqa: E402
 
 
 def run(method: str, seed: int, tokens: str, views: int, args: argparse.Namespace, results: Path,
@@ -42,17 +30,11 @@ def run(method: str, seed: int, tokens: str, views: int, args: argparse.Namespac
               "depth": args.depth, "num_heads": args.heads}
     options = {"backbone.kwargs": kwargs, "backbone.pretrained": False, "features.tokens": tokens,
                "features.views": views, "dataset.num_classes": 10, "dataset.image_size": args.image_size,
-               "dataset.train_per_class": args.per_class, "dataset.test_per_class": 10}
-    (spec,) = expand(load_grid("smoke"), methods=[method], datasets=["synthetic"], splits=["2-step"], seeds=[seed],
-                     backbones=[f"timm:{args.model}"], options={**options, **stage_options(method, args.epochs)},
-                     location={"device": args.device, "cache_dir": str(results / "cache"),
-                               **({} if read_ahead is None else {"read_ahead": read_ahead})})
-    start = time.perf_counter()
-    out = execute(spec, results)
-    seconds = time.perf_counter() - start
-    metrics = pd.read_parquet(out / METRICS)
-    a = metrics[(metrics["group"] == "summary") & (metrics["flavour"] == "wo") & (metrics["metric"] == "A")]["value"]
-    return seconds, float(a.iloc[0])
+               "dataset.train_per_class": args.per_class, "dataset.test_per_class": 10,
+               **stage_options(method, args.epochs)}
+    location = {"device": args.device, "cache_dir": str(results / "cache"),
+                **({} if read_ahead is None else {"read_ahead": read_ahead})}
+    return timed_run(method, seed, f"timm:{args.model}", options, location, results)
 
 
 def main() -> None:

@@ -28,14 +28,12 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
 import timm  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from smoke_run import timed_run  # noqa: E402
 
 from bench.data import build_dataset  # noqa: E402
-from bench.runner import METRICS, execute  # noqa: E402
-from bench.spec import expand, load_grid  # noqa: E402
 
 
 def vit_kwargs(args: argparse.Namespace) -> dict:
@@ -94,15 +92,8 @@ def run(method: str, seed: int, tokens: str, views: int, args: argparse.Namespac
     options = {"backbone.kwargs": vit_kwargs(args), "backbone.pretrained": str(weights), "features.tokens": tokens,
                "features.views": views, **{f"dataset.{k}": v for k, v in target_options(args).items()},
                **epochs.get(method, {}), **({"method.lr": args.lr} if method != "Baseline" else {})}
-    (spec,) = expand(load_grid("smoke"), methods=[method], datasets=["synthetic"], splits=["2-step"], seeds=[seed],
-                     backbones=["timm:vit_tiny_patch16_224"], options=options,
-                     location={"device": args.device, "cache_dir": str(results.parent / "cache")})  # banks shared
-    start = time.perf_counter()
-    out = execute(spec, results)
-    seconds = time.perf_counter() - start
-    metrics = pd.read_parquet(out / METRICS)
-    a = metrics[(metrics["group"] == "summary") & (metrics["flavour"] == "wo") & (metrics["metric"] == "A")]["value"]
-    return seconds, float(a.iloc[0])
+    location = {"device": args.device, "cache_dir": str(results.parent / "cache")}  # banks shared by the runs
+    return timed_run(method, seed, "timm:vit_tiny_patch16_224", options, location, results)
 
 
 def spread(values: list[float]) -> float:
