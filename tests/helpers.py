@@ -1,7 +1,10 @@
 """Small specs and registered test-only methods shared by the tests."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from bench.spec import RunSpec, expand, load_grid
 
@@ -16,3 +19,24 @@ def tiny_specs(methods=("Baseline",), splits=("2-step",), seeds=(0,), backbone="
     """Specs of the smoke grid on tiny synthetic data; the pixel backbone unless told otherwise."""
     return expand(load_grid("smoke"), methods=list(methods), datasets=["synthetic"], splits=list(splits),
                   seeds=list(seeds), backbones=[backbone], options={**TINY, **options})
+
+
+def killed_then_resumed(spec: RunSpec, results: Path, method_class: type, step: int, monkeypatch: Any) -> Path:
+    """Run `spec` under `results` with `method_class.learn` killed (KeyboardInterrupt) as step `step`
+    starts, then again: the resumed run's directory, after checking its log says it resumed."""
+    from bench.runner import execute, run_dir
+
+    real = method_class.learn
+
+    def killed(self: Any, current: Any) -> Any:
+        if current.index == step:
+            raise KeyboardInterrupt(f"killed before step {step}")
+        return real(self, current)
+
+    monkeypatch.setattr(method_class, "learn", killed)
+    with pytest.raises(KeyboardInterrupt):
+        execute(spec, results)
+    monkeypatch.setattr(method_class, "learn", real)
+    out = execute(spec, results)
+    assert f"resuming after step {step - 1}" in (run_dir(results, spec) / "log.txt").read_text()
+    return out

@@ -17,7 +17,7 @@ from methods.der import DER
 from methods.ewc import EwC, ewc_penalty, fisher_diagonal
 from methods.lwf import LwF, distillation
 from registries import METHODS
-from tests.helpers import tiny_specs
+from tests.helpers import killed_then_resumed, tiny_specs
 from tests.test_pins import digest
 
 TAIL_METHODS = sorted(name for name, cls in METHODS.module_dict.items() if cls.inputs == "tokens")
@@ -227,21 +227,9 @@ def test_every_tail_method_resumes_after_step_1_to_the_same_state(entry, tmp_pat
                         lambda path, state: states[target].append(digest(state["method"])) or real_save(path, state))
     whole = pd.read_parquet(execute(spec, tmp_path / "whole") / METRICS)
 
-    target = "resumed"
-    cls = METHODS.get(method)
-    real_learn = cls.learn
-
-    def killed(self, step):
-        if step.index == 1:
-            raise KeyboardInterrupt("killed after step 1 of 5")
-        return real_learn(self, step)
-
-    monkeypatch.setattr(cls, "learn", killed)
-    with pytest.raises(KeyboardInterrupt):
-        execute(spec, tmp_path / "resumed")
-    monkeypatch.setattr(cls, "learn", real_learn)
-    resumed = pd.read_parquet(execute(spec, tmp_path / "resumed") / METRICS)
-    assert "resuming after step 0" in (runner.run_dir(tmp_path / "resumed", spec) / "log.txt").read_text()
+    target = "resumed"  # killed after step 1 of 5, resumed after step 0
+    resumed = pd.read_parquet(killed_then_resumed(spec, tmp_path / "resumed", METHODS.get(method), 1, monkeypatch)
+                              / METRICS)
     keys = ["step", "group", "flavour", "metric"]
     pd.testing.assert_frame_equal(whole.sort_values(keys)[keys + ["value"]].reset_index(drop=True),
                                   resumed.sort_values(keys)[keys + ["value"]].reset_index(drop=True))

@@ -7,8 +7,8 @@ import pytest
 
 from bench.cli import main
 from bench.predictions import PREDICTIONS
-from bench.runner import METRICS, execute, run_dir
-from tests.helpers import tiny_specs
+from bench.runner import METRICS, execute
+from tests.helpers import killed_then_resumed, tiny_specs
 
 ARGV = ["--grid", "smoke", "--methods", "K-means", "Baseline", "--backbone", "pixels", "--splits", "5-step"]
 
@@ -76,19 +76,7 @@ def test_a_resumed_run_stores_the_same_predictions(tmp_path, monkeypatch):
     whole = execute(spec, tmp_path / "whole")
     from methods.baseline import Baseline
 
-    real = Baseline.learn
-
-    def killed(self, step):
-        if step.index == 2:
-            raise KeyboardInterrupt("killed after step 2")
-        return real(self, step)
-
-    monkeypatch.setattr(Baseline, "learn", killed)
-    with pytest.raises(KeyboardInterrupt):
-        execute(spec, tmp_path / "resumed")
-    monkeypatch.setattr(Baseline, "learn", real)
-    resumed = execute(spec, tmp_path / "resumed")
-    assert "resuming after step 1" in (run_dir(tmp_path / "resumed", spec) / "log.txt").read_text()
+    resumed = killed_then_resumed(spec, tmp_path / "resumed", Baseline, 2, monkeypatch)  # resumes after step 1
     with np.load(whole / PREDICTIONS) as a, np.load(resumed / PREDICTIONS) as b:
         assert sorted(a.files) == sorted(b.files)
         assert all(np.array_equal(a[k], b[k]) for k in a.files)
