@@ -41,6 +41,20 @@ def _reader() -> ThreadPoolExecutor:
     return _READER[0]
 
 
+def _numpy(index: torch.Tensor | np.ndarray) -> np.ndarray:
+    return index.cpu().numpy() if isinstance(index, torch.Tensor) else np.asarray(index)
+
+
+def _take_sorted(array: np.ndarray, *index: np.ndarray) -> torch.Tensor:
+    """`array[index]` on the host, read from a mapped file in sorted order, then put back in the
+    order asked for."""
+    order = np.argsort(index[0], kind="stable")
+    block = torch.from_numpy(np.ascontiguousarray(array[tuple(i[order] for i in index)]))
+    out = torch.empty_like(block)
+    out[torch.from_numpy(order)] = block
+    return out
+
+
 def _writer(path: Path, shape: tuple[int, ...], dtype: str) -> np.memmap:
     return np.lib.format.open_memmap(path, mode="w+", dtype=TOKEN_DTYPES[dtype][0], shape=shape)
 
@@ -117,17 +131,9 @@ class BankTokens:
         the order the run draws)."""
         if not self.reads_ahead:
             return
-        index = np.asarray(index.cpu() if isinstance(index, torch.Tensor) else index)
-        self._ahead = [*self._ahead[-1:], (index, _reader().submit(self._gather, self.rows[index]))]
-
-    def _gather(self, rows: np.ndarray) -> torch.Tensor:
-        """rows × V × T × D from the mapped file, in the order asked for (host memory: the two views a
-        batch reads are picked from it into pinned memory)."""
-        order = np.argsort(rows, kind="stable")
-        block = torch.from_numpy(self.arrays["train_views"][rows[order]])
-        out = torch.empty_like(block)
-        out[torch.from_numpy(order)] = block
-        return out
+        index = _numpy(index)  # rows × V × T × D on the host: the batch's two views are picked from it
+        self._ahead = [*self._ahead[-1:], (index, _reader().submit(_take_sorted, self.arrays["train_views"],
+                                                                   self.rows[index]))]
 
     def end_read_ahead(self) -> None:
         """Drop the blocks read ahead (a loop's end: they are V batches' worth of tokens)."""
@@ -144,14 +150,11 @@ class BankTokens:
         """Rows of a stored array on the device, as float32."""
         if name in self.resident:  # the whole bank on the GPU
             return self._decode(self.resident[name][tuple(torch.as_tensor(i, device=self.device) for i in index)])
-        order = np.argsort(index[0], kind="stable")  # sorted reads from the mapped file, then back in order
-        sorted_index = tuple(i[order] for i in index)
-        block = torch.from_numpy(np.ascontiguousarray(self.arrays[name][sorted_index]))
-        if self.device.type == "cuda":
-            block = block.pin_memory().to(self.device, non_blocking=True)
-        out = torch.empty_like(block)
-        out[torch.as_tensor(order, device=block.device)] = block
-        return self._decode(out)
+        return self._decode(self._to_device(_take_sorted(self.arrays[name], *index)))
+
+    def _to_device(self, block: torch.Tensor) -> torch.Tensor:
+        """Host tokens on the device: through pinned memory, asynchronously, on a GPU."""
+        return block.pin_memory().to(self.device, non_blocking=True) if self.device.type == "cuda" else block
 
     def _decode(self, x: torch.Tensor) -> torch.Tensor:
         return (x.view(torch.float8_e4m3fn) if self.dtype == "float8" else x).float()
@@ -178,20 +181,16 @@ class BankTokens:
 
     def stored_views(self, index: torch.Tensor | np.ndarray, views: np.ndarray) -> torch.Tensor:
         """Stored view `views[k]` of image `index[k]` (indices into this source's images)."""
-        index = index.cpu().numpy() if isinstance(index, torch.Tensor) else np.asarray(index)
+        index = _numpy(index)
         block = self._read_ahead_block(index) if self._ahead else None
         if block is None:
             return self._read("train_views", self.rows[index], np.asarray(views))
-        picked = block[torch.arange(len(index)), torch.as_tensor(views)]
-        if self.device.type == "cuda":
-            picked = picked.pin_memory().to(self.device, non_blocking=True)
-        return self._decode(picked)
+        return self._decode(self._to_device(block[torch.arange(len(index)), torch.as_tensor(views)]))
 
     def keep(self, index: torch.Tensor | np.ndarray) -> torch.Tensor:
         """What a replay buffer keeps of the images `index`: their rows in the bank (int64), where
         every stored view of them is, instead of the decoded images."""
-        index = index.cpu().numpy() if isinstance(index, torch.Tensor) else np.asarray(index)
-        return torch.from_numpy(self.rows[index].astype(np.int64))
+        return torch.from_numpy(self.rows[_numpy(index)].astype(np.int64))
 
     def views_of(self, kept: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         """One stored view of each kept image, drawn from `gen` (a buffer of decoded images, from a
