@@ -17,6 +17,14 @@ Per step t the evaluator reports, in percent:
   val images. A test image of task k with class c is correct iff u(x) = o_k + π_k(c − o_k). The
   unified head must therefore route the image into task k's segment; this map is never re-fitted.
   A class with no val image gets no π_k, so its test images are never counted correct.
+- the same with the map re-fitted at every evaluation (`task_k`, flavour `wo_refit`): after step t,
+  π_k^t is the Hungarian match of h_k, read through the encoder as it is after step t, on task k's
+  val images; the authors' testers for EwC, LwF, DER, CaSSLe and ResTune do this
+  (`utils/*_testers.py::test_ind_cluster`, its `ind_gen_loader`), so the paper's A and F of those
+  methods are in this flavour. π_t^t = π_t: the two flavours differ only on earlier tasks, and only
+  for a method whose encoder or old heads move after their step. Computed when the step's re-fitted
+  maps are given (every run since they were added; `bench metrics recompute` cannot add them to
+  older runs, whose stored predictions lack the old tasks' heads on their val images).
 - accuracy with clustering of task k (`task_k`, flavour `w`): Hungarian accuracy of u on task k's
   images alone.
 - group accuracies for `old` (tasks < t; absent at t = 0), `new` (task t) and `all` (tasks <= t):
@@ -32,7 +40,8 @@ Per step t the evaluator reports, in percent:
   and on the new images (its `all` is the single match's). The two differ where the single match
   gives an old class a new cluster, or the reverse.
 
-Summary after the last step T−1 (group `summary`, for each flavour f in {wo, w}):
+Summary after the last step T−1 (group `summary`, for each flavour f in {wo, w} and `wo_refit`
+where the run has it):
 
 - A = acc of `all` at T−1 (class-weighted); A_sample likewise with acc_sample.
 - F = a_0 − a_{T−1}, the paper's forgetting: a_0 is the task-specific accuracy on task 0 after
@@ -52,6 +61,7 @@ from typing import Any
 import numpy as np
 
 FLAVOURS = ("wo", "w")
+REFIT = "wo_refit"  # W/O with every task's map re-fitted at each evaluation (the authors' IL testers)
 CD_FLAVOURS = ("gcd", "gcd_sep")  # the category-discovery papers' All / Old / New
 
 
@@ -152,8 +162,9 @@ class Evaluator:
         self.layout = layout
         self.mappings: dict[int, np.ndarray] = {}
 
-    def freeze_mapping(self, task: int, val_labels: np.ndarray, val_task_pred: np.ndarray) -> None:
-        """π_task from the task head's predictions on the task's val images (absolute labels)."""
+    def fit_mapping(self, task: int, val_labels: np.ndarray, val_task_pred: np.ndarray) -> np.ndarray:
+        """A map local class → local cluster of task `task` from its head's predictions on the task's val
+        images (absolute labels); −1 for a class absent from them."""
         if not 0 <= task < self.layout.n_steps:
             raise ValueError(f"task {task} is not in 0..{self.layout.n_steps - 1}")
         offset, size = self.layout.offsets[task], self.layout.sizes[task]
@@ -171,14 +182,19 @@ class Evaluator:
         for cluster, cls in hungarian_mapping(local, pred).items():
             if cls in present:
                 pi[cls] = cluster
-        self.mappings[task] = pi
+        return pi
 
-    def _wo_correct(self, labels: np.ndarray, unified: np.ndarray, tasks: np.ndarray) -> np.ndarray:
+    def freeze_mapping(self, task: int, val_labels: np.ndarray, val_task_pred: np.ndarray) -> None:
+        """π_task, frozen from now on (flavour `wo`)."""
+        self.mappings[task] = self.fit_mapping(task, val_labels, val_task_pred)
+
+    def _wo_correct(self, labels: np.ndarray, unified: np.ndarray, tasks: np.ndarray,
+                    mappings: dict[int, np.ndarray]) -> np.ndarray:
         correct = np.zeros(len(labels), dtype=bool)
         for k in np.unique(tasks):
             sel = tasks == k
             offset = self.layout.offsets[k]
-            target = self.mappings[int(k)][labels[sel] - offset]
+            target = mappings[int(k)][labels[sel] - offset]
             correct[sel] = (target >= 0) & (unified[sel] == offset + target)
         return correct
 
@@ -208,22 +224,31 @@ class Evaluator:
         return tasks
 
     def evaluate(self, step: int, labels: np.ndarray, unified_pred: np.ndarray,
-                 task_pred: np.ndarray) -> list[MetricRow]:
+                 task_pred: np.ndarray, refit: dict[int, np.ndarray] | None = None) -> list[MetricRow]:
         """The rows of step `step` (see the module docstring). `labels`/`unified_pred` cover the test
-        images of tasks 0..step; `task_pred` is h_step on task step's images, in the same order."""
+        images of tasks 0..step; `task_pred` is h_step on task step's images, in the same order.
+        `refit`, when given, holds the maps of the earlier tasks re-fitted now (`fit_mapping` on their
+        val images through the current encoder): the `wo_refit` rows."""
         labels = np.asarray(labels, dtype=np.int64)
         unified = np.asarray(unified_pred, dtype=np.int64)
         task_pred = np.asarray(task_pred, dtype=np.int64)
         tasks = self._check(step, labels, unified, task_pred)
+        flavours = {"wo": self._wo_correct(labels, unified, tasks, self.mappings)}
+        if refit is not None:
+            missing = [k for k in range(step) if k not in refit]
+            if missing:
+                raise ValueError(f"step {step}: no re-fitted map for task(s) {missing}")
+            # the current task's map was fitted just now: the frozen one is the re-fitted one
+            flavours[REFIT] = self._wo_correct(labels, unified, tasks, {**refit, step: self.mappings[step]})
         current = tasks == step
         rows = []
         local = labels[current] - self.layout.offsets[step]
         rows.append(MetricRow(step, f"task_{step}", "task", "acc", clustering_accuracy(local, task_pred)))
 
-        wo_correct = self._wo_correct(labels, unified, tasks)
         for k in range(step + 1):
             sel = tasks == k
-            rows.append(MetricRow(step, f"task_{k}", "wo", "acc", 100.0 * float(wo_correct[sel].mean())))
+            for flavour, correct in flavours.items():
+                rows.append(MetricRow(step, f"task_{k}", flavour, "acc", 100.0 * float(correct[sel].mean())))
             rows.append(MetricRow(step, f"task_{k}", "w", "acc", clustering_accuracy(labels[sel], unified[sel])))
 
         groups = {"old": tasks < step, "new": tasks == step, "all": tasks <= step}
@@ -233,7 +258,7 @@ class Evaluator:
             members = sorted(set(tasks[sel].tolist()))
             weights = np.array([self.layout.sizes[k] for k in members], dtype=float)
             w_correct = _matched(labels[sel], unified[sel])
-            for flavour, correct in (("wo", wo_correct[sel]), ("w", w_correct)):
+            for flavour, correct in [*((f, c[sel]) for f, c in flavours.items()), ("w", w_correct)]:
                 per_task = np.array([correct[tasks[sel] == k].mean() for k in members])
                 rows.append(MetricRow(step, group, flavour, "acc", 100.0 * float(per_task @ weights / weights.sum())))
                 rows.append(MetricRow(step, group, flavour, "acc_sample", 100.0 * float(correct.mean())))
@@ -259,7 +284,8 @@ class Evaluator:
                 per_step = [value[(k, group, flavour, "acc")] for k in range(n_steps) if (k, group, flavour, "acc") in value]
                 if per_step:
                     out.append(MetricRow(last, "summary", flavour, metric, float(np.mean(per_step))))
-        for flavour in FLAVOURS:
+        has_refit = (last, "all", REFIT, "acc") in value
+        for flavour in FLAVOURS + ((REFIT,) if has_refit else ()):
             curve = [value[(0, "task_0", "task", "acc")]] + [value[(k, "task_0", flavour, "acc")] for k in range(1, n_steps)]
             final = curve[-1]
             out += [

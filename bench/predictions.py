@@ -6,7 +6,9 @@ with the current evaluator without running it again (`bench metrics recompute`).
 own head's argmax on them: what froze task t's mapping), `test_labels_t`, `unified_t` (the unified
 head's argmax on the test images of tasks 0..t) and `task_pred_t` (task t's head on task t's test
 images, in their order); `mapping_t` (the frozen mapping, class → cluster, −1 for a class without a
-val image), and `offsets`, `sizes` (the task layout). Integer arrays of the smallest type that holds
+val image), `refit_pred_t_s` for every earlier task s < t (task s's own head, read through the
+encoder as it is after step t, on task s's val images: what re-fits its map, flavour `wo_refit`) with
+the marker `refit_t`, and `offsets`, `sizes` (the task layout). Integer arrays of the smallest type that holds
 them, compressed: at most about 0.2 MB for a CIFAR-100 5-step run (results/README.md).
 """
 from __future__ import annotations
@@ -31,11 +33,18 @@ def compact(values: np.ndarray) -> np.ndarray:
 
 
 def record(store: dict[str, np.ndarray], step: int, *, val_labels: np.ndarray, val_pred: np.ndarray,
-           test_labels: np.ndarray, unified: np.ndarray, task_pred: np.ndarray, mapping: np.ndarray) -> None:
-    """Add step `step`'s inputs of the evaluator to `store` (kept in the run's checkpoint until it ends)."""
+           test_labels: np.ndarray, unified: np.ndarray, task_pred: np.ndarray, mapping: np.ndarray,
+           refit_pred: list[np.ndarray] | None = None) -> None:
+    """Add step `step`'s inputs of the evaluator to `store` (kept in the run's checkpoint until it ends).
+    `refit_pred[s]` is task s's head (s < step), read through the current encoder, on task s's val
+    images: what re-fits its map (flavour `wo_refit`)."""
     for name, values in (("val_labels", val_labels), ("val_pred", val_pred), ("test_labels", test_labels),
                          ("unified", unified), ("task_pred", task_pred), ("mapping", mapping)):
         store[f"{name}_{step}"] = compact(values)
+    if refit_pred is not None:
+        store[f"refit_{step}"] = np.asarray([len(refit_pred)], dtype=np.int16)  # the step re-fitted its maps
+        for s, values in enumerate(refit_pred):
+            store[f"refit_pred_{step}_{s}"] = compact(values)
 
 
 def write(out: Path, layout: TaskLayout, store: dict[str, np.ndarray]) -> Path:
@@ -51,7 +60,12 @@ def replay(path: Path) -> list[MetricRow]:
     with np.load(path) as stored:
         layout = TaskLayout(tuple(int(o) for o in stored["offsets"]), tuple(int(s) for s in stored["sizes"]))
         evaluator, rows = Evaluator(layout), []
+        # runs recorded before the re-fitted maps were kept have no `wo_refit` flavour
+        refits = all(f"refit_{t}" in stored for t in range(layout.n_steps))
         for t in range(layout.n_steps):
             evaluator.freeze_mapping(t, stored[f"val_labels_{t}"], stored[f"val_pred_{t}"])
-            rows += evaluator.evaluate(t, stored[f"test_labels_{t}"], stored[f"unified_{t}"], stored[f"task_pred_{t}"])
+            refit = {s: evaluator.fit_mapping(s, stored[f"val_labels_{s}"], stored[f"refit_pred_{t}_{s}"])
+                     for s in range(t)} if refits else None
+            rows += evaluator.evaluate(t, stored[f"test_labels_{t}"], stored[f"unified_{t}"], stored[f"task_pred_{t}"],
+                                       refit=refit)
     return rows + evaluator.summary(rows, layout.n_steps)

@@ -180,17 +180,17 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
                     **inputs.step_fields(of_task, method.sees_past_steps))
         method.learn(step)
 
-        val_idx = np.flatnonzero(val_task == t)
-        _, val_pred = _predict(method, inputs.batches("val", val_idx), t, np.ones(len(val_idx), dtype=bool),
-                               unified=False)
-        evaluator.freeze_mapping(t, val_images.labels[val_idx], val_pred)
+        val_pred = {s: _task_predictions(method, inputs, s, np.flatnonzero(val_task == s)) for s in range(t + 1)}
+        val_labels = {s: val_images.labels[val_task == s] for s in range(t + 1)}
+        evaluator.freeze_mapping(t, val_labels[t], val_pred[t])
+        refit = {s: evaluator.fit_mapping(s, val_labels[s], val_pred[s]) for s in range(t)}
         seen = np.flatnonzero(test_task <= t)
         unified, task_pred = _predict(method, inputs.batches("test", seen), t, test_task[seen] == t)
-        step_rows = evaluator.evaluate(t, data.test.labels[seen], unified, task_pred)
+        step_rows = evaluator.evaluate(t, data.test.labels[seen], unified, task_pred, refit=refit)
         rows.extend(step_rows)
-        predictions.record(stored, t, val_labels=val_images.labels[val_idx], val_pred=val_pred,
+        predictions.record(stored, t, val_labels=val_labels[t], val_pred=val_pred[t],
                            test_labels=data.test.labels[seen], unified=unified, task_pred=task_pred,
-                           mapping=evaluator.mappings[t])
+                           mapping=evaluator.mappings[t], refit_pred=[val_pred[s] for s in range(t)])
         acc = {(r.group, r.flavour): r.value for r in step_rows if r.metric == "acc"}
         log(f"step {t + 1}/{spec.n_steps}: task-specific {acc[(f'task_{t}', 'task')]:.1f}, "
             f"all wo {acc[('all', 'wo')]:.1f}, all w {acc[('all', 'w')]:.1f}")
@@ -348,6 +348,12 @@ def _predict(method: Any, batches: Iterator[torch.Tensor], task: int, current: n
         start += len(x)
     empty = torch.empty(0, dtype=torch.long)
     return torch.cat(unified_pred or [empty]).numpy(), torch.cat(task_pred or [empty]).numpy()
+
+
+def _task_predictions(method: Any, inputs: Any, task: int, index: np.ndarray) -> np.ndarray:
+    """Task `task`'s head, read through the encoder as it is now, on the val images `index` (the same
+    head and images that froze its map at its own step: at a later step they re-fit it)."""
+    return _predict(method, inputs.batches("val", index), task, np.ones(len(index), dtype=bool), unified=False)[1]
 
 
 def _read_checkpoint(out: Path, log: Log) -> dict[str, Any] | None:

@@ -1,16 +1,17 @@
 """Run specs and grids: the unit of work and how a grid expands into it.
 
 A grid (an mmengine config file in `registries/grids/`) names methods (optionally with a preset,
-`Baseline:code`), datasets, splits, seeds and a backbone. Expansion is plain data: a sorted list of
+`Baseline:equations`), datasets, splits, seeds and a backbone. Expansion is plain data: a sorted list of
 frozen `RunSpec`s whose canonical JSON hashes to the `run_id`.
 
 A run's configuration has four sections, resolved in this order (later wins): the method's preset
-(`registries/presets/<slug>.py`, `paper` or `code`, with its per-dataset/split `overrides`; a preset
-may also set `features` or `backbone` keys, as every `code` preset sets `features.policy`), the
+(`registries/presets/<slug>.py`: `code`, the default, or a variant such as `equations`, with its
+per-dataset/split `overrides`; a preset may also set `features` or `backbone` keys, as every `code`
+preset sets `features.policy`), the
 grid's `cfg`, then `--cfg-options section.key=value` from the command line. Every value is then
 checked (`bench.validate`) before anything runs:
 
-- `method`: the method's hyper-parameters (valid keys: those of its `paper` preset);
+- `method`: the method's hyper-parameters (valid keys: those of its `equations` dict, which lists them all);
 - `dataset`: options of the dataset reader (e.g. `num_classes` for `synthetic`);
 - `backbone`: `pretrained`, `kwargs` passed to the model factory, `batch_size` for extraction;
 - `features`: `mode` (`bank`: V stored augmented views per training image, shared by every run;
@@ -64,11 +65,17 @@ LATER_KEYS: dict[tuple[str, str], Any] = {("features", "tokens"): "live", ("feat
 
 # Sections a preset may set besides the method's own keys (a `code` preset sets `features.policy`).
 PRESET_SECTIONS = ("features", "backbone")
+# The paper's tables were produced by the authors' code, so the configuration that reproduces them is
+# the default: `code`. `equations` is the variant that follows the paper's text (its Eq. 1 summed over
+# the two views, its stated λ and weight decay); every other preset (`no_cosnorm`, `sinkhorn`) is a
+# change to `code`. A preset file writes `equations` in full (it names every key) and the others as
+# changes: `code` over `equations`, a variant over `code`.
+DEFAULT_PRESET, EQUATIONS = "code", "equations"
 
 
 def method_label(method: str, preset: str) -> str:
-    """How a run's method is shown: the method, with its preset in brackets unless it is `paper`."""
-    return method if preset == "paper" else f"{method} [{preset}]"
+    """How a run's method is shown: the method, with its preset in brackets unless it is the default."""
+    return method if preset == DEFAULT_PRESET else f"{method} [{preset}]"
 
 
 def features_protocol(config: Mapping[str, Any], *, inputs: str = "features", trains_on_views: bool = True,
@@ -161,7 +168,7 @@ class Block:
 
     @staticmethod
     def _entry(spec: "RunSpec") -> str:
-        return spec.method if spec.preset == "paper" else f"{spec.method}:{spec.preset}"
+        return spec.method if spec.preset == DEFAULT_PRESET else f"{spec.method}:{spec.preset}"
 
     def contains(self, spec: "RunSpec") -> bool:
         return (self._entry(spec) in self.methods and spec.dataset in self.datasets and spec.split in self.splits
@@ -235,15 +242,17 @@ def load_grid(name: str) -> Grid:
 
 
 def parse_method(entry: str) -> tuple[str, str]:
-    """`Baseline` → (Baseline, paper); `Baseline:code` → (Baseline, code). The preset is checked
-    against the method's preset file by `load_preset`."""
+    """`Baseline` → (Baseline, code); `Baseline:equations` → (Baseline, equations). The preset is
+    checked against the method's preset file by `load_preset`."""
     name, _, preset = entry.partition(":")
-    return name, preset or "paper"
+    return name, preset or DEFAULT_PRESET
 
 
 def preset_names(cfg: Mapping[str, Any]) -> list[str]:
-    """Every top-level dict of a preset file except `overrides` is a preset (`paper` is required)."""
-    return [k for k, v in cfg.items() if isinstance(v, Mapping) and k != "overrides" and not k.startswith("_")]
+    """Every top-level dict of a preset file except `overrides` is a preset (`equations` and `code` are
+    required), the default first."""
+    names = [k for k, v in cfg.items() if isinstance(v, Mapping) and k != "overrides" and not k.startswith("_")]
+    return sorted(names, key=lambda k: (k != DEFAULT_PRESET, k != EQUATIONS, k))
 
 
 @functools.lru_cache(maxsize=None)
@@ -252,7 +261,9 @@ def _read_config(path: str) -> dict[str, Any]:
 
 
 def _preset(method: str, preset: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The preset's dict (`paper` updated with the preset's changes) and its overrides."""
+    """The preset's dict and its per-dataset/split overrides: `equations` as written; `code` as its
+    changes to `equations`; any other preset as its changes to `code`. A preset without overrides of
+    its own takes `code`'s (a variant of the authors' runs keeps their per-dataset schedules)."""
     from registries import PRESETS_DIR
     from registries.catalogue import method_info, method_names
 
@@ -262,9 +273,13 @@ def _preset(method: str, preset: str) -> tuple[dict[str, Any], dict[str, Any]]:
     cfg = copy.deepcopy(_read_config(str(PRESETS_DIR / f"{info.preset_file}.py")))
     if preset not in preset_names(cfg):
         raise unknown(f"preset of {method}", preset, preset_names(cfg))
-    params = dict(cfg["paper"])
-    params.update(cfg.get(preset, {}))
-    return params, cfg.get("overrides", {}).get(preset, {})
+    layers = {EQUATIONS: [EQUATIONS], DEFAULT_PRESET: [EQUATIONS, DEFAULT_PRESET]}.get(
+        preset, [EQUATIONS, DEFAULT_PRESET, preset])
+    params: dict[str, Any] = {}
+    for layer in layers:
+        params.update(cfg[layer])
+    overrides = cfg.get("overrides", {})
+    return params, overrides.get(preset, {} if preset == EQUATIONS else overrides.get(DEFAULT_PRESET, {}))
 
 
 def load_preset(method: str, preset: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -412,12 +427,12 @@ def expand(grid: Grid, *, methods: Sequence[str] | None = None, datasets: Sequen
 
 def check_config(method: str, dataset: str, config: Mapping[str, Any], n_steps: int) -> None:
     """Every value of a resolved run config, before anything runs (see `bench.validate`): the method's
-    keys typed by its `paper` preset, the shared sections by `DEFAULT_SECTIONS`, the dataset's by its reader."""
+    keys typed by its `equations` dict (every key), the shared sections by `DEFAULT_SECTIONS`, the dataset's by its reader."""
     from bench.data import reader_class
     from bench.validate import check_dataset_options, check_method, check_sections
     from registries.catalogue import method_info
 
-    check_method(config["method"], load_preset(method, "paper")[0], method_info(method).hparam_choices, n_steps)
+    check_method(config["method"], load_preset(method, EQUATIONS)[0], method_info(method).hparam_choices, n_steps)
     check_sections(config, DEFAULT_SECTIONS, SECTION_CHOICES)
     check_dataset_options(reader_class(dataset), config["dataset"])
 

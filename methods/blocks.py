@@ -103,6 +103,16 @@ def train_head_swapped(head: CosineHead, data: FeatureViews, hp: dict, *, epochs
     return losses
 
 
+def clustering_scale(hp: dict, heads: int = 1) -> float:
+    """How many times the authors' one mean a summed clustering loss is: 1 for `swap_reduction="mean"`;
+    2 per head for `sum` (the two views' means added, Eq. 1), e.g. 4 for ResTune's mixed and residual
+    heads. The regularisers' weights were tuned against the mean, so a method multiplies its
+    not-forgetting terms by this: a weight and the loss it balances are never scaled apart."""
+    if hp["swap_reduction"] not in SWAP_REDUCTIONS:
+        raise ValueError(f"unknown swapped-loss reduction {hp['swap_reduction']!r}; choose from {', '.join(SWAP_REDUCTIONS)}")
+    return 2.0 * heads if hp["swap_reduction"] == "sum" else 1.0
+
+
 def swapped_loss(logits1: torch.Tensor, logits2: torch.Tensor, hp: dict) -> torch.Tensor:
     """`swapped_prediction_loss` with a method's preset keys."""
     return swapped_prediction_loss(logits1, logits2, hp["temperature"], hp["sk_epsilon"], hp["sk_iters"],

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from methods.base import Step
+from methods.base import REFITTED, Step
 from methods.blocks import SWAP_REDUCTIONS, CosineHead, train_head_swapped
 from methods.loop import train_epochs
 from methods.tails import OneTailHeads, Tail
@@ -91,6 +91,7 @@ class StepFeatures:
 @METHODS.register_module(name="CaSSLe")
 class CaSSLe(OneTailHeads):
     preset_file = "cassle"
+    reported = REFITTED  # its tester re-fits each task's map at every evaluation from the current block
     hparam_choices = {"swap_reduction": SWAP_REDUCTIONS}
 
     def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:

@@ -8,7 +8,8 @@ schedule (methods-sources G4):
    been fine-tuned), h^t alone with the swapped Sinkhorn loss for `warmup_epochs`;
 2. main: the tail (the last `unfreeze` blocks) and h^t (LwF and DER: every head) train with the
    swapped Sinkhorn loss on h^t plus the method's regulariser, for `epochs`; the trained heads'
-   weights are normalised every batch.
+   weights are normalised every batch. The regulariser's weight was tuned against the code's mean
+   over the two views: with the views summed (`equations`) it doubles (`clustering_scale`).
 
 Inference: the current tail, then every step's head, concatenated. A method file supplies only its
 regulariser (`regulariser`), what it keeps (`end_step`, `state_dict`) and, for DER, what it observes.
@@ -19,13 +20,14 @@ from typing import Any
 
 import torch
 
-from methods.base import Step
-from methods.blocks import SWAP_REDUCTIONS, CosineHead, swapped_loss
+from methods.base import REFITTED, Step
+from methods.blocks import SWAP_REDUCTIONS, CosineHead, clustering_scale, swapped_loss
 from methods.loop import train_epochs
 from methods.tails import OneTailHeads, Tail
 
 
 class FineTunedIL(OneTailHeads):
+    reported = REFITTED  # the authors' EwC, LwF and DER testers re-fit each task's map at every evaluation
     trains_old_heads = False  # LwF and DER put every head in the main stage's optimiser; EwC only h^t
     hparam_choices = {"swap_reduction": SWAP_REDUCTIONS}
 
@@ -91,7 +93,8 @@ class FineTunedIL(OneTailHeads):
             z1, z2 = tail(t1), tail(t2)
             logits1 = head(z1)
             self.observe(step, index[0], logits1)
-            return swapped_loss(logits1, head(z2), hp) + self.regulariser(step, t1, z1, gen)
+            # the regulariser's weight is in units of the code's mean loss: it scales with a summed one
+            return swapped_loss(logits1, head(z2), hp) + clustering_scale(hp) * self.regulariser(step, t1, z1, gen)
 
         tail.train()
         for h in trained:

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from methods.base import Step
-from methods.blocks import SWAP_REDUCTIONS, CosineHead, PrototypeStats, swapped_loss
+from methods.blocks import SWAP_REDUCTIONS, CosineHead, PrototypeStats, clustering_scale, swapped_loss
 from methods.loop import step_lr, train_epochs
 from methods.rankstats import pairwise_bce, rank_pair_targets, sigmoid_rampup
 from methods.tails import PairedTails, Tail
@@ -88,22 +88,22 @@ class FRoST(PairedTails):
             logits1, logits2 = head(z1), head(z2)
             p1, p2 = F.softmax(logits1, dim=1), F.softmax(logits2, dim=1)
             if hp["labelling"] == "rankstats":
-                loss = pairwise_bce(p1, p2, rank_pair_targets(z1, hp["topk"]))
-            else:
-                loss = swapped_loss(logits1, logits2, hp)
-            loss = loss + ramp["w"] * F.mse_loss(p1, p2)
+                loss, scale = pairwise_bce(p1, p2, rank_pair_targets(z1, hp["topk"])), 1.0
+            else:  # the other terms' weights are in units of the code's mean swapped loss
+                loss, scale = swapped_loss(logits1, logits2, hp), clustering_scale(hp)
+            loss = loss + scale * ramp["w"] * F.mse_loss(p1, p2)
             if joint is None:
                 return loss
             pseudo = logits1.detach().argmax(1) + step.offset
-            loss = loss + (ramp["w"] / hp["rampup_coefficient"] * hp["increment_coefficient"]
+            loss = loss + scale * (ramp["w"] / hp["rampup_coefficient"] * hp["increment_coefficient"]
                            * F.cross_entropy(joint(z1), pseudo))
             with torch.no_grad():  # the previous backbone reads the student's tokens
                 old = previous(t1)
-            loss = loss + hp["feature_kd_weight"] * feature_distance(old, z1)
+            loss = loss + scale * hp["feature_kd_weight"] * feature_distance(old, z1)
             counts = self.prototypes.replay_counts(len(index[0]), hp["replay_per_class"], gen)
             replayed, classes = self.prototypes.sample(counts, hp["shared_std"], gen)
             if len(classes):
-                loss = loss + hp["replay_weight"] * F.cross_entropy(joint(replayed.to(z1.device)), classes.to(z1.device))
+                loss = loss + scale * hp["replay_weight"] * F.cross_entropy(joint(replayed.to(z1.device)), classes.to(z1.device))
             return loss
 
         if hp["schedule"] not in SCHEDULES:

@@ -32,8 +32,8 @@ from torch import nn
 
 from bench.features import cuda_bf16
 from bench.tokens import vit_of
-from methods.base import Step
-from methods.blocks import SWAP_REDUCTIONS, CosineHead, swapped_loss
+from methods.base import REFITTED, Step
+from methods.blocks import SWAP_REDUCTIONS, CosineHead, clustering_scale, swapped_loss
 from methods.loop import train_epochs
 from methods.tails import SharesBackbone, Tail, TailMethod
 from registries import METHODS
@@ -102,6 +102,7 @@ def restune_kd(student: list[torch.Tensor], teacher: list[torch.Tensor], old_hea
 @METHODS.register_module(name="ResTune")
 class ResTune(TailMethod):
     preset_file = "restune"
+    reported = REFITTED  # its tester re-fits each task's map at every evaluation from the current encoder
     hparam_choices = {"swap_reduction": SWAP_REDUCTIONS}
 
     def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
@@ -165,7 +166,9 @@ class ResTune(TailMethod):
                 old_encoder, old_heads = teacher
                 with torch.no_grad():  # the teacher reads the student's tokens: no second prefix pass
                     old_mixes, _ = old_encoder(t1)
-                loss = loss + restune_kd(views[0][0], old_mixes, old_heads, hp["kd_temperature"], hp["kd_weight"])
+                # KD's weights are in units of the code's one mean: they scale with a summed loss (2 heads)
+                loss = loss + clustering_scale(hp, heads=2) * restune_kd(views[0][0], old_mixes, old_heads,
+                                                                         hp["kd_temperature"], hp["kd_weight"])
             return loss
 
         encoder.eval()

@@ -21,7 +21,7 @@ REFUSING_SBATCH = "#!/bin/sh\necho 'sbatch: error: Batch job submission failed: 
 # (id, argv with {results}/{empty}/{file} placeholders, what the one line must say, PATH override)
 CASES = [
     ("unknown method", ["run", *SMOKE, "--methods", "Basline"], "unknown method 'Basline'; known: Baseline, ", None),
-    ("unknown preset", ["run", *SMOKE, "--methods", "Baseline:papr"], "unknown preset of Baseline 'papr'; known: code, no_cosnorm, paper", None),
+    ("unknown preset", ["run", *SMOKE, "--methods", "Baseline:papr"], "unknown preset of Baseline 'papr'; known: code, equations, no_cosnorm", None),
     ("unknown dataset", ["run", *SMOKE, "--datasets", "cifar1O"], "unknown dataset 'cifar1O'; known: ", None),
     ("unknown split", ["run", *SMOKE, "--splits", "3-step"], "unknown split '3-step'; known: 10-step, 2-step, 5-step", None),
     ("unknown backbone", ["run", "--backbone", "resnet", "--results", "{results}"], "unknown backbone 'resnet'; known: ", None),

@@ -18,7 +18,7 @@ from registries import METHODS
 from tests.test_incremental import tiny_vit_specs
 
 
-def bound(name: str, preset: str = "paper", **extra):
+def bound(name: str, preset: str = "equations", **extra):
     """A method bound to the smoke grid's tiny (2-block, random) ViT, and that backbone."""
     from bench.backbones import build_backbone
 
@@ -156,7 +156,7 @@ def test_feature_distance_by_hand():
     assert feature_distance(old, 7 * old).item() == pytest.approx(0.0, abs=1e-6)  # the whole batch's scale is free
 
 
-@pytest.mark.parametrize("preset", ["paper", "sinkhorn"])
+@pytest.mark.parametrize("preset", ["equations", "sinkhorn"])
 def test_frost_continues_the_backbone_rebuilds_the_joint_head_and_replays_baseline_pps_prototypes(preset, monkeypatch):
     method, _, spec = bound("FRoST", preset=preset, **{"method.epochs": 2})
     assert isinstance(method.prototypes, PrototypeStats)

@@ -216,3 +216,36 @@ def test_category_discovery_accuracies_one_match_and_separate_matches_by_hand():
     assert summary[("gcd", "All")] == pytest.approx((100 + 700 / 9) / 2)
     assert summary[("gcd", "Old")] == 100.0 and summary[("gcd", "New")] == pytest.approx(75.0)  # Old: step 2 only
     assert summary[("gcd_sep", "New")] == 100.0
+
+
+def test_a_map_refitted_on_the_moved_encoder_follows_it_where_the_frozen_map_does_not():
+    """The authors' IL testers re-fit task 0's map at every evaluation from the current encoder
+    (`test_ind_cluster`'s `ind_gen_loader`): after step 1 the fine-tuned encoder makes task 0's head
+    swap its clusters, and the unified head follows the swap. By hand: the frozen π_0 (0→1, 1→0)
+    finds none of task 0's images; the re-fitted π_0^1 (0→0, 1→1) finds all four; task 1 (π_1 fitted
+    at step 1 in both) is right in both."""
+    ev = two_task_evaluator()  # π_0 frozen at step 0: class 0 → cluster 1, class 1 → cluster 0
+    ev.freeze_mapping(1, np.array([2, 3]), np.array([0, 1]))  # π_1: class 2 → 0, class 3 → 1
+    refit = {0: ev.fit_mapping(0, np.array([0, 0, 1, 1]), np.array([0, 0, 1, 1]))}
+    assert refit[0].tolist() == [0, 1] and ev.mappings[0].tolist() == [1, 0]
+    labels = np.array([0, 0, 1, 1, 2, 3])
+    unified = np.array([0, 0, 1, 1, 2, 3])  # task 0's images in clusters 0/1 as the moved head names them
+    rows = ev.evaluate(1, labels, unified, task_pred=np.array([0, 1]), refit=refit)
+    assert value(rows, 1, "task_0", "wo", "acc") == 0.0
+    assert value(rows, 1, "task_0", "wo_refit", "acc") == 100.0
+    assert value(rows, 1, "task_1", "wo", "acc") == value(rows, 1, "task_1", "wo_refit", "acc") == 100.0
+    assert value(rows, 1, "all", "wo", "acc") == 50.0 and value(rows, 1, "all", "wo_refit", "acc") == 100.0
+    step0 = ev.evaluate(0, np.array([0, 1]), np.array([1, 0]), task_pred=np.array([1, 0]), refit={})
+    summary = {(r.flavour, r.metric): r.value for r in ev.summary(step0 + rows, 2)}
+    # F: the task-specific 100 at step 0 minus task 0's accuracy after step 1, in each flavour
+    assert summary[("wo", "F")] == 100.0 and summary[("wo_refit", "F")] == 0.0
+    assert summary[("wo_refit", "A")] == 100.0 and summary[("wo", "A")] == 50.0
+
+
+def test_without_refitted_maps_there_is_no_refit_flavour_and_a_missing_one_is_an_error():
+    ev = two_task_evaluator()
+    ev.freeze_mapping(1, np.array([2, 3]), np.array([0, 1]))
+    rows = ev.evaluate(1, np.array([0, 2, 3]), np.array([1, 2, 3]), task_pred=np.array([0, 1]))
+    assert "wo_refit" not in {r.flavour for r in rows}
+    with pytest.raises(ValueError, match="no re-fitted map for task"):
+        ev.evaluate(1, np.array([0, 2, 3]), np.array([1, 2, 3]), task_pred=np.array([0, 1]), refit={})

@@ -53,7 +53,7 @@ def test_a_methods_reported_flavour_is_read_per_metric():
              ("wo", "F"): 90.0, ("w", "F"): 5.0}.items()]
     rows += [dict(step=k, group="all", flavour=f, metric=m, value=v) for k in (0, 1)
              for (f, m), v in {("w", "acc"): 1.0, ("w", "acc_sample"): 2.0, ("wo", "acc"): 3.0}.items()]
-    frame = pd.DataFrame(rows).assign(run_id="r", method="K-means", preset="paper", label="K-means", dataset="d",
+    frame = pd.DataFrame(rows).assign(run_id="r", method="K-means", preset="code", label="K-means", dataset="d",
                                       split="2-step", n_steps=2, backbone="b", seed=0, reported_A="w/A_sample",
                                       reported_F="wo/F", features="plain features")
     scores = final_scores(frame).set_index("metric")

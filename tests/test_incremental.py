@@ -27,7 +27,7 @@ TINY_VIT = {"backbone.kwargs.depth": 2, "method.warmup_epochs": 2, "method.epoch
             "method.distill_hidden_dim": 16, "method.output_dim": 8}
 
 
-def tiny_vit_specs(name: str, splits=("2-step",), preset: str = "paper", **extra):
+def tiny_vit_specs(name: str, splits=("2-step",), preset: str = "equations", **extra):
     """The smoke grid's tiny ViT, short stages; only the method keys `name` has."""
     from bench.spec import load_preset
 
@@ -219,7 +219,7 @@ def test_every_tail_method_resumes_after_step_1_to_the_same_state(entry, tmp_pat
     name, _, bank = entry.partition(" on the ")
     method, _, preset = name.partition(":")
     extra = {"features.tokens": "bank"} if bank else {}
-    (spec,) = tiny_vit_specs(method, splits=["5-step"], preset=preset or "paper", **{"dataset.num_classes": 10}, **extra)
+    (spec,) = tiny_vit_specs(method, splits=["5-step"], preset=preset or "equations", **{"dataset.num_classes": 10}, **extra)
     states = {"whole": [], "resumed": []}
     real_save = runner._save_checkpoint
     target = "whole"
@@ -234,3 +234,39 @@ def test_every_tail_method_resumes_after_step_1_to_the_same_state(entry, tmp_pat
     pd.testing.assert_frame_equal(whole.sort_values(keys)[keys + ["value"]].reset_index(drop=True),
                                   resumed.sort_values(keys)[keys + ["value"]].reset_index(drop=True))
     assert states["whole"][-1] == states["resumed"][-1]
+
+
+# --- a weight and the loss it balances are scaled together -------------------------------------------
+
+def test_clustering_scale_by_hand():
+    from methods.blocks import clustering_scale
+
+    assert clustering_scale({"swap_reduction": "mean"}) == 1.0
+    assert clustering_scale({"swap_reduction": "sum"}) == 2.0  # the two views' means added (Eq. 1)
+    assert clustering_scale({"swap_reduction": "sum"}, heads=2) == 4.0  # ResTune's mixed and residual heads
+    with pytest.raises(ValueError, match="choose from sum, mean"):
+        clustering_scale({"swap_reduction": "total"})
+
+
+@pytest.mark.parametrize("reduction, expected", [("mean", 1.0 + 3.0), ("sum", 2.0 + 2 * 3.0)])
+def test_a_summed_clustering_loss_takes_its_regulariser_with_it(reduction, expected, tmp_path, monkeypatch):
+    """The main stage's objective is the swapped loss plus the regulariser, whose weight was tuned
+    against the code's mean over the two views: summing the views (Eq. 1) doubles both, so the
+    regulariser keeps its ratio to the clustering loss (with a swapped loss of 1 per mean and a
+    regulariser of 3: 1 + 3 under `mean`, 2 + 6 under `sum`; the review found 2 + 3)."""
+    import methods.finetuned as finetuned
+
+    seen = []
+
+    def first_batch_only(parameters, hp, *, loss_of, sizes, **_):
+        seen.append(float(loss_of([torch.arange(min(4, sizes[0]))])))
+        return []
+
+    monkeypatch.setattr(finetuned, "train_epochs", first_batch_only)
+    monkeypatch.setattr(finetuned, "swapped_loss",
+                        lambda a, b, hp: a.new_tensor(2.0 if hp["swap_reduction"] == "sum" else 1.0))
+    monkeypatch.setattr(LwF, "regulariser", lambda self, step, tokens1, features1, gen: features1.new_tensor(3.0))
+    (spec,) = tiny_vit_specs("LwF", preset="code", **{"method.swap_reduction": reduction})
+    execute(spec, tmp_path)
+    main_stage = seen[1::2]  # each step: warm-up, then main
+    assert main_stage == [pytest.approx(expected)] * 2

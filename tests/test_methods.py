@@ -28,9 +28,13 @@ def test_every_method_runs_end_to_end_and_resumes(method, tmp_path):
     out = execute(spec, tmp_path)
     frame = pd.read_parquet(out / METRICS)
     summary = frame[frame["group"] == "summary"]
-    # A, A_sample, F, F_max for wo and w; All, Old, New for gcd and gcd_sep
-    assert len(summary) == 8 + 6 and summary["value"].notna().all()
+    # A, A_sample, F, F_max for wo, w and wo_refit; All, Old, New for gcd and gcd_sep
+    assert len(summary) == 12 + 6 and summary["value"].notna().all()
     assert frame["step"].max() == 4
+    # a frozen encoder and frozen task heads give every re-fitted map its frozen one
+    by = frame.set_index(["step", "group", "flavour", "metric"])["value"]
+    refit = by.xs("wo_refit", level="flavour")
+    assert len(refit) > 0 and refit.equals(by.xs("wo", level="flavour").loc[refit.index])
 
 
 def test_prototype_statistics_by_hand():
@@ -65,7 +69,7 @@ def test_replay_uses_per_class_or_shared_sigma():
 
 
 def make_pp(**overrides) -> BaselinePlusPlus:
-    params, _ = load_preset("Baseline++", "paper")
+    params, _ = load_preset("Baseline++", "equations")
     return BaselinePlusPlus(4, 0, **{**params, **overrides})
 
 
@@ -89,7 +93,7 @@ def test_student_initialisation_paper_vs_code():
 
 
 def test_presets_differ_where_the_spec_says():
-    paper, _ = load_preset("Baseline++", "paper")
+    paper, _ = load_preset("Baseline++", "equations")
     code, overrides = load_preset("Baseline++", "code")
     differing = {k for k in paper if paper[k] != code[k]}
     assert differing == {"weight_decay", "ktrfr_epochs", "ktrfr_normalize_weights", "shared_std",
@@ -102,16 +106,16 @@ def test_presets_differ_where_the_spec_says():
 
 
 @pytest.mark.parametrize("method", sorted(METHODS.module_dict))
-def test_code_presets_train_on_the_authors_views_paper_presets_on_the_papers(method):
-    """A preset sets `features` keys too: `Baseline:code` must not train on the paper's views."""
+def test_code_presets_train_on_the_authors_views_equations_presets_on_the_papers(method):
+    """A preset sets `features` keys too: `Baseline:code` must not train on the paper's views; every
+    variant of `code` (`no_cosnorm`, `sinkhorn`) keeps the authors' views."""
     from bench.spec import _read_config, preset_names, resolve_config
     from registries import PRESETS_DIR
 
     presets = preset_names(_read_config(str(PRESETS_DIR / f"{METHODS.get(method).preset_file}.py")))
     for preset in presets:
         config = resolve_config(method, preset, "cifar10", "2-step", {}, {})
-        # FRoST's `sinkhorn` is the scripts' other variant (scripts_il_frost_sinkhorn/): code through and through
-        assert config["features"]["policy"] == ("code" if preset in ("code", "sinkhorn") else "paper"), preset
+        assert config["features"]["policy"] == ("paper" if preset == "equations" else "code"), preset
         assert "features" not in config["method"]
     if "code" in presets:  # the command line still wins over the preset
         config = resolve_config(method, "code", "cifar10", "2-step", {}, {"features.policy": "paper"})
@@ -153,7 +157,7 @@ def test_ktrfr_draws_batches_of_its_own_size(monkeypatch):
 
 
 def test_joint_trains_on_zipped_batches_labelled_by_each_tasks_own_head(monkeypatch):
-    params, _ = load_preset("Joint (frozen)", "paper")
+    params, _ = load_preset("Joint (frozen)", "equations")
     joint = JointFrozen(4, 0, **{**params, "joint_epochs": 1, "joint_batch_size": 2})
     joint.heads = [CosineHead(4, 2).eval(), CosineHead(4, 3).eval()]
     seen = []
@@ -265,3 +269,35 @@ def test_joint_unfrozen_stage2_starts_fresh_and_labels_each_steps_images_with_it
         assert ((y[:half] >= 0) & (y[:half] < 3)).all() and ((y[half:] >= 3) & (y[half:] < 6)).all()
     # the prefix ran once per view and step of every batch: the two teachers and the student share it
     assert prefix.calls - before == 8 * 2 * 2
+
+
+def test_the_paper_grids_run_the_configuration_that_produced_the_tables():
+    """The paper's tables came from the authors' scripts: the grids that reproduce them run `code` (and
+    Tab. 3's `no_cosnorm`, a change to `code`), with the scripts' values (review of issue 20)."""
+    from bench.spec import expand, load_grid
+
+    for name in ("paper", "full"):
+        specs = expand(load_grid(name))
+        assert {s.preset for s in specs} == {"code", "no_cosnorm"}, name
+    by = {(s.method, s.preset, s.dataset, s.split): s.config["method"] for s in expand(load_grid("paper"))}
+    ewc = by[("EwC", "code", "cifar10", "2-step")]
+    assert (ewc["ewc_lambda"], ewc["swap_reduction"], ewc["weight_decay"]) == (10000.0, "mean", 5e-5)
+    assert by[("LwF", "code", "cifar100", "5-step")]["kd_direction"] == "reversed"
+    der = {key: by[("DER", "code", *key)] for key in [("cifar10", "5-step"), ("tinyimagenet", "5-step"),
+                                                      ("cub200", "2-step")]}
+    assert [(d["buffer_size"], d["warmup_epochs"], d["epochs"], d["batch_size"]) for d in der.values()] == \
+        [(200, 50, 50, 128), (200, 35, 35, 256), (500, 80, 80, 128)]  # scripts_il_der/DER_*.sh
+    assert by[("ResTune", "code", "cifar10", "2-step")]["swap_reduction"] == "mean"
+    assert by[("Baseline++", "code", "cifar10", "2-step")]["replay_per_class"] == 200
+    assert by[("Baseline++", "no_cosnorm", "cifar10", "2-step")]["ktrfr_epochs"] == 100  # a variant of `code`
+    assert by[("K-means", "code", "cifar10", "2-step")]["init"] == "random"
+
+
+def test_equations_is_the_papers_text_and_code_the_default():
+    from bench.spec import parse_method
+
+    assert parse_method("EwC") == ("EwC", "code")
+    equations, _ = load_preset("EwC", "equations")
+    assert (equations["ewc_lambda"], equations["swap_reduction"], equations["weight_decay"]) == (8000.0, "sum", 1e-4)
+    _, der = load_preset("DER", "equations")
+    assert der["cifar10/5-step"] == {"warmup_epochs": 50, "epochs": 50, "batch_size": 128}  # the paper's buffer of 500

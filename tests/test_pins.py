@@ -44,7 +44,7 @@ def trained_states(tmp_path: Path, monkeypatch) -> list[dict[str, float]]:
     real = runner._save_checkpoint
     monkeypatch.setattr(runner, "_save_checkpoint", lambda path, state: states.append(digest(state["method"])) or
                         real(path, state))
-    (spec,) = tiny_specs(methods=["Joint (unfrozen)"], backbone="timm:vit_tiny_patch16_224", **OPTIONS)
+    (spec,) = tiny_specs(methods=["Joint (unfrozen):equations"], backbone="timm:vit_tiny_patch16_224", **OPTIONS)
     runner.execute(spec, tmp_path)
     return states
 

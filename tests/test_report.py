@@ -19,7 +19,7 @@ def frame_of(entries):
     """entries: (label, dataset, split, seed, primary, {(flavour, metric): value}, curve) → long frame."""
     rows = []
     for label, dataset, split, seed, primary, summary, curve in entries:
-        preset = label.split(" [")[1].rstrip("]") if " [" in label else "paper"  # as RunSpec.label writes it
+        preset = label.split(" [")[1].rstrip("]") if " [" in label else "code"  # as RunSpec.label writes it
         base = dict(run_id=f"{label}-{dataset}-{split}-{seed}", method=label.split(" [")[0], preset=preset,
                     label=label, dataset=dataset, split=split, n_steps=len(curve), backbone="pixels", seed=seed,
                     primary_flavour=primary)
@@ -360,7 +360,7 @@ def test_forgetting_after_every_step_by_hand():
 
     rows = []
     for seed, (a0, wo, w) in enumerate([(90.0, [80.0, 70.0], [85.0, 60.0]), (94.0, [84.0, 64.0], [0.0, 0.0])]):
-        base = dict(run_id=f"r{seed}", method="M", preset="paper", label="M", dataset="C10", split="5-step",
+        base = dict(run_id=f"r{seed}", method="M", preset="code", label="M", dataset="C10", split="5-step",
                     n_steps=3, backbone="pixels", seed=seed, reported_A="wo/A", reported_F="wo/F", group="task_0",
                     metric="acc")
         rows.append({**base, "step": 0, "flavour": "task", "value": a0})

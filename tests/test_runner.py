@@ -34,7 +34,7 @@ def test_a_finished_run_directory(tmp_path):
     assert set(frame["step"]) == {0, 1}
     summary = frame[frame["group"] == "summary"]
     assert set(summary["metric"]) == {"A", "A_sample", "F", "F_max", "All", "Old", "New"}
-    assert set(summary["flavour"]) == {"wo", "w", "gcd", "gcd_sep"}
+    assert set(summary["flavour"]) == {"wo", "w", "wo_refit", "gcd", "gcd_sep"}
     assert set(frame["run_id"]) == {spec.run_id}
     assert "epochs=5" in (out / "config.py").read_text()  # the smoke grid's setting
 

@@ -11,7 +11,7 @@ from typing import Callable, Mapping, Sequence
 import pandas as pd
 
 from bench.report.compare import BACKBONES
-from bench.spec import method_label
+from bench.spec import DEFAULT_PRESET, method_label
 
 YES, NO = "✓", "✗"  # the renderers draw these marks (LaTeX: \checkmark and $\times$)
 BACKBONE_NAMES = {registry: shown for shown, registry in BACKBONES.items()}  # paper order: Tab. 4's rows
@@ -19,7 +19,8 @@ COSNORM_OFF = "no_cosnorm"  # the preset of Tab. 3's "w/o CosNorm" rows
 KTRFR_METHOD = "Baseline++"  # the only method that trains KTRFR
 OWN_BASELINES = ("Baseline", "Baseline++")  # the paper's methods: below the rule in the appendix's table
 # Tab. 3's rows (a)-(d) as (method, preset); always shown, with `--` where runs are missing
-ABLATION_ROWS = (("Baseline++", "paper"), ("Baseline", "paper"), ("Baseline++", COSNORM_OFF), ("Baseline", COSNORM_OFF))
+ABLATION_ROWS = (("Baseline++", DEFAULT_PRESET), ("Baseline", DEFAULT_PRESET), ("Baseline++", COSNORM_OFF),
+                 ("Baseline", COSNORM_OFF))
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,8 @@ def axes(scores: pd.DataFrame) -> tuple[list[str], list[str], dict[str, list[str
 
 
 def _identity(scores: pd.DataFrame) -> dict[str, tuple[str, str, str]]:
-    """label → (method, preset, backbone); frames without those columns read as (label, paper, "")."""
-    return {str(r["label"]): (str(r.get("method", r["label"])), str(r.get("preset", "paper")),
+    """label → (method, preset, backbone); frames without those columns read as (label, the default, "")."""
+    return {str(r["label"]): (str(r.get("method", r["label"])), str(r.get("preset", DEFAULT_PRESET)),
                               str(r.get("backbone", ""))) for r in scores.drop_duplicates("label").to_dict("records")}
 
 

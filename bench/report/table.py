@@ -138,9 +138,11 @@ def _latex(cells: dict, shape: Shape, datasets: Sequence[str], caption: str) -> 
 
 
 def source_text(source: str) -> str:
-    """`w/A_sample` → `W, sample-weighted`: which evaluator row a reported value is."""
+    """`w/A_sample` → `W, sample-weighted`, `wo_refit/A` → `W/O, maps re-fitted`: which evaluator row a
+    reported value is."""
     flavour, metric = source.split("/")
-    return flavour.upper().replace("WO", "W/O") + (", sample-weighted" if metric.endswith("_sample") else "")
+    name = {"wo": "W/O", "w": "W", "wo_refit": "W/O, maps re-fitted"}.get(flavour, flavour)
+    return name + (", sample-weighted" if metric.endswith("_sample") else "")
 
 
 def protocol_note(scores: pd.DataFrame) -> str:

@@ -1,10 +1,10 @@
 # Baseline++ (methods-spec §3.2, §8 rows 3-7). The Baseline part takes Baseline's keys.
 _base_ = ["./baseline.py"]
-paper = dict(
+equations = dict(
     ktrfr_epochs=200,               # discrepancy 3: the scripts use 100
     ktrfr_normalize_weights=True,   # discrepancy 6: the scripts do not pass --apply_l2weights
     shared_std=False,               # discrepancy 5: the code samples every class with one shared σ̄
-    replay_per_class=0,             # 0: as many replayed features per batch as the batch holds (paper);
+    replay_per_class=0,             # 0: as many replayed features per batch as the batch holds (Eq. 6);
                                     # n > 0: n per previous class (discrepancy 4, the code's table)
     init_from="previous_student",   # discrepancy 7: the code re-initialises from the Baseline heads
     ktrfr_batch_size=256,           # current images per KTRFR batch (Baseline's batch_size may differ: C100 5-step)

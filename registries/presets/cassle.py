@@ -1,5 +1,5 @@
 # CaSSLe (methods-spec §3.11, methods-sources §1.6). The authors trained its ViT-B/16 backbones with a
-# port of cassle that is not public, so `paper` states what it assumes:
+# port of cassle that is not public, so `equations` states what it assumes:
 # - what trains: the last block, as the paper says of every adapted method;
 # - BYOL and its distillation as cassle's code has them: projector 4096-256, predictor 4096, the
 #   predictive distiller 2048, λ = 1, the EMA target's τ from 0.99 to 1 over each step's optimiser
@@ -10,7 +10,7 @@
 #   warm-up, lr 1.0 and 500 epochs are a ResNet-18 trained from scratch on CIFAR;
 # - the discovery head: Baseline's procedure and numbers, as the authors' head training (200 epochs,
 #   batch 256, weight normalisation).
-paper = dict(
+equations = dict(
     unfreeze=1,
     ssl_epochs=100,
     ssl_batch_size=256,
@@ -40,5 +40,9 @@ paper = dict(
     normalize_weights=True,
     swap_reduction="sum",
 )
+# `code` (the default): the discovery head as the authors' Baseline scripts train it (their CaSSLe
+# heads came from scripts_cassle_linear, Baseline's code: weight decay 5e-5, one mean over the two
+# views, the authors' per-dataset views); the self-supervised stage is the same in both presets.
+code = dict(weight_decay=5e-5, swap_reduction="mean", features=dict(policy="code"))
 # The authors' head training used batch 128 on TinyImageNet (scripts_cassle_linear).
-overrides = dict(paper={"tinyimagenet": dict(batch_size=128)})
+overrides = dict(code={"tinyimagenet": dict(batch_size=128)}, equations={"tinyimagenet": dict(batch_size=128)})

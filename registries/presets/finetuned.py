@@ -1,7 +1,13 @@
 # What EwC, LwF and DER share (methods-spec §3.6-3.8, §3.13; methods-sources G4): per step a warm-up of
 # the new head on the frozen encoder, then the main stage with the last block training. The paper gives
-# no epochs or batch for them: the scripts' 100 + 100 epochs and batch 256 are used by both presets.
-paper = dict(
+# no epochs or batch for them: the EwC/LwF scripts' 100 + 100 epochs and batch 256 are used by both
+# presets (DER has its own scripts' schedule, registries/presets/der.py).
+# The regularisers' weights (λ, the KD and replay weights) are in the units the authors tuned them in:
+# against the code's one mean of the swapped loss over the two views. Where the clustering loss is
+# summed instead (`swap_reduction="sum"`, Eq. 1 as written: twice that mean), the methods scale the
+# regulariser with it (methods.blocks.clustering_scale), so a weight and the loss it balances are never
+# scaled apart.
+equations = dict(
     unfreeze=1,              # the last block (blocks.11 of ViT-B/16), as the paper says of all adapted methods
     warmup_epochs=100,
     epochs=100,

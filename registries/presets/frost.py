@@ -1,11 +1,11 @@
 # FRoST (methods-spec §3.10, §3.13; methods-sources §1.5). The paper "strictly follows the original
-# configuration" and replays features "the same way as Baseline++": `paper` takes the shipped scripts'
-# hyper-parameters (rank statistics, StepLR 170, 200 epochs, batch 256) and Baseline++'s paper replay
-# (each class's own σ, as many replayed features per batch as the batch holds); `code` replays as the
-# code does (one shared σ̄, Baseline++'s n_k table); `sinkhorn` is the scripts' other variant
+# configuration" and replays features "the same way as Baseline++": `equations` takes the shipped scripts'
+# hyper-parameters (rank statistics, StepLR 170, 200 epochs, batch 256) and Baseline++'s Eq. 6 replay
+# (each class's own σ, as many replayed features per batch as the batch holds); `code` (the default)
+# replays as the code does (one shared σ̄, Baseline++'s n_k table); `sinkhorn` is the scripts' other variant
 # (scripts_il_frost_sinkhorn/): the swapped Sinkhorn loss instead of the BCE, a cosine schedule, heads
 # normalised every batch, the code's replay.
-paper = dict(
+equations = dict(
     unfreeze=1,                  # blocks.11 (the scripts' grad_from_block 11)
     labelling="rankstats",       # or "sinkhorn"
     epochs=200,
@@ -38,7 +38,7 @@ sinkhorn = dict(labelling="sinkhorn", schedule="cosine", normalize_weights=True,
 # Per dataset or dataset/split: the scripts' ramp-up, and for the code's replay its n_k table
 # (frost_feat_replay.py, the same as Baseline++'s `code` table).
 overrides = dict(
-    paper={
+    equations={
         "cifar10": dict(rampup_length=50, rampup_coefficient=5.0),
         "cub200": dict(rampup_length=50, rampup_coefficient=5.0),
         "herbarium19": dict(rampup_length=50, rampup_coefficient=5.0),

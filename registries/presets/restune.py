@@ -3,9 +3,11 @@
 # "the first eleven blocks shared, only the 11th unfrozen". Both presets train the last two (`unfreeze=2`);
 # `unfreeze=1` is the appendix's other reading (only blocks.11 trains, the branches read frozen tokens).
 # The paper gives no epochs or batch for ResTune: both presets use the scripts' (100 + 100, batch 64 or
-# 128 per dataset and split, Herbarium 80 + 80).
+# 128 per dataset and split, Herbarium 80 + 80). `code` (the default) takes one mean over the mixed and
+# residual heads' rows of both views; `equations` sums the two views and the two heads (up to 4× that
+# mean), and its KD terms scale with it (methods.blocks.clustering_scale).
 _base_ = ["./finetuned.py"]  # the warm-up and main stages' keys, as EwC, LwF and DER
-paper = dict(
+equations = dict(
     unfreeze=2,
     batch_size=64,
     kd_weight=1.0,           # β for the KD terms of steps s ≥ 1 (the s = 0 term has weight 1)
@@ -18,4 +20,4 @@ _scripts = {
     "tinyimagenet": dict(batch_size=128),
     "herbarium19": dict(warmup_epochs=80, epochs=80),
 }
-overrides = dict(paper=_scripts, code=_scripts)
+overrides = dict(equations=_scripts, code=_scripts)
