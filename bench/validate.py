@@ -29,6 +29,9 @@ RANGES: list[tuple[str, Callable[[Any], bool], str]] = [
     (r"replay_per_class$|(.*_)?seed$|val_per_class$", lambda v: v >= 0, "an integer >= 0"),
     (r"(num_classes|train_per_class|test_per_class|channels)$", lambda v: v >= 1, "an integer >= 1"),
     (r"views$", lambda v: v >= 0, "an integer >= 0"),
+    (r"(.*_)?min_scale$", lambda v: 0 < v <= 1, "a number in (0, 1]"),
+    (r"view_(brightness|contrast|saturation)$", lambda v: v >= 0, "a number >= 0"),
+    (r"view_hue$", lambda v: 0 <= v <= 0.5, "a number in [0, 0.5]"),
     (r"image_size$", lambda v: v >= 4, "an integer >= 4"),
 ]
 NUMBER = (int, float)

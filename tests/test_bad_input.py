@@ -50,6 +50,8 @@ CASES = [
     ("unknown block to unfreeze from", ["run", "--grid", "smoke", "--methods", "FRoST", "--results", "{results}", "--cfg-options", "method.unfreeze=blocks.7"], "method.unfreeze: unknown block 'blocks.7' to unfreeze from; this backbone has blocks.0 .. blocks.1", None),
     ("unknown frost labelling", ["run", "--grid", "smoke", "--methods", "FRoST", "--results", "{results}", "--cfg-options", "method.labelling=kmeans"], "method.labelling='kmeans': must be one of rankstats, sinkhorn", None),
     ("a per-view probability for one view only", ["run", "--grid", "smoke", "--methods", "CaSSLe", "--results", "{results}", "--cfg-options", "method.view_solarize_p=[0.2]"], "method.view_solarize_p=[0.2]: must be a list of two probabilities in [0, 1], one per view", None),
+    ("a crop scale of nothing", ["run", "--grid", "smoke", "--methods", "CaSSLe", "--results", "{results}", "--cfg-options", "method.view_crop_min_scale=0"], "method.view_crop_min_scale=0: must be a number in (0, 1]", None),
+    ("negative saturation jitter", ["run", "--grid", "smoke", "--methods", "CaSSLe", "--results", "{results}", "--cfg-options", "method.view_saturation=-0.2"], "method.view_saturation=-0.2: must be a number >= 0", None),
     ("negative class order seed", ["run", *SMOKE, "--cfg-options", "split.class_order_seed=-1"], "split.class_order_seed=-1: must be None (the canonical class order) or an integer >= 0", None),
     ("one view in bank mode", ["run", *SMOKE, "--cfg-options", "features.views=1"], "features.views=1: must be an integer >= 2 in bank mode", None),
     ("negative views", ["run", *SMOKE, "--cfg-options", "features.mode=exact", "features.views=-1"], "features.views=-1: must be an integer >= 0", None),
