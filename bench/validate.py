@@ -101,9 +101,9 @@ def check_method(params: Mapping[str, Any], defaults: Mapping[str, Any], choices
 
 def check_sections(config: Mapping[str, Any], defaults: Mapping[str, Mapping[str, Any]],
                    choices: Mapping[str, tuple[Any, ...]]) -> None:
-    """The `features` and `backbone` sections against `bench.spec.DEFAULT_SECTIONS`."""
-    for section in ("features", "backbone"):
-        for key, value in config[section].items():
+    """The `features`, `backbone` and `precision` sections against `bench.spec.DEFAULT_SECTIONS`."""
+    for section in ("features", "backbone", "precision"):
+        for key, value in config.get(section, {}).items():  # a spec recorded before `precision` has none
             default = defaults[section].get(key)
             if section == "backbone" and key == "pretrained":  # True, False or a weights file
                 if not isinstance(value, (bool, str)) or value == "":

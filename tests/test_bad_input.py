@@ -55,6 +55,7 @@ CASES = [
     ("negative class order seed", ["run", *SMOKE, "--cfg-options", "split.class_order_seed=-1"], "split.class_order_seed=-1: must be None (the canonical class order) or an integer >= 0", None),
     ("one view in bank mode", ["run", *SMOKE, "--cfg-options", "features.views=1"], "features.views=1: must be an integer >= 2 in bank mode", None),
     ("negative views", ["run", *SMOKE, "--cfg-options", "features.mode=exact", "features.views=-1"], "features.views=-1: must be an integer >= 0", None),
+    ("unknown tail precision", ["run", *SMOKE, "--cfg-options", "precision.tails=fp16"], "precision.tails='fp16': must be one of fp32, bf16", None),
     ("unknown feature mode", ["run", *SMOKE, "--cfg-options", "features.mode=banc"], "features.mode='banc': must be one of bank, exact", None),
     ("unknown view policy", ["run", *SMOKE, "--cfg-options", "features.policy=simclr"], "features.policy='simclr': must be one of paper, code", None),
     ("pretrained not a path", ["run", *SMOKE, "--cfg-options", "backbone.pretrained=3"], "backbone.pretrained=3: must be true, false or the path of a weights file", None),
