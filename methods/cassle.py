@@ -12,9 +12,10 @@ unlabelled images only:
 
    with ℓ(p, z) = 2 − 2 cos(p, sg(z)), d the distillation predictor, (g_old, π_old) a frozen copy of
    the model at the end of the previous step and the two views cassle's CIFAR views (`byol_views`),
-   augmented differently (BYOL's asymmetric blur and solarisation). After every optimiser step the target follows
-   θ_m ← τ θ_m + (1 − τ) θ, τ rising from 0.99 to 1 along a cosine over the step's optimiser steps
-   (cassle's schedule, restarting every step). cassle's online linear probe reads labels: it is left out.
+   augmented differently (BYOL's asymmetric blur and solarisation). After every optimiser step the
+   target follows θ_m ← τ θ_m + (1 − τ) θ, τ rising from 0.99 to 1 along a cosine over the step's
+   optimiser steps (cassle's schedule, restarting every step). cassle's online linear probe reads
+   labels: it is left out.
 2. discovery: Baseline's procedure (cosine head, swapped Sinkhorn, weight normalisation) on the
    features of this step's tail, frozen.
 

@@ -117,7 +117,8 @@ def test_baseline_pp_code_preset_stores_the_codes_unbiased_sigma(preset, monkeyp
     unbiased = preset == "code"
     for k, x in enumerate([two, ten]):
         torch.testing.assert_close(method.prototypes.stds[k], torch.sqrt(torch.var(x, 0, unbiased=unbiased) + 1e-5))
-    torch.testing.assert_close(method.prototypes.shared_std(), (method.prototypes.stds[0] + method.prototypes.stds[1]) / 2)
+    stds = method.prototypes.stds
+    torch.testing.assert_close(method.prototypes.shared_std(), (stds[0] + stds[1]) / 2)  # σ̄: the mean of these σ
 
 
 @pytest.mark.parametrize("method", sorted(METHODS.module_dict))

@@ -170,7 +170,8 @@ def crop_windows(sizes: torch.Tensor, size: int, gen: torch.Generator, *, min_sc
     rrc_left = torch.where(any_fit, torch.floor(place[:, 1] * (fw - rrc_w + 1)), torch.floor((fw - rrc_w) / 2))
 
     flip = torch.rand(n, generator=gen) < 0.5
-    use_pad &= not resized_only
+    if resized_only:  # after every draw, so that the default's views stay what they were
+        use_pad = torch.zeros_like(use_pad)
     top = torch.where(use_pad, pad_top, rrc_top)
     left = torch.where(use_pad, pad_left, rrc_left)
     height = torch.where(use_pad, torch.full_like(h, size), rrc_h)
@@ -294,7 +295,8 @@ class ViewPolicy:
     """A training-view policy: the authors' crop choice and flip, then, each on a random subset of
     the batch, ColorJitter(`jitter`) with p=`jitter_p` (its four operations in a random order per
     image, as torchvision), grayscale, Gaussian blur (σ ~ U[0.1, 2] at 224 px, scaled with the
-    output), solarize (threshold ~ U[0, 256), or `solarize_threshold` of 255) and equalize, in that order.
+    output), solarize (threshold ~ U[0, 256) out of 255, or the fixed `solarize_threshold`) and equalize,
+    in that order.
 
     `crop_min_scale` is the RandomResizedCrop's smallest area fraction, `resized_only` drops the
     RandomCrop alternative (both for CaSSLe's BYOL views: cassle's RandomResizedCrop(scale=(0.08, 1))).
