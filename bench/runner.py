@@ -141,7 +141,8 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
 
     method = METHODS.build(dict(type=spec.method, feature_dim=backbone.feature_dim, seed=spec.seed,
                                 **spec.config["method"]))
-    method.bind(backbone)  # what tail methods copy and fine-tune, also after a resume
+    # what tail methods copy and fine-tune, and in which precision, also after a resume
+    method.bind(backbone, spec.config.get("precision", {}).get("tails", "fp32"))
     train = val = test = None  # the feature bank, built (or read) only for a method that reads features
     if method.reads_features():
         train, val, test = features_for(spec, data, backbone, device, spec.config["features"]["views"], log,

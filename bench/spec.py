@@ -17,7 +17,8 @@ checked (`bench.validate`) before anything runs:
 - `features`: `mode` (`bank`: V stored augmented views per training image, shared by every run;
   `exact`: fresh views through the backbone every epoch), `views` (V), `bank_seed` (the seed of the
   stored views, shared across run seeds), `batch_size` for extraction and `policy` (`paper`: the
-  paper's SimCLR-like views; `code`: the authors' per-dataset policies of methods-spec §2.5).
+  paper's SimCLR-like views; `code`: the authors' per-dataset policies of methods-spec §2.5);
+- `precision`: `tails` (`fp32` or `bf16`: what the trained blocks of tail methods compute in on CUDA).
 """
 from __future__ import annotations
 
@@ -45,9 +46,13 @@ LAYOUTS: dict[str, str] = {"comparison": "Tab. 5: one row per method", "referenc
 FEATURE_MODES = ("bank", "exact")  # features.mode
 POLICY_PRESETS = ("paper", "code")  # features.policy: the paper's views or the authors' per-dataset ones
 TOKEN_SOURCES = ("live", "bank")  # features.tokens: the prefix run on fresh views every epoch, or a token bank
+# precision.tails: what the trained blocks compute in on CUDA (`bench.features.autocast_for`): fp32, as the
+# authors trained, or bf16 autocast (faster). The frozen prefix and feature extraction run in bf16 on CUDA.
+PRECISIONS = ("fp32", "bf16")
 SECTION_CHOICES: dict[str, tuple[str, ...]] = {"features.mode": FEATURE_MODES, "features.policy": POLICY_PRESETS,
                                                "features.tokens": TOKEN_SOURCES,
-                                               "features.token_dtype": ("float16", "float8")}
+                                               "features.token_dtype": ("float16", "float8"),
+                                               "precision.tails": PRECISIONS}
 DEFAULT_SECTIONS: dict[str, dict[str, Any]] = {
     "dataset": {},
     "backbone": {"pretrained": True, "kwargs": {}, "batch_size": 256},
@@ -56,11 +61,14 @@ DEFAULT_SECTIONS: dict[str, dict[str, Any]] = {
     # None: the dataset's canonical class order (the paper's); N: the classes permuted with seed N
     # before they are cut into tasks (a protocol axis: results over several orders)
     "split": {"class_order_seed": None},
+    "precision": {"tails": "fp32"},
 }
 # Keys added after runs were recorded: at these values they are left out of the run id, so that
 # the runs finished before them keep their ids (and stay done).
 LATER_KEYS: dict[tuple[str, str], Any] = {("features", "tokens"): "live", ("features", "token_dtype"): "float16",
-                                          ("split", "class_order_seed"): None}
+                                          ("split", "class_order_seed"): None,
+                                          # on CUDA, tails ran in bf16 before this key (fp32 on the CPU)
+                                          ("precision", "tails"): "fp32"}
 
 
 # Sections a preset may set besides the method's own keys (a `code` preset sets `features.policy`).

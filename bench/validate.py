@@ -29,6 +29,9 @@ RANGES: list[tuple[str, Callable[[Any], bool], str]] = [
     (r"replay_per_class$|(.*_)?seed$|val_per_class$", lambda v: v >= 0, "an integer >= 0"),
     (r"(num_classes|train_per_class|test_per_class|channels)$", lambda v: v >= 1, "an integer >= 1"),
     (r"views$", lambda v: v >= 0, "an integer >= 0"),
+    (r"(.*_)?min_scale$", lambda v: 0 < v <= 1, "a number in (0, 1]"),
+    (r"view_(brightness|contrast|saturation)$", lambda v: v >= 0, "a number >= 0"),
+    (r"view_hue$", lambda v: 0 <= v <= 0.5, "a number in [0, 0.5]"),
     (r"image_size$", lambda v: v >= 4, "an integer >= 4"),
 ]
 NUMBER = (int, float)
@@ -98,9 +101,9 @@ def check_method(params: Mapping[str, Any], defaults: Mapping[str, Any], choices
 
 def check_sections(config: Mapping[str, Any], defaults: Mapping[str, Mapping[str, Any]],
                    choices: Mapping[str, tuple[Any, ...]]) -> None:
-    """The `features` and `backbone` sections against `bench.spec.DEFAULT_SECTIONS`."""
-    for section in ("features", "backbone"):
-        for key, value in config[section].items():
+    """The `features`, `backbone` and `precision` sections against `bench.spec.DEFAULT_SECTIONS`."""
+    for section in ("features", "backbone", "precision"):
+        for key, value in config.get(section, {}).items():  # a spec recorded before `precision` has none
             default = defaults[section].get(key)
             if section == "backbone" and key == "pretrained":  # True, False or a weights file
                 if not isinstance(value, (bool, str)) or value == "":

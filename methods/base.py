@@ -64,9 +64,10 @@ class Method:
         """Whether it reads `step.train` (the feature bank): the runner builds the bank only then."""
         return cls.inputs == "features" or cls.warms_up_on_features
 
-    def bind(self, backbone: torch.nn.Module) -> None:
-        """Called by the runner with the frozen pre-trained backbone before the first step (and after a
-        resume): methods that build on it (`methods.tails.TailMethod`) keep it."""
+    def bind(self, backbone: torch.nn.Module, precision: str = "fp32") -> None:
+        """Called by the runner with the frozen pre-trained backbone and the run's `precision.tails`
+        before the first step (and after a resume): methods that build on it (`methods.tails.TailMethod`)
+        keep both."""
 
     def learn(self, step: Step) -> None:
         raise NotImplementedError

@@ -11,7 +11,7 @@ Presets: `paper` normalises the student's weights every batch, draws replay per 
 class's own σ, replays as many features per batch as the batch holds, trains 200 epochs and
 fine-tunes the previous student (cumulative); `code` reproduces the authors' scripts (no weight
 normalisation, one shared σ̄, a fixed count per previous class, 100 epochs, re-initialised from the
-Baseline heads at every step).
+Baseline heads at every step, per-class variances ÷ (n − 1) as `torch.var`).
 """
 from __future__ import annotations
 
@@ -62,7 +62,9 @@ class BaselinePlusPlus(WithStudent):
         head = self.heads[step.index]
         with torch.no_grad():
             pseudo = head(step.train.plain.float()).argmax(1).cpu() + step.offset
-        self.prototypes.add_step(step.train.plain.cpu(), pseudo, step.n_classes)
+        # `code`: the per-class variance ÷ (n − 1), as the code's torch.var; σ̄ is the mean of these σ
+        self.prototypes.add_step(step.train.plain.cpu(), pseudo, step.n_classes,
+                                 unbiased=self.hparams["unbiased_variance"])
 
     def _init_student(self) -> CosineHead:
         hp = self.hparams

@@ -11,10 +11,11 @@ unlabelled images only:
          + λ · [ℓ(d(π(g(x¹))), π_old(g_old(x¹))) + ℓ(d(π(g(x²))), π_old(g_old(x²)))] / 2   (distillation)
 
    with ℓ(p, z) = 2 − 2 cos(p, sg(z)), d the distillation predictor, (g_old, π_old) a frozen copy of
-   the model at the end of the previous step and the two views augmented differently (BYOL's
-   asymmetric blur and solarisation). After every optimiser step the target follows
-   θ_m ← τ θ_m + (1 − τ) θ, τ rising from 0.99 to 1 along a cosine over the step's optimiser steps
-   (cassle's schedule, restarting every step). cassle's online linear probe reads labels: it is left out.
+   the model at the end of the previous step and the two views cassle's CIFAR views (`byol_views`),
+   augmented differently (BYOL's asymmetric blur and solarisation). After every optimiser step the
+   target follows θ_m ← τ θ_m + (1 − τ) θ, τ rising from 0.99 to 1 along a cosine over the step's
+   optimiser steps (cassle's schedule, restarting every step). cassle's online linear probe reads
+   labels: it is left out.
 2. discovery: Baseline's procedure (cosine head, swapped Sinkhorn, weight normalisation) on the
    features of this step's tail, frozen.
 
@@ -46,6 +47,23 @@ def mlp(in_dim: int, hidden: int, out_dim: int) -> nn.Sequential:
 def byol_loss(p: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     """2 − 2·cos(p, z), z a target (no gradient), averaged over the batch."""
     return 2 - 2 * F.cosine_similarity(p, z.detach(), dim=-1).mean()
+
+
+# Fixed in cassle's CifarTransform (not options of its scripts): ColorJitter applied with p 0.8,
+# RandomGrayscale p 0.2, and Solarization = PIL's ImageOps.solarize at its default threshold 128.
+JITTER_P, GRAYSCALE_P, SOLARIZE_THRESHOLD = 0.8, 0.2, 128.0
+
+
+def byol_views(hp: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The two BYOL views' policy fields (`bench.data.pipeline.policy_variant`), cassle's CIFAR views:
+    RandomResizedCrop(scale=(view_crop_min_scale, 1)) only (no padded RandomCrop), ColorJitter with the
+    `view_*` strengths, grayscale, blur and solarisation with one probability per view, a flip; no
+    equalisation. They replace every colour field of the dataset's policy, whichever preset it is."""
+    common = dict(resized_only=True, crop_min_scale=hp["view_crop_min_scale"],
+                  jitter=(hp["view_brightness"], hp["view_contrast"], hp["view_saturation"], hp["view_hue"]),
+                  jitter_p=JITTER_P, grayscale_p=GRAYSCALE_P, equalize_p=0.0, solarize_threshold=SOLARIZE_THRESHOLD)
+    first, second = ({**common, "blur_p": b, "solarize_p": s} for b, s in zip(hp["view_blur_p"], hp["view_solarize_p"]))
+    return first, second
 
 
 def ema_tau(k: int, total: int, base: float, final: float) -> float:
@@ -133,7 +151,7 @@ class CaSSLe(OneTailHeads):
         # (the projector's batch norm on batch statistics), as everything in its training step
         teacher = online.frozen_copy().train() if step.index > 0 else None
         gen = torch.Generator().manual_seed(self.seed * 1000 + 100 + step.index)
-        variants = tuple(dict(blur_p=b, solarize_p=s) for b, s in zip(hp["view_blur_p"], hp["view_solarize_p"]))
+        variants = byol_views(hp)
         total = max(1, len(step.tokens) // hp["ssl_batch_size"]) * hp["ssl_epochs"]
         done = [0]
 

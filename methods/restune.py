@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench.features import cuda_bf16
+from bench.features import autocast_for
 from bench.tokens import vit_of
 from methods.base import REFITTED, Step
 from methods.blocks import SWAP_REDUCTIONS, CosineHead, clustering_scale, swapped_loss
@@ -44,18 +44,20 @@ BRANCH_NORM_EPS = 1e-5
 
 class ResidualBranch(SharesBackbone):
     """A grown block: a copy of the pre-trained last block and its own final norm (initialised from
-    the backbone's final norm, eps 1e-5): tokens entering the last block in, pooled feature out."""
+    the backbone's final norm, eps 1e-5): tokens entering the last block in, pooled feature out,
+    computed in `precision` on CUDA as the base tail."""
 
-    def __init__(self, backbone: nn.Module) -> None:
+    def __init__(self, backbone: nn.Module, precision: str = "fp32") -> None:
         super().__init__()
         model = vit_of(backbone)
         self.block = copy.deepcopy(model.blocks[-1]).requires_grad_(True)
         self.norm = nn.LayerNorm(model.norm.normalized_shape, eps=BRANCH_NORM_EPS)
         self.norm.load_state_dict(model.norm.state_dict())
         self._finish = [model]  # pooling and the backbone's own head, shared and frozen
+        self.precision = precision
 
     def forward(self, entry: torch.Tensor) -> torch.Tensor:
-        with cuda_bf16(entry.device):
+        with autocast_for(entry.device, self.precision):
             return self._finish[0].forward_head(self.norm(self.block(entry))).float()
 
 
@@ -121,7 +123,7 @@ class ResTune(TailMethod):
         return self._encoder
 
     def _branch(self, state: dict[str, torch.Tensor] | None = None) -> ResidualBranch:
-        branch = ResidualBranch(self.backbone)
+        branch = ResidualBranch(self.backbone, self.precision)
         if state is not None:
             branch.load_state_dict(state)
         return branch.to(self.device)

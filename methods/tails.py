@@ -1,7 +1,9 @@
 """Trainable tails: the last blocks of a ViT on top of the shared frozen prefix (`bench.tokens`).
 
 A `Tail` owns copies of blocks[g:] only; the final norm and the backbone's own head (identity, or
-CLIP's 512-d projection) stay frozen and are read from the backbone, never copied. Its state is the
+CLIP's 512-d projection) stay frozen and are read from the backbone, never copied. On CUDA a tail
+computes in its `precision` (the run's `precision.tails`: fp32 as the authors trained, or bf16
+autocast); heads, projectors and losses take its fp32 output. Its state is the
 blocks' weights (7M parameters per ViT-B block): snapshots, teachers and checkpoints store that,
 never a whole ViT. `TailMethod` is the base of the methods that train tails.
 """
@@ -14,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from bench.features import cuda_bf16
+from bench.features import autocast_for
 from bench.tokens import first_trainable_block, vit_of
 from methods.base import Method
 
@@ -35,20 +37,21 @@ class SharesBackbone(nn.Module):
 
 class Tail(SharesBackbone):
     """blocks[first:] of a ViT backbone as trainable copies, then its frozen norm and head:
-    prefix tokens in, the backbone's own feature out."""
+    prefix tokens in, the backbone's own feature out (fp32), computed in `precision` on CUDA."""
 
-    def __init__(self, backbone: nn.Module, first: int) -> None:
+    def __init__(self, backbone: nn.Module, first: int, precision: str = "fp32") -> None:
         super().__init__()
         model = vit_of(backbone)
         self.blocks = copy.deepcopy(model.blocks[first:]).requires_grad_(True)
         self._finish = [model]
+        self.precision = precision  # copies (teachers, targets, snapshots) compute as their original
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.entry_and_feature(tokens)[1]
 
     def entry_and_feature(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The tokens entering the last block (what ResTune's residual branches read) and the feature."""
-        with cuda_bf16(tokens.device):
+        with autocast_for(tokens.device, self.precision):
             x = tokens
             for block in self.blocks[:-1]:
                 x = block(x)
@@ -57,7 +60,7 @@ class Tail(SharesBackbone):
     def finish(self, x: torch.Tensor) -> torch.Tensor:
         """The backbone's frozen final norm, pooling and own head on the last block's tokens."""
         model = self._finish[0]
-        with cuda_bf16(x.device):
+        with autocast_for(x.device, self.precision):
             return model.forward_head(model.norm(x)).float()
 
     def trainable_state(self) -> dict[str, torch.Tensor]:
@@ -107,8 +110,9 @@ class TeacherLabels:
 
 class TailMethod(Method):
     """A method that trains the last `unfreeze` blocks of a ViT backbone (count, or the first
-    trainable block's name) on prefix tokens. The runner binds the frozen backbone before the first
-    step (also after a resume) and builds the prefix up to `first_trainable`."""
+    trainable block's name) on prefix tokens. The runner binds the frozen backbone and the run's
+    `precision.tails` before the first step (also after a resume) and builds the prefix up to
+    `first_trainable`."""
 
     inputs = "tokens"
 
@@ -116,9 +120,10 @@ class TailMethod(Method):
         super().__init__(feature_dim, seed, **hparams)
         self.backbone: nn.Module | None = None
         self.first_trainable = 0
+        self.precision = "fp32"
 
-    def bind(self, backbone: nn.Module) -> None:
-        self.backbone = backbone
+    def bind(self, backbone: nn.Module, precision: str = "fp32") -> None:
+        self.backbone, self.precision = backbone, precision
         self.first_trainable = first_trainable_block(len(vit_of(backbone).blocks), self.hparams["unfreeze"])
 
     @property
@@ -128,7 +133,7 @@ class TailMethod(Method):
 
     def new_tail(self, state: dict[str, torch.Tensor] | None = None) -> Tail:
         """A fresh copy of the pre-trained tail, or one holding `state`, on the backbone's device."""
-        tail = Tail(self.backbone, self.first_trainable)
+        tail = Tail(self.backbone, self.first_trainable, self.precision)
         if state is not None:
             tail.load_trainable_state(state)
         return tail.to(self.device)

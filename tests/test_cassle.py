@@ -10,13 +10,16 @@ import pytest
 import torch
 from torch import nn
 
+import bench.data.pipeline as P
 import methods.cassle as cassle
+from bench.augment import get_policy
 from bench.data import build_dataset
 from bench.data.base import ImageSet
 from bench.features import Encoder
+from bench.spec import load_preset
 from bench.tokens import LiveTokens, Prefix
 from methods.base import Step
-from methods.cassle import byol_loss, ema_tau, ema_update
+from methods.cassle import byol_loss, byol_views, ema_tau, ema_update
 from tests.test_discovery import bound, learn_steps
 from tests.test_pins import digest
 
@@ -99,3 +102,41 @@ def test_inference_is_the_last_tail_with_every_head():
         expected = torch.cat([h(z) for h in method.heads], dim=1)
     assert len(method.heads) == 2 and math.isfinite(expected.sum().item())
     torch.testing.assert_close(method.logits(tokens), expected)
+
+
+@pytest.mark.parametrize("preset", ["paper", "code"])
+def test_byol_views_are_cassles_cifar_views_whatever_the_datasets_policy(preset, monkeypatch):
+    """cassle's CifarTransform with byol_distill.sh's values: RandomResizedCrop(scale=(0.08, 1)) only
+    (bench's base crop: RandomCrop or RandomResizedCrop(scale=(0.5, 1))), ColorJitter(0.4, 0.4, 0.2, 0.1)
+    with p 0.8 (saturation factors in [0.8, 1.2], the paper's policy has [0.6, 1.4]), grayscale 0.2,
+    no equalisation, solarisation at PIL's threshold 128 on the second view only."""
+    hp, _ = load_preset("CaSSLe", "paper")
+    first, second = (P.policy_variant(get_policy("cifar", preset, size=224), v) for v in byol_views(hp))
+    areas, saturations = [], []
+    monkeypatch.setattr(P, "resample", lambda x, sizes, size, top, left, height, width, fh, fw, flip:
+                        areas.append(height * width / (fh * fw)) or x.clone())  # the windows; no resampling
+    ops = list(P.JITTER_OPS)
+    ops[2] = lambda x, f: saturations.append(f) or P.saturation(x, f)
+    monkeypatch.setattr(P, "JITTER_OPS", tuple(ops))
+    n = 2000
+    x = torch.rand(n, 3, 4, 4, generator=torch.Generator().manual_seed(0))
+    first(x, torch.Generator().manual_seed(1))
+    area, factor = torch.cat(areas), torch.cat(saturations)
+    assert 0.08 * 0.98 <= area.min() < 0.1 and area.max() <= 1.0  # down to 8% of the image, never padded
+    assert (area < 0.5).float().mean() > 0.4  # U[0.08, 1]: about 45% of the crops are under half the image
+    assert 0.8 <= factor.min() < 0.82 and 1.18 < factor.max() <= 1.2
+    assert abs(len(factor) / n - 0.8) < 0.03  # ColorJitter on 80% of the images
+    assert (first.grayscale_p, first.equalize_p, first.solarize_p, first.blur_p) == (0.2, 0.0, 0.0, 0.0)
+    assert (second.solarize_p, second.solarize_threshold, second.jitter) == (0.2, 128.0, (0.4, 0.4, 0.2, 0.1))
+
+
+def test_the_byol_stage_draws_cassles_views(monkeypatch):
+    method, _, spec = bound("CaSSLe")
+    seen = []
+    real = LiveTokens.two_views
+    monkeypatch.setattr(LiveTokens, "two_views", lambda self, index, gen, variants=None:
+                        seen.append(variants) or real(self, index, gen, variants))
+    learn_steps(method, spec, steps=1)
+    byol = [v for v in seen if v is not None]
+    assert byol and all(v == byol_views(spec.config["method"]) for v in byol)
+    assert byol[0][0]["crop_min_scale"] == 0.08 and byol[0][0]["jitter"][2] == 0.2

@@ -97,12 +97,32 @@ def test_presets_differ_where_the_spec_says():
     code, overrides = load_preset("Baseline++", "code")
     differing = {k for k in paper if paper[k] != code[k]}
     assert differing == {"weight_decay", "ktrfr_epochs", "ktrfr_normalize_weights", "shared_std",
-                         "replay_per_class", "init_from", "swap_reduction", "ktrfr_reduction"}
+                         "replay_per_class", "init_from", "swap_reduction", "ktrfr_reduction",
+                         "unbiased_variance"}
     assert (paper["swap_reduction"], code["swap_reduction"]) == ("sum", "mean")
     assert (paper["ktrfr_reduction"], code["ktrfr_reduction"]) == ("sum", "mean")
     assert overrides["cifar100/5-step"]["replay_per_class"] == 20
     assert load_preset("K-means", "code")[0] == {"init": "random", "n_init": 1, "max_iter": 200}
     assert load_preset("Baseline", "no_cosnorm")[0]["normalize_weights"] is False
+
+
+@pytest.mark.parametrize("preset", ["paper", "code"])
+def test_baseline_pp_code_preset_stores_the_codes_unbiased_sigma(preset, monkeypatch):
+    """The code's prototypes (utils/feat_replay.py) use torch.var, ÷ (n − 1): σ_k = sqrt(var + 1e-5)
+    differs from the ÷ n one by 29% on a class of 2 and 8% on a class of 10; σ̄ averages those σ."""
+    gen = torch.Generator().manual_seed(0)
+    two = torch.tensor([[5.0, 1.0], [9.0, 2.0]])  # class 0: the first coordinate is the larger
+    ten = torch.rand(10, 2, generator=gen) * torch.tensor([1.0, 3.0]) + torch.tensor([0.0, 4.0])  # class 1
+    head = CosineHead.from_weight(torch.eye(2))  # argmax = the larger coordinate: the pseudo-labels above
+    monkeypatch.setattr("methods.baseline.Baseline.learn", lambda self, step: self.heads.append(head))
+    params, _ = load_preset("Baseline++", preset)
+    method = BaselinePlusPlus(2, 0, **params)
+    method.learn(Step(index=0, n_classes=2, offset=0, train=FeatureViews(torch.cat([two, ten]), torch.empty(12, 0, 2))))
+    unbiased = preset == "code"
+    for k, x in enumerate([two, ten]):
+        torch.testing.assert_close(method.prototypes.stds[k], torch.sqrt(torch.var(x, 0, unbiased=unbiased) + 1e-5))
+    stds = method.prototypes.stds
+    torch.testing.assert_close(method.prototypes.shared_std(), (stds[0] + stds[1]) / 2)  # σ̄: the mean of these σ
 
 
 @pytest.mark.parametrize("method", sorted(METHODS.module_dict))

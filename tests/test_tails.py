@@ -112,3 +112,69 @@ def test_a_tail_method_on_a_backbone_without_blocks_is_refused_before_anything_r
     assert f"Joint (unfrozen) trains a ViT's last blocks; backbone {backbone!r} has none" in line
     assert "dino-vitb16, clip-vitb16" in line
     assert not (tmp_path / "runs").exists()
+
+
+# --- precision: the trained blocks compute in the run's `precision.tails` on CUDA ---------------------
+
+def test_autocast_is_bf16_on_cuda_only_when_the_precision_says_so():
+    """No GPU here: the choice of autocast, which `autocast_for` hands to `torch.autocast`."""
+    from bench.features import autocast_args
+
+    assert autocast_args("cuda", "fp32") == dict(device_type="cuda", dtype=torch.bfloat16, enabled=False)
+    assert autocast_args("cuda", "bf16") == dict(device_type="cuda", dtype=torch.bfloat16, enabled=True)
+    assert not autocast_args("cpu", "bf16")["enabled"]
+    with pytest.raises(ValueError, match="unknown precision 'fp16'; choose from fp32, bf16"):
+        autocast_args("cuda", "fp16")
+
+
+class Built(Exception):
+    """Stops a run at its first step, once the runner has built and bound the method."""
+
+
+@pytest.mark.parametrize("precision", [None, "bf16"])
+def test_the_runs_tail_precision_reaches_every_trained_block(precision, tmp_path, monkeypatch):
+    """A method built by the runner computes its tails, their frozen copies and ResTune's branches in
+    the run's `precision.tails` (default fp32); the frozen prefix keeps its own (bf16 on CUDA)."""
+    import contextlib
+
+    import bench.runner as runner
+    from bench.tokens import vit_of
+    from methods.restune import ResidualEncoder, ResTune
+    from tests.helpers import tiny_specs
+
+    options = {"backbone.kwargs.depth": 2, **({"precision.tails": precision} if precision else {})}
+    (spec,) = tiny_specs(methods=["ResTune"], backbone="timm:vit_tiny_patch16_224", **options)
+    built = []
+
+    def stop(self, step):
+        built.append(self)
+        raise Built
+
+    monkeypatch.setattr(ResTune, "learn", stop)
+    with pytest.raises(Built):
+        runner.execute(spec, tmp_path)
+    (method,) = built
+    asked = []
+    for module, block in (("methods.tails", "tail"), ("methods.restune", "branch")):
+        monkeypatch.setattr(f"{module}.autocast_for",
+                            lambda device, p, block=block: asked.append((block, p)) or contextlib.nullcontext())
+    encoder = ResidualEncoder(method.new_tail(), [method._branch()])
+    tokens = torch.randn(2, 5, vit_of(method.backbone).embed_dim)
+    encoder(tokens)
+    encoder.frozen_copy()(tokens)
+    assert {block for block, _ in asked} == {"tail", "branch"}
+    assert {p for _, p in asked} == {precision or "fp32"}
+
+
+def test_the_default_precision_keeps_the_run_ids_runs_had_before():
+    from dataclasses import asdict
+
+    from bench.spec import RunSpec
+    from tests.helpers import tiny_specs
+
+    (default,) = tiny_specs(methods=["CaSSLe"], backbone="timm:vit_tiny_patch16_224")
+    (bf16,) = tiny_specs(methods=["CaSSLe"], backbone="timm:vit_tiny_patch16_224", **{"precision.tails": "bf16"})
+    assert default.config["precision"] == {"tails": "fp32"} and "precision" not in default.identity()["config"]
+    before = RunSpec(**{**asdict(default), "config": {k: v for k, v in default.config.items() if k != "precision"}})
+    assert before.run_id == default.run_id != bf16.run_id
+    assert bf16.identity()["config"]["precision"] == {"tails": "bf16"}

@@ -129,11 +129,13 @@ def _uniform(gen: torch.Generator, shape: tuple[int, ...], lo: float = 0.0, hi: 
     return lo + (hi - lo) * torch.rand(shape, generator=gen, dtype=torch.float64)
 
 
-def crop_windows(sizes: torch.Tensor, size: int, gen: torch.Generator) -> tuple[torch.Tensor, ...]:
+def crop_windows(sizes: torch.Tensor, size: int, gen: torch.Generator, *, min_scale: float = 0.5,
+                 resized_only: bool = False) -> tuple[torch.Tensor, ...]:
     """The authors' crop choice, per image, in the coordinates of the image resized to shorter side
     `frame = int(size / 0.875)`: (top, left, height, width, frame_h, frame_w, flip), float64 N-vectors
-    (flip bool). RandomCrop(size, padding=(frame - size) // 2) or RandomResizedCrop(size, (0.5, 1)),
-    each with probability 1/2, then a horizontal flip with probability 1/2."""
+    (flip bool). RandomCrop(size, padding=(frame - size) // 2) or RandomResizedCrop(size, (min_scale, 1)),
+    each with probability 1/2, then a horizontal flip with probability 1/2. `resized_only` always
+    takes the RandomResizedCrop (BYOL's and cassle's views); the draws are the same either way."""
     n = len(sizes)
     frame = int(size / CROP_PCT)
     pad = (frame - size) // 2
@@ -151,7 +153,7 @@ def crop_windows(sizes: torch.Tensor, size: int, gen: torch.Generator) -> tuple[
 
     # RandomResizedCrop: torchvision's 10 tries, vectorised; the first that fits wins
     area = (fh * fw)[:, None]
-    target = area * _uniform(gen, (n, 10), 0.5, 1.0)
+    target = area * _uniform(gen, (n, 10), min_scale, 1.0)
     ratio = torch.exp(_uniform(gen, (n, 10), math.log(3 / 4), math.log(4 / 3)))
     cw, ch = torch.round(torch.sqrt(target * ratio)), torch.round(torch.sqrt(target / ratio))
     fits = (cw > 0) & (cw <= fw[:, None]) & (ch > 0) & (ch <= fh[:, None])
@@ -168,6 +170,8 @@ def crop_windows(sizes: torch.Tensor, size: int, gen: torch.Generator) -> tuple[
     rrc_left = torch.where(any_fit, torch.floor(place[:, 1] * (fw - rrc_w + 1)), torch.floor((fw - rrc_w) / 2))
 
     flip = torch.rand(n, generator=gen) < 0.5
+    if resized_only:  # after every draw, so that the default's views stay what they were
+        use_pad = torch.zeros_like(use_pad)
     top = torch.where(use_pad, pad_top, rrc_top)
     left = torch.where(use_pad, pad_left, rrc_left)
     height = torch.where(use_pad, torch.full_like(h, size), rrc_h)
@@ -175,10 +179,11 @@ def crop_windows(sizes: torch.Tensor, size: int, gen: torch.Generator) -> tuple[
     return top, left, height, width, fh, fw, flip
 
 
-def cut_views(x: torch.Tensor, sizes: torch.Tensor, size: int, gen: torch.Generator) -> torch.Tensor:
+def cut_views(x: torch.Tensor, sizes: torch.Tensor, size: int, gen: torch.Generator, **crop: Any) -> torch.Tensor:
     """Crop-choice + flip views of float N×C×H×W images (image i in its top-left `sizes[i]`),
-    `size`×`size`, in one bicubic `grid_sample`; the zero padding of RandomCrop stays zero."""
-    return resample(x, sizes, size, *crop_windows(sizes, size, gen))
+    `size`×`size`, in one bicubic `grid_sample`; the zero padding of RandomCrop stays zero. `crop`:
+    `crop_windows`' options."""
+    return resample(x, sizes, size, *crop_windows(sizes, size, gen, **crop))
 
 
 def resample(x: torch.Tensor, sizes: torch.Tensor, size: int, top: torch.Tensor, left: torch.Tensor,
@@ -290,16 +295,22 @@ class ViewPolicy:
     """A training-view policy: the authors' crop choice and flip, then, each on a random subset of
     the batch, ColorJitter(`jitter`) with p=`jitter_p` (its four operations in a random order per
     image, as torchvision), grayscale, Gaussian blur (σ ~ U[0.1, 2] at 224 px, scaled with the
-    output), solarize (threshold ~ U[0, 256)) and equalize, in that order.
+    output), solarize (threshold ~ U[0, 256) out of 255, or the fixed `solarize_threshold`) and equalize,
+    in that order.
 
+    `crop_min_scale` is the RandomResizedCrop's smallest area fraction, `resized_only` drops the
+    RandomCrop alternative (both for CaSSLe's BYOL views: cassle's RandomResizedCrop(scale=(0.08, 1))).
     `size` is the side of the views (the backbone's input); None keeps the stored images' side."""
 
-    jitter: tuple[float, float, float, float] = (0.4, 0.4, 0.2, 0.1)
+    jitter: tuple[float, float, float, float] = (0.4, 0.4, 0.2, 0.1)  # brightness, contrast, saturation, hue
     jitter_p: float = 0.0
     grayscale_p: float = 0.0
     blur_p: float = 0.0
     solarize_p: float = 0.0
     equalize_p: float = 0.0
+    crop_min_scale: float = 0.5
+    resized_only: bool = False
+    solarize_threshold: float | None = None
     size: int | None = None
 
     def with_size(self, size: int | None) -> "ViewPolicy":
@@ -312,7 +323,7 @@ class ViewPolicy:
             sizes, pixels = torch.tensor([x.shape[-2:]], dtype=torch.int64).expand(len(x), 2), x
         pixels = pixels.float().div_(255) if pixels.dtype == torch.uint8 else pixels.float()
         size = self.size or int(sizes.min())
-        out = cut_views(pixels, sizes, size, gen)
+        out = cut_views(pixels, sizes, size, gen, min_scale=self.crop_min_scale, resized_only=self.resized_only)
         return self.colour(out, gen)
 
     def colour(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
@@ -328,6 +339,8 @@ class ViewPolicy:
         sigma = _uniform(gen, (n,), 0.1, 2.0) * x.shape[-1] / 224
         solar = torch.rand(n, generator=gen) < self.solarize_p
         threshold = _uniform(gen, (n,), 0.0, 256.0) / 255
+        if self.solarize_threshold is not None:  # drawn all the same: the later draws stay where they were
+            threshold = torch.full_like(threshold, self.solarize_threshold / 255)
         equal = torch.rand(n, generator=gen) < self.equalize_p
 
         for position in range(4):

@@ -10,6 +10,8 @@ equations = dict(
     ktrfr_batch_size=256,           # current images per KTRFR batch (Baseline's batch_size may differ: C100 5-step)
     ktrfr_reduction="sum",          # discrepancy 8: Eq. 6 sums the replay mean and the current mean;
                                     # the code takes one mean over the concatenated rows ("mean")
+    unbiased_variance=False,        # the prototypes' variance ÷ n; the code's torch.var divides by n − 1
+                                    # (utils/feat_replay.py), σ = sqrt(var + 1e-5) either way
 )
 code = dict(
     weight_decay=5e-5,
@@ -19,6 +21,7 @@ code = dict(
     replay_per_class=12,
     init_from="baseline_heads",
     ktrfr_reduction="mean",
+    unbiased_variance=True,
 )
 # The "w/o CosNorm" ablation of Tab. 3 (row c): neither the Baseline heads nor the student
 # normalise their weights; features stay normalised inside the heads.

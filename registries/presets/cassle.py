@@ -3,8 +3,10 @@
 # - what trains: the last block, as the paper says of every adapted method;
 # - BYOL and its distillation as cassle's code has them: projector 4096-256, predictor 4096, the
 #   predictive distiller 2048, λ = 1, the EMA target's τ from 0.99 to 1 over each step's optimiser
-#   steps, the two views augmented asymmetrically (cassle's CIFAR script: no blur, solarisation 0 and
-#   0.2), batches without a last partial one;
+#   steps, batches without a last partial one;
+# - the BYOL views: cassle's CIFAR views (its CifarTransform and byol_distill.sh), not bench's base
+#   crop and jitter: RandomResizedCrop(scale=(0.08, 1)) only, ColorJitter(0.4, 0.4, 0.2, 0.1) with
+#   p 0.8, grayscale p 0.2, a flip, and per view blur 0 and 0, solarisation (threshold 128) 0 and 0.2;
 # - the optimiser: the paper's other adapted methods' (SGD, momentum 0.9, lr 0.1, cosine) with
 #   cassle's weight decay 1e-5, for 100 epochs per step (their main stage's length); cassle's LARS,
 #   warm-up, lr 1.0 and 500 epochs are a ResNet-18 trained from scratch on CIFAR;
@@ -27,6 +29,11 @@ equations = dict(
     final_tau=1.0,
     view_blur_p=[0.0, 0.0],          # per view (BYOL's ImageNet recipe: 1.0, 0.1)
     view_solarize_p=[0.0, 0.2],      # per view
+    view_crop_min_scale=0.08,        # RandomResizedCrop's smallest area fraction (bench's base crop: 0.5)
+    view_brightness=0.4,             # ColorJitter's strengths (cassle's CIFAR script)
+    view_contrast=0.4,
+    view_saturation=0.2,             # factor in [0.8, 1.2] (the paper's views: 0.4)
+    view_hue=0.1,
     # the discovery head: Baseline's keys
     epochs=200,
     batch_size=256,
