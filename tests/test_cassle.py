@@ -110,7 +110,7 @@ def test_byol_views_are_cassles_cifar_views_whatever_the_datasets_policy(preset,
     (bench's base crop: RandomCrop or RandomResizedCrop(scale=(0.5, 1))), ColorJitter(0.4, 0.4, 0.2, 0.1)
     with p 0.8 (saturation factors in [0.8, 1.2], the paper's policy has [0.6, 1.4]), grayscale 0.2,
     no equalisation, solarisation at PIL's threshold 128 on the second view only."""
-    hp, _ = load_preset("CaSSLe", "paper")
+    hp, _ = load_preset("CaSSLe", "code")
     first, second = (P.policy_variant(get_policy("cifar", preset, size=224), v) for v in byol_views(hp))
     areas, saturations = [], []
     monkeypatch.setattr(P, "resample", lambda x, sizes, size, top, left, height, width, fh, fw, flip:

@@ -106,7 +106,7 @@ def test_presets_differ_where_the_spec_says():
     assert load_preset("Baseline", "no_cosnorm")[0]["normalize_weights"] is False
 
 
-@pytest.mark.parametrize("preset", ["paper", "code"])
+@pytest.mark.parametrize("preset", ["equations", "code"])
 def test_baseline_pp_code_preset_stores_the_codes_unbiased_sigma(preset, monkeypatch):
     """The code's prototypes (utils/feat_replay.py) use torch.var, ÷ (n − 1): σ_k = sqrt(var + 1e-5)
     differs from the ÷ n one by 29% on a class of 2 and 8% on a class of 10; σ̄ averages those σ."""
