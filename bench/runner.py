@@ -355,7 +355,8 @@ def _read_checkpoint(out: Path, log: Log) -> dict[str, Any] | None:
     if not (out / CHECKPOINT).exists():
         return None
     try:
-        state = torch.load(out / CHECKPOINT, weights_only=False)
+        # weights_only: reading a checkpoint never runs code from it (a pickle can name any callable)
+        state = _from_safe(torch.load(out / CHECKPOINT, weights_only=True))
         if not isinstance(state, dict) or not {"step", "method", "evaluator", "rows"} <= set(state):
             raise ValueError("not a bench checkpoint")
         return state
@@ -367,8 +368,38 @@ def _read_checkpoint(out: Path, log: Log) -> dict[str, Any] | None:
 
 def _save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(state, tmp)
+    torch.save(_to_safe(state), tmp)
     tmp.replace(path)
+
+
+NUMPY = "__bench_numpy__"  # the tag of a numpy value stored as a tensor in a checkpoint
+
+
+def _to_safe(obj: Any) -> Any:
+    """`obj` with every numpy array or scalar (stored predictions, buffers, metric values) as a tagged
+    tensor: numpy types are globals that `torch.load(weights_only=True)` refuses to import."""
+    if isinstance(obj, (np.ndarray, np.generic)):
+        array = np.asarray(obj)
+        if array.dtype.hasobject:
+            raise TypeError(f"cannot checkpoint a numpy array of Python objects (shape {array.shape})")
+        return {NUMPY: torch.from_numpy(np.ascontiguousarray(array).copy()), "scalar": isinstance(obj, np.generic)}
+    if isinstance(obj, dict):
+        return type(obj)((k, _to_safe(v)) for k, v in obj.items())
+    if isinstance(obj, (list, tuple)) and type(obj) in (list, tuple):
+        return type(obj)(_to_safe(v) for v in obj)
+    return obj
+
+
+def _from_safe(obj: Any) -> Any:
+    """What `_to_safe` was given: the tagged tensors back as numpy arrays and scalars of their dtype."""
+    if isinstance(obj, dict):
+        if NUMPY in obj:
+            array = obj[NUMPY].numpy()
+            return array[()] if obj["scalar"] else array
+        return type(obj)((k, _from_safe(v)) for k, v in obj.items())
+    if isinstance(obj, (list, tuple)) and type(obj) in (list, tuple):
+        return type(obj)(_from_safe(v) for v in obj)
+    return obj
 
 
 def _frame(spec: RunSpec, rows: list[MetricRow], device: torch.device, started_at: str, duration: float,
