@@ -655,7 +655,45 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+class _ReaderMayLeave:
+    """stdout for `bench ... | head`: once the reader has gone, what is written is discarded instead of
+    raising BrokenPipeError, so that no run fails over it and the exit status still says whether
+    every run finished."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._discard()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._discard()
+
+    def _discard(self) -> None:
+        # point the file descriptor at /dev/null: later writes and the interpreter's last flush succeed
+        os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    stdout = sys.stdout
+    sys.stdout = _ReaderMayLeave(stdout)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout = stdout
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv or ["run"])

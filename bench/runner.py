@@ -74,7 +74,10 @@ class Log:
         with self.path.open("a") as fh:
             fh.write(line + "\n")
         if self.echo:
-            print(line, flush=True)
+            try:
+                print(line, flush=True)
+            except BrokenPipeError:  # `bench run | head`: the reader left; the run goes on, log.txt has it all
+                self.echo = False
 
 
 def execute(spec: RunSpec, results: Path, *, echo: bool = False) -> Path:
