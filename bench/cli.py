@@ -271,6 +271,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     _check_tail_backbones(specs)
     _check_timm_models(specs)
     done = [s for s in specs if is_done(args.results, s)]
+    for spec in specs if not args.dry_run else ():
+        out = run_dir(args.results, spec)
+        if spec not in done and (out / DONE).exists() and _rebuild_metrics(out):
+            done.append(spec)
     finished = {s.run_id for s in done}
     for spec in specs:
         out = run_dir(args.results, spec)
@@ -312,6 +316,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"{len(outcome.done)} done, {len(outcome.failed)} failed{busy} in {time.monotonic() - start:.1f}s")
     _print_leaderboard(args.results, specs)
     return _report_failures(args.results, outcome.failed)
+
+
+def _rebuild_metrics(out: Path) -> bool:
+    """A finished run whose metrics.parquet alone is unreadable gets it back from its stored
+    predictions, here and now (seconds on the CPU), instead of running again (GPU-hours)."""
+    from bench.predictions import PREDICTIONS
+    from bench.rundir import METRICS, RunBusy, unreadable
+
+    if set(unreadable(out)) != {METRICS} or not (out / PREDICTIONS).exists():
+        return False  # nothing to rebuild from: no torch imported for it
+    from bench.runner import rebuild_metrics
+
+    try:
+        why = rebuild_metrics(out)
+    except RunBusy:
+        return False
+    if why is not None:
+        print(f"bench: warning: run {out.name}: {out / METRICS} could not be read ({why}); rebuilt from its "
+              f"{PREDICTIONS} without running again, the damaged file kept aside in the run directory", file=sys.stderr)
+    return why is not None
 
 
 def _report_failures(results: Path, failed: Sequence[tuple[Any, str]]) -> int:
@@ -531,10 +555,14 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         if outcome.status == "changed":
             print(f"{outcome.run.name}: {outcome.n_changed} value(s) {'would change' if args.dry_run else 'changed'}, e.g. "
                   + "; ".join(outcome.changed[:3]))
+        elif outcome.status == "rebuilt":
+            print(f"{outcome.run.name}: {outcome.changed[0]} from its stored predictions")
         elif outcome.status != "unchanged":
             print(f"{outcome.run.name}: skipped, {outcome.status} (recorded before runs kept them); left as it is")
-    counts = {status: sum(o.status == status for o in outcomes) for status in ("changed", "unchanged", "no stored predictions")}
+    counts = {status: sum(o.status == status for o in outcomes)
+              for status in ("changed", "unchanged", "rebuilt", "no stored predictions")}
     print(f"recomputed {len(runs)} finished run(s): {counts['changed']} changed, {counts['unchanged']} unchanged, "
+          f"{counts['rebuilt']} rebuilt, "
           f"{counts['no stored predictions']} without stored predictions")
     return 0
 
