@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="local (warm worker processes, default), debug (in-process) or slurm (job arrays)")
     run.add_argument("--workers", "--jobs", dest="workers", type=int, default=None,
                      help="--cluster local: warm worker processes, i.e. runs at a time (default: one per available core)")
-    run.add_argument("--device", help="cpu, cuda, cuda:1 … (default: cuda if available)")
+    run.add_argument("--device", help="cpu, cuda, cuda:1 … (default: cuda if available); checked on this machine, except for --cluster slurm, whose jobs run on its nodes")
     run.add_argument("--read-ahead", choices=("on", "off"),
                      help="token bank: gather the next batch's stored views in a background thread "
                           "(default: on for a GPU, off for a CPU; changes no result)")
@@ -121,6 +121,9 @@ def _expand(args: argparse.Namespace) -> tuple[Any, list[Any]]:
     from bench.spec import expand, load_grid
 
     grid = load_grid(args.grid)
+    negative = [seed for seed in args.seeds or () if seed < 0]
+    if negative:
+        raise BenchError(f"--seeds {negative[0]}: a seed must be an integer >= 0")
     location = {"data_root": _data_root(args),
                 "cache_dir": str(Path(args.cache_dir).resolve()) if args.cache_dir else None}
     if getattr(args, "device", None):
@@ -182,6 +185,48 @@ def _check_tail_backbones(specs: Sequence[Any]) -> None:
             raise BenchError(f"{spec.describe()}: method.unfreeze: {err}") from None
 
 
+def _check_timm_models(specs: Sequence[Any]) -> None:
+    """A `timm:<model>` backbone timm does not know is refused before anything runs, with the closest
+    names timm has (every run would otherwise fail as it builds its backbone)."""
+    import difflib
+
+    names = sorted({s.backbone.split(":", 1)[1] for s in specs if s.backbone.startswith("timm:")})
+    if not names:
+        return
+    import timm
+
+    for name in names:
+        arch = name.split(".", 1)[0]  # the part before a pretrained tag (vit_base_patch16_224.dino)
+        if not timm.is_model(arch):
+            close = difflib.get_close_matches(arch, timm.list_models(), n=3, cutoff=0.6)
+            hint = f"did you mean {', '.join(close)}? " if close else ""
+            raise BenchError(f"unknown timm model {name!r} in backbone 'timm:{name}'; {hint}"
+                             f"valid names are timm.list_models() (e.g. vit_base_patch16_224)")
+
+
+def _check_device(device: str | None, cluster: str) -> None:
+    """`--device` names a device of the machine that runs the jobs: this one, except for SLURM, whose
+    jobs run on the cluster's nodes (a GPU-less submit host may ask for cuda)."""
+    if not device:
+        return
+    import torch
+
+    try:
+        wanted = torch.device(device)
+    except RuntimeError:
+        raise BenchError(f"unknown --device {device!r}; use cpu, cuda or cuda:N") from None
+    if wanted.type not in ("cpu", "cuda"):
+        raise BenchError(f"unsupported --device {device!r}; use cpu, cuda or cuda:N")
+    if cluster == "slurm" or wanted.type == "cpu":
+        return
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if wanted.index is None and count or wanted.index is not None and wanted.index < count:
+        return
+    available = ", ".join(["cpu", *(f"cuda:{i}" for i in range(count))])
+    why = "no CUDA device is available on this machine" if not count else f"this machine has {count} CUDA device(s)"
+    raise BenchError(f"--device {device}: {why}; available here: {available}")
+
+
 def _preflight(specs: Sequence[Any]) -> None:
     """What every run of the grid will read, checked once before anything is started or submitted:
     the datasets' files (located, not loaded) and the backbone weight files. One line on failure,
@@ -220,10 +265,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise BenchError(f"unknown cluster {args.cluster!r}; choose from {', '.join(clusters)}")
     if args.workers is not None and args.workers < 1:
         raise BenchError(f"--workers {args.workers}: must be an integer >= 1 (worker processes for --cluster local)")
+    _check_device(args.device, args.cluster)
     grid, specs = _expand(args)
     _check_splits(specs)
     _check_tail_backbones(specs)
+    _check_timm_models(specs)
     done = [s for s in specs if is_done(args.results, s)]
+    for spec in specs if not args.dry_run else ():
+        out = run_dir(args.results, spec)
+        if spec not in done and (out / DONE).exists() and _rebuild_metrics(out):
+            done.append(spec)
     finished = {s.run_id for s in done}
     for spec in specs:
         out = run_dir(args.results, spec)
@@ -265,6 +316,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"{len(outcome.done)} done, {len(outcome.failed)} failed{busy} in {time.monotonic() - start:.1f}s")
     _print_leaderboard(args.results, specs)
     return _report_failures(args.results, outcome.failed)
+
+
+def _rebuild_metrics(out: Path) -> bool:
+    """A finished run whose metrics.parquet alone is unreadable gets it back from its stored
+    predictions, here and now (seconds on the CPU), instead of running again (GPU-hours)."""
+    from bench.predictions import PREDICTIONS
+    from bench.rundir import METRICS, RunBusy, unreadable
+
+    if set(unreadable(out)) != {METRICS} or not (out / PREDICTIONS).exists():
+        return False  # nothing to rebuild from: no torch imported for it
+    from bench.runner import rebuild_metrics
+
+    try:
+        why = rebuild_metrics(out)
+    except RunBusy:
+        return False
+    if why is not None:
+        print(f"bench: warning: run {out.name}: {out / METRICS} could not be read ({why}); rebuilt from its "
+              f"{PREDICTIONS} without running again, the damaged file kept aside in the run directory", file=sys.stderr)
+    return why is not None
 
 
 def _report_failures(results: Path, failed: Sequence[tuple[Any, str]]) -> int:
@@ -484,10 +555,14 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         if outcome.status == "changed":
             print(f"{outcome.run.name}: {outcome.n_changed} value(s) {'would change' if args.dry_run else 'changed'}, e.g. "
                   + "; ".join(outcome.changed[:3]))
+        elif outcome.status == "rebuilt":
+            print(f"{outcome.run.name}: {outcome.changed[0]} from its stored predictions")
         elif outcome.status != "unchanged":
             print(f"{outcome.run.name}: skipped, {outcome.status} (recorded before runs kept them); left as it is")
-    counts = {status: sum(o.status == status for o in outcomes) for status in ("changed", "unchanged", "no stored predictions")}
+    counts = {status: sum(o.status == status for o in outcomes)
+              for status in ("changed", "unchanged", "rebuilt", "no stored predictions")}
     print(f"recomputed {len(runs)} finished run(s): {counts['changed']} changed, {counts['unchanged']} unchanged, "
+          f"{counts['rebuilt']} rebuilt, "
           f"{counts['no stored predictions']} without stored predictions")
     return 0
 
@@ -608,7 +683,45 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+class _ReaderMayLeave:
+    """stdout for `bench ... | head`: once the reader has gone, what is written is discarded instead of
+    raising BrokenPipeError, so that no run fails over it and the exit status still says whether
+    every run finished."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._discard()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._discard()
+
+    def _discard(self) -> None:
+        # point the file descriptor at /dev/null: later writes and the interpreter's last flush succeed
+        os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    stdout = sys.stdout
+    sys.stdout = _ReaderMayLeave(stdout)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout = stdout
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv or ["run"])

@@ -3,8 +3,9 @@ from the predictions it stored (`bench.predictions`), without running it again.
 
 Only the metric rows change: every other column of `metrics.parquet` (the run's identity and
 provenance) is kept. The new file replaces the old one atomically, and only when a value changed;
-recomputing twice changes nothing the second time. A run without stored predictions (recorded before
-they were kept) is listed and left as it is.
+recomputing twice changes nothing the second time. A run whose `metrics.parquet` is missing or
+damaged gets the whole file rebuilt from its predictions (`bench.runner.rebuild_metrics`). A run
+without stored predictions (recorded before they were kept) is listed and left as it is.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.predictions import PREDICTIONS, replay
-from bench.rundir import DONE, METRICS
+from bench.rundir import DONE, METRICS, unreadable
 
 KEYS = ["step", "group", "flavour", "metric"]
 
@@ -23,7 +24,7 @@ KEYS = ["step", "group", "flavour", "metric"]
 @dataclass
 class Recomputed:
     run: Path
-    status: str  # "unchanged", "changed", "no stored predictions"
+    status: str  # "unchanged", "changed", "rebuilt" (metrics.parquet unreadable), "no stored predictions"
     changed: list[str]  # "flavour/metric (group, step t): old → new", at most a few, for the report
 
     @property
@@ -35,6 +36,14 @@ def recompute_run(run: Path, write: bool = True) -> Recomputed:
     run = Path(run)
     if not (run / PREDICTIONS).exists():
         return Recomputed(run, "no stored predictions", [])
+    damaged = unreadable(run).get(METRICS)
+    if damaged is not None:  # missing or damaged: the whole file again from the predictions, not a re-run
+        if not write:
+            return Recomputed(run, "rebuilt", [f"{METRICS} unreadable ({damaged}): would be rebuilt"])
+        from bench.runner import rebuild_metrics
+
+        rebuild_metrics(run)
+        return Recomputed(run, "rebuilt", [f"{METRICS} unreadable ({damaged}): rebuilt"])
     old = pd.read_parquet(run / METRICS)
     rows = pd.DataFrame([asdict(r) for r in replay(run / PREDICTIONS)])
     constant = {c: old[c].iloc[0] for c in old.columns if c not in KEYS + ["value"]}
@@ -53,4 +62,4 @@ def recompute_run(run: Path, write: bool = True) -> Recomputed:
 
 
 def finished_runs(results: Path) -> list[Path]:
-    return sorted(p for p in (Path(results) / "runs").glob("*") if (p / DONE).exists() and (p / METRICS).exists())
+    return sorted(p for p in (Path(results) / "runs").glob("*") if (p / DONE).exists())

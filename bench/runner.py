@@ -16,6 +16,7 @@ import socket
 import subprocess
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
@@ -74,7 +75,10 @@ class Log:
         with self.path.open("a") as fh:
             fh.write(line + "\n")
         if self.echo:
-            print(line, flush=True)
+            try:
+                print(line, flush=True)
+            except BrokenPipeError:  # `bench run | head`: the reader left; the run goes on, log.txt has it all
+                self.echo = False
 
 
 def execute(spec: RunSpec, results: Path, *, echo: bool = False) -> Path:
@@ -85,15 +89,11 @@ def execute(spec: RunSpec, results: Path, *, echo: bool = False) -> Path:
     the second raises `RunBusy` and touches nothing. A run already DONE is not run again."""
     out = run_dir(results, spec)
     out.mkdir(parents=True, exist_ok=True)
-    with (out / ".lock").open("a") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RunBusy(f"run {spec.run_id} is being run by another process") from None
+    with _locked(out):
         log = Log(out / "log.txt", echo)
         if (out / DONE).exists():
             bad = unreadable(out)
-            if not bad:
+            if not bad or _rebuilt(out, bad, log):
                 return out
             aside = set_aside(out, bad)
             log(f"results unreadable ({'; '.join(f'{k}: {v}' for k, v in bad.items())}): moved to {aside.name}/, "
@@ -109,6 +109,69 @@ def execute(spec: RunSpec, results: Path, *, echo: bool = False) -> Path:
             log(f"interrupted ({type(err).__name__}); the next attempt resumes from the last checkpoint")
             raise
     return out
+
+
+@contextmanager
+def _locked(out: Path) -> Iterator[None]:
+    """An exclusive lock on the run directory, or `RunBusy` at once."""
+    with (out / ".lock").open("a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunBusy(f"run {out.name} is being run by another process") from None
+        yield
+
+
+def rebuild_metrics(out: Path) -> str | None:
+    """`metrics.parquet` of the finished run `out` rebuilt from its `predictions.npz` when the metrics
+    are its only unreadable file; None when it is readable or cannot be rebuilt (the run must run again)."""
+    with _locked(out):
+        bad = unreadable(out) if (out / DONE).exists() else {}
+        log = Log(out / "log.txt", echo=False)
+        return bad.get(METRICS) if bad and _rebuilt(out, bad, log) else None
+
+
+def _rebuilt(out: Path, bad: dict[str, str], log: Log) -> bool:
+    """A finished run whose only unreadable file is `metrics.parquet` gets it back from what its
+    evaluator was given (`predictions.npz`), without running again: a re-run costs GPU-hours."""
+    if set(bad) != {METRICS} or not (out / predictions.PREDICTIONS).exists():
+        return False
+    try:
+        frame = rebuilt_frame(out)
+    except Exception as err:  # damaged predictions too: numpy and zipfile raise many types
+        log(f"cannot rebuild {METRICS} from {predictions.PREDICTIONS} ({first_line(err)}); running again")
+        return False
+    aside = set_aside(out, [METRICS])  # the DONE marker goes with it, and comes back below
+    _write_metrics(out, frame)
+    write_atomic(out / DONE, _now() + "\n")
+    log(f"{METRICS} unreadable ({bad[METRICS]}): moved to {aside.name}/, rebuilt from {predictions.PREDICTIONS} "
+        f"without running again")
+    return True
+
+
+def rebuilt_frame(out: Path) -> pd.DataFrame:
+    """The metrics frame of a finished run from its spec.json and predictions.npz. What the damaged
+    file alone knew of the training (its host, device, SLURM job, times) is lost: those columns say
+    `unknown` (duration NaN, started/ended the rebuild's time) and `rebuilt_from` names the source."""
+    spec = RunSpec.from_json((out / "spec.json").read_text())
+    rows = predictions.replay(out / predictions.PREDICTIONS)
+    frame = _frame(spec, rows, torch.device("cpu"), _now(), float("nan"), _mapping_images(out))
+    return frame.assign(host="unknown", device="unknown", slurm_job_id="unknown",
+                        rebuilt_from=predictions.PREDICTIONS)
+
+
+def _mapping_images(out: Path) -> str:
+    """Which images froze the task mappings, as the run logged it ("unknown" without its log)."""
+    path = out / "log.txt"
+    lines = path.read_text().splitlines() if path.exists() else []
+    said = [line for line in lines if "task mappings frozen on the " in line]
+    return ("val" if "held-out validation" in said[-1] else "train") if said else "unknown"
+
+
+def _write_metrics(out: Path, frame: pd.DataFrame) -> None:
+    tmp = out / f".{METRICS}.tmp"
+    frame.to_parquet(tmp, index=False)
+    tmp.replace(out / METRICS)
 
 
 def _run(spec: RunSpec, out: Path, log: Log) -> None:
@@ -203,9 +266,7 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
     rows.extend(evaluator.summary(rows, spec.n_steps))
     frame = _frame(spec, rows, device, started_at, spent + time.monotonic() - clock, mapping_images)
     predictions.write(out, layout, stored)
-    tmp = out / f".{METRICS}.tmp"
-    frame.to_parquet(tmp, index=False)
-    tmp.replace(out / METRICS)
+    _write_metrics(out, frame)
     write_atomic(out / DONE, _now() + "\n")
     (out / CHECKPOINT).unlink(missing_ok=True)
     summary = {(r.flavour, r.metric): r.value for r in rows if r.group == "summary"}
@@ -362,7 +423,8 @@ def _read_checkpoint(out: Path, log: Log) -> dict[str, Any] | None:
     if not (out / CHECKPOINT).exists():
         return None
     try:
-        state = torch.load(out / CHECKPOINT, weights_only=False)
+        # weights_only: reading a checkpoint never runs code from it (a pickle can name any callable)
+        state = _from_safe(torch.load(out / CHECKPOINT, weights_only=True))
         if not isinstance(state, dict) or not {"step", "method", "evaluator", "rows"} <= set(state):
             raise ValueError("not a bench checkpoint")
         return state
@@ -374,8 +436,38 @@ def _read_checkpoint(out: Path, log: Log) -> dict[str, Any] | None:
 
 def _save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(state, tmp)
+    torch.save(_to_safe(state), tmp)
     tmp.replace(path)
+
+
+NUMPY = "__bench_numpy__"  # the tag of a numpy value stored as a tensor in a checkpoint
+
+
+def _to_safe(obj: Any) -> Any:
+    """`obj` with every numpy array or scalar (stored predictions, buffers, metric values) as a tagged
+    tensor: numpy types are globals that `torch.load(weights_only=True)` refuses to import."""
+    if isinstance(obj, (np.ndarray, np.generic)):
+        array = np.asarray(obj)
+        if array.dtype.hasobject:
+            raise TypeError(f"cannot checkpoint a numpy array of Python objects (shape {array.shape})")
+        return {NUMPY: torch.from_numpy(np.ascontiguousarray(array).copy()), "scalar": isinstance(obj, np.generic)}
+    if isinstance(obj, dict):
+        return type(obj)((k, _to_safe(v)) for k, v in obj.items())
+    if isinstance(obj, (list, tuple)) and type(obj) in (list, tuple):
+        return type(obj)(_to_safe(v) for v in obj)
+    return obj
+
+
+def _from_safe(obj: Any) -> Any:
+    """What `_to_safe` was given: the tagged tensors back as numpy arrays and scalars of their dtype."""
+    if isinstance(obj, dict):
+        if NUMPY in obj:
+            array = obj[NUMPY].numpy()
+            return array[()] if obj["scalar"] else array
+        return type(obj)((k, _from_safe(v)) for k, v in obj.items())
+    if isinstance(obj, (list, tuple)) and type(obj) in (list, tuple):
+        return type(obj)(_from_safe(v) for v in obj)
+    return obj
 
 
 def _frame(spec: RunSpec, rows: list[MetricRow], device: torch.device, started_at: str, duration: float,

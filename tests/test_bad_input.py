@@ -64,6 +64,10 @@ CASES = [
     ("negative noise", ["run", *SMOKE, *SYNTH, "--cfg-options", "dataset.noise=-1"], "dataset.noise=-1: must be a number >= 0", None),
     ("unknown dataset option", ["run", *SMOKE, *SYNTH, "--cfg-options", "dataset.colour=1"], "dataset 'synthetic' has no option 'colour'; valid options: ", None),
     ("split larger than the classes", ["run", *SMOKE, *SYNTH, "--splits", "10-step", "--cfg-options", "dataset.num_classes=5"], "split '10-step' does not fit dataset 'synthetic' (5 classes)", None),
+    ("unknown timm model", ["run", *SMOKE, "--backbone", "timm:nosuch_model"], "unknown timm model 'nosuch_model' in backbone 'timm:nosuch_model'; valid names are timm.list_models()", None),
+    ("misspelt timm model", ["run", *SMOKE, "--backbone", "timm:vit_tiny_patch16_22.augreg"], "did you mean vit_tiny_patch16_224", None),
+    ("negative seed", ["run", *SMOKE, "--seeds", "0", "-1"], "--seeds -1: a seed must be an integer >= 0", None),
+    ("unknown device", ["run", *SMOKE, "--device", "gpu"], "unknown --device 'gpu'; use cpu, cuda or cuda:N", None),
     ("data root with nothing", ["run", *SMOKE, "--datasets", "cifar10", "--data-root", "{empty}"], "dataset 'cifar10' not found or incomplete at ", None),
     ("missing weights file", ["run", *SMOKE, "--backbone", "timm:vit_tiny_patch16_224", "--cfg-options", "backbone.pretrained=/nonexistent/w.pth"], "backbone weights file not found: /nonexistent/w.pth", None),
     ("weights dir without the file", ["run", *SMOKE, "--backbone", "dino-vitb16", "--weights-dir", "{empty}", "--cfg-options", "backbone.pretrained=True"], "backbone 'dino-vitb16': no dino_vitbase16_pretrain.pth in the weights directory", None),
@@ -123,6 +127,26 @@ def test_bad_input_is_one_clear_line_and_loses_nothing(capsys, monkeypatch, fini
     assert (run_dir(base / "results", spec) / DONE).exists()
 
 
+def test_cuda_without_a_gpu_is_refused_here_but_not_for_slurm(capsys, monkeypatch, finished):
+    """`--device` names a device of the machine that runs the jobs: this one for local and debug
+    (refused before anything runs), a cluster node for SLURM (a GPU-less submit host may ask for cuda)."""
+    import torch
+
+    base, _ = finished
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    before = _digest(base / "results" / "runs")
+    for cluster in ("local", "debug"):
+        assert main(["run", *[a.format(results=base / "results") for a in SMOKE], "--cluster", cluster,
+                     "--device", "cuda"]) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert lines == ["bench: error: --device cuda: no CUDA device is available on this machine; available here: cpu"]
+    assert _digest(base / "results" / "runs") == before
+    assert main(["run", *[a.format(results=base / "results") for a in SMOKE], "--cluster", "slurm", "--device", "cuda",
+                 "--dry-run"]) == 0
+    assert "would be submitted" in capsys.readouterr().out
+
+
 # --- damaged results: named, re-run, kept aside; never a traceback ---------------------------------------
 
 def _damage(path: Path) -> bytes:
@@ -139,6 +163,7 @@ def test_a_finished_run_that_cannot_be_read_is_reported_around_then_rerun_with_i
     assert main(["run", "--cluster", "debug", *argv]) == 0
     kmeans = next(d for d in (tmp_path / "runs").iterdir() if '"K-means"' in (d / "spec.json").read_text())
     original = _damage(kmeans / victim)
+    (kmeans / "predictions.npz").unlink()  # recorded before runs kept them: nothing to rebuild the metrics from
     capsys.readouterr()
 
     # the report goes on without it and says which file it could not read

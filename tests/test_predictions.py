@@ -118,3 +118,59 @@ def test_runs_of_several_class_orders_report_apart_or_pooled(tmp_path, capsys):
     assert main(["report", "--results", str(tmp_path), "--format", "csv", "--pool-orders"]) == 0
     table = pd.read_csv(tmp_path / "reports" / "all" / "table.csv")
     assert set(table["split"]) == {"2-step · class orders"} and set(table["n"]) == {2}
+
+
+@pytest.mark.parametrize("damage", ["deleted", "truncated"])
+@pytest.mark.parametrize("command", ["run", "metrics recompute"])
+def test_unreadable_metrics_are_rebuilt_from_the_predictions_without_training(finished, tmp_path, capsys, monkeypatch,
+                                                                              command, damage):
+    """A re-run costs GPU-hours: a finished run whose metrics.parquet is missing or damaged, but whose
+    predictions.npz is intact, gets the same metrics back from its predictions, and nothing trains."""
+    from methods.baseline import Baseline
+
+    run = next(r for r in finished if '"Baseline"' in (r / "spec.json").read_text())
+    original = pd.read_parquet(run / METRICS)
+    if damage == "deleted":
+        (run / METRICS).unlink()
+    else:
+        (run / METRICS).write_bytes((run / METRICS).read_bytes()[:200])
+
+    def trained_again(self, step):
+        raise AssertionError("a finished run was trained again")
+
+    monkeypatch.setattr(Baseline, "learn", trained_again)
+    capsys.readouterr()
+    argv = (["run", *ARGV, "--cluster", "debug", "--cfg-options", "dataset.num_classes=10"] if command == "run"
+            else ["metrics", "recompute"])
+    assert main([*argv, "--results", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    if command == "run":
+        assert f"run {run.name}: {run / METRICS} could not be read" in err and "rebuilt from its predictions.npz" in err
+        assert "all 2 runs already done" in out
+    else:
+        assert f"{run.name}: {METRICS} unreadable" in out and "1 rebuilt" in out
+    assert "rebuilt from predictions.npz without running again" in (run / "log.txt").read_text()
+    rebuilt = pd.read_parquet(run / METRICS)
+    identity = list(original.columns[: original.columns.get_loc("value") + 1])  # identity, keys, value
+    keys = ["step", "group", "flavour", "metric"]
+    pd.testing.assert_frame_equal(rebuilt[identity].sort_values(keys).reset_index(drop=True),
+                                  original[identity].sort_values(keys).reset_index(drop=True))
+    assert (rebuilt["rebuilt_from"] == PREDICTIONS).all() and (rebuilt["device"] == "unknown").all()
+    assert (run / "DONE").exists() and len(list(run.glob(f"damaged-*/{METRICS}"))) == (damage == "truncated")
+    assert main(["metrics", "recompute", "--results", str(tmp_path)]) == 0  # and from now on it is a finished run
+    assert "0 changed, 2 unchanged, 0 rebuilt" in capsys.readouterr().out
+
+
+def test_a_worker_given_the_damaged_run_rebuilds_it_too(finished, tmp_path, monkeypatch):
+    """`execute` (what the workers and SLURM jobs call) rebuilds rather than trains as well."""
+    from bench.spec import RunSpec
+    from methods.baseline import Baseline
+
+    run = next(r for r in finished if '"Baseline"' in (r / "spec.json").read_text())
+    original = pd.read_parquet(run / METRICS)
+    (run / METRICS).write_bytes(b"garbage")
+    monkeypatch.setattr(Baseline, "learn", lambda self, step: pytest.fail("a finished run was trained again"))
+    execute(RunSpec.from_json((run / "spec.json").read_text()), tmp_path)
+    pd.testing.assert_series_equal(values(run), original.set_index(["step", "group", "flavour", "metric"])["value"]
+                                   .sort_index())

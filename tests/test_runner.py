@@ -69,7 +69,7 @@ def test_resume_after_a_kill_gives_the_uninterrupted_metrics(tmp_path):
     proc.wait()
     assert checkpoint.exists(), "the run ended before its first checkpoint; make it slower"
     assert not (run_dir(killed, spec) / DONE).exists()
-    stopped_after = torch.load(checkpoint, weights_only=False)["step"]
+    stopped_after = torch.load(checkpoint, weights_only=True)["step"]
     assert stopped_after < spec.n_steps - 1
 
     resumed = metrics(execute(spec, killed))

@@ -11,10 +11,34 @@ from bench.data.files import locate
 from registries import DATASETS
 
 
+# What the official batches hold besides dicts, lists, strings and ints: numpy arrays (`data`). A pickle
+# can name any callable (os.system ...), so reading one may import these and nothing else.
+ALLOWED_GLOBALS = frozenset({
+    ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),  # numpy < 2, >= 2
+    ("numpy", "ndarray"), ("numpy", "dtype"),
+    ("_codecs", "encode"),  # bytes in a protocol-2 pickle written by Python 3
+})
+
+
+class DisallowedGlobal(pickle.UnpicklingError):
+    """A pickle asked for a global outside ALLOWED_GLOBALS."""
+
+
+class _CifarUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> type:
+        if (module, name) not in ALLOWED_GLOBALS:
+            raise DisallowedGlobal(f"{module}.{name}")
+        return super().find_class(module, name)
+
+
 def _unpickle(path: Path) -> dict:
     try:
         with path.open("rb") as fh:
-            return pickle.load(fh, encoding="latin1")
+            return _CifarUnpickler(fh, encoding="latin1").load()
+    except DisallowedGlobal as err:
+        allowed = ", ".join(sorted(f"{m}.{n}" for m, n in ALLOWED_GLOBALS))
+        raise DatasetError(f"refusing CIFAR file {path}: it asks for {err}, which a CIFAR batch never holds "
+                           f"(allowed: {allowed}); replace it with the official file") from None
     except (OSError, pickle.UnpicklingError, EOFError, ValueError, AttributeError) as err:
         raise DatasetError(f"corrupt or truncated CIFAR file {path}: {type(err).__name__}: {err}") from None
 
