@@ -497,18 +497,21 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
     from tabulate import tabulate
 
-    from bench.bank import default_cache_dir, list_banks, remove_banks
+    from bench.bank import default_cache_dir, list_folders, remove_banks
 
     cache = Path(args.cache_dir) if args.cache_dir else default_cache_dir(args.results)
     if args.action == "list":
-        banks = list_banks(cache)
+        folders = list_folders(cache)  # damaged and incomplete ones too, with their status
+        banks = [b for b in folders if b.status == "ok"]
         rows = [(b.key, b.kind + (f" (prefix {b.fields['prefix_blocks']} blocks)" if "prefix_blocks" in b.fields else ""),
                  b.fields.get("dataset"), b.fields.get("backbone"), b.fields.get("views"),
-                 f"{b.size_bytes / 2**20:.1f}", datetime.fromtimestamp(b.last_used).strftime("%Y-%m-%d %H:%M"))
-                for b in banks]
-        print(f"{len(banks)} bank(s) in {cache}, {sum(b.size_bytes for b in banks) / 2**20:.1f} MiB")
+                 f"{b.size_bytes / 2**20:.1f}", datetime.fromtimestamp(b.last_used).strftime("%Y-%m-%d %H:%M"), b.status)
+                for b in folders]
+        others = f"; {len(folders) - len(banks)} damaged or incomplete folder(s), `bench cache remove NAME` frees them" \
+            if len(folders) > len(banks) else ""
+        print(f"{len(banks)} bank(s) in {cache}, {sum(b.size_bytes for b in folders) / 2**20:.1f} MiB{others}")
         if rows:
-            print(tabulate(rows, headers=("key", "kind", "dataset", "backbone", "views", "MiB", "last used"),
+            print(tabulate(rows, headers=("key", "kind", "dataset", "backbone", "views", "MiB", "last used", "status"),
                            tablefmt="github"))
         return 0
     if not args.keys and not args.all:
