@@ -30,6 +30,7 @@ load, checked by their files' presence and their arrays' recorded shapes only.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -43,7 +44,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, TypeVar
 
-from bench.errors import BenchError, first_line
+from bench.errors import BenchError, disk_full, first_line
 
 if TYPE_CHECKING:
     import torch
@@ -270,12 +271,18 @@ def _build(root: Path, key: str, fields: Mapping[str, Any], write: Callable[[Pat
     shutil.rmtree(tmp, ignore_errors=True)  # left by a builder that crashed
     tmp.mkdir()
     start = time.monotonic()
-    shapes = write(tmp)
-    files = file_records(tmp)  # read back once: what every later open checks the bank against
-    now = time.time()
-    meta = {"key": key, "kind": kind, "fields": dict(fields), "created": now, "last_used": now,
-            "shapes": shapes, "files": files, "build_seconds": round(time.monotonic() - start, 3)}
-    (tmp / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True, default=str))
+    try:
+        shapes = write(tmp)
+        files = file_records(tmp)  # read back once: what every later open checks the bank against
+        now = time.time()
+        meta = {"key": key, "kind": kind, "fields": dict(fields), "created": now, "last_used": now,
+                "shapes": shapes, "files": files, "build_seconds": round(time.monotonic() - start, 3)}
+        (tmp / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True, default=str))
+    except Exception as err:  # a full disk, a failed extraction: free the space now (a killed build cannot)
+        shutil.rmtree(tmp, ignore_errors=True)
+        if disk_full(err):
+            raise OSError(errno.ENOSPC, f"No space left on device building {kind} {key}", str(root)) from err
+        raise
     tmp.rename(root / key)
     log(f"{kind} {key} built in {meta['build_seconds']:.1f}s")
 

@@ -13,7 +13,11 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from bench.errors import BenchError
+from bench.errors import BenchError, disk_full
+
+# a full disk: what was finished is kept (every write is atomic), so freeing space and running again is enough
+DISK_FULL = ("no space left on device writing {}; free space there (or choose another --results DIR, or "
+             "--cache-dir DIR / BENCH_CACHE_DIR for the banks) and run again: finished runs and files are kept")
 
 DEFAULT_RESULTS = Path("results")
 LIST_KINDS = ("methods", "datasets", "splits", "backbones", "grids")
@@ -272,6 +276,10 @@ def _report_failures(results: Path, failed: Sequence[tuple[Any, str]]) -> int:
 
     if not failed:
         return 0
+    full = [reason for _, reason in failed if "No space left on device" in reason or "Errno 28" in reason]
+    if full:  # one line: every other run would fail the same way
+        print(f"bench: error: {DISK_FULL.format(full[0].split(': ', 1)[-1])}", file=sys.stderr)
+        return 1
     print(f"\n{len(failed)} run(s) failed; their error.txt says why:", file=sys.stderr)
     for spec, reason in failed:
         print(f"  {run_dir(results, spec)}/error.txt  ({reason})", file=sys.stderr)
@@ -444,6 +452,7 @@ def _compare_methods(frame: Any, labels: Sequence[str], out: Path, suffix: str) 
 
     from bench.report.aggregate import seed_values
     from bench.report.stats import paired_differences
+    from bench.spec import write_atomic
 
     values = seed_values(frame)
     known = list(dict.fromkeys(values["label"]))
@@ -454,7 +463,7 @@ def _compare_methods(frame: Any, labels: Sequence[str], out: Path, suffix: str) 
     table = paired_differences(values, first, second)
     path = out / f"compare_{first}_vs_{second}.{suffix}".replace(" ", "_").replace("/", "_")
     if suffix == "csv":
-        path.write_text(table.to_csv(index=False, float_format="%.4f"))
+        write_atomic(path, table.to_csv(index=False, float_format="%.4f"))
     else:
         rows = [(r.split, r.dataset, r.metric, r.n, f"{r.diff:+.1f}",
                  "--" if r.n < 2 else f"{r.ci_low:+.1f} … {r.ci_high:+.1f}",
@@ -462,7 +471,7 @@ def _compare_methods(frame: Any, labels: Sequence[str], out: Path, suffix: str) 
         text = tabulate(rows, headers=("split", "dataset", "metric", "shared seeds", f"{first} − {second}", "95% CI",
                                        "beyond noise"), tablefmt="latex_booktabs" if suffix == "tex" else "github",
                         disable_numparse=True)
-        path.write_text(text + "\n")
+        write_atomic(path, text + "\n")
         print(text)
     return path
 
@@ -561,6 +570,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from bench.report import steps_figures, write_report
     from bench.report.aggregate import backbone_label, final_scores
     from bench.report.table import render_table
+    from bench.spec import write_atomic
 
     grid, specs = _expand(args) if args.grid else _finished_runs(args)
     frame = _load_frame(args.results, specs)
@@ -587,8 +597,8 @@ def cmd_report(args: argparse.Namespace) -> int:
             path = out / f"table_{block.name}.{suffix}"
             block_order = {**order, "label": list(dict.fromkeys(backbone_label(s.label, s.backbone, default_backbone)
                                                                 for s in mine))}
-            path.write_text(render_table(final_scores(part, block_order), args.format, layout=block.layout,
-                                         exclude_from_best=references, caption=f"grid {grid.name}, {block.name}."))
+            write_atomic(path, render_table(final_scores(part, block_order), args.format, layout=block.layout,
+                                            exclude_from_best=references, caption=f"grid {grid.name}, {block.name}."))
             paths.append(path)
             paths += steps_figures(part, out, f"steps_{block.name}", block_order)  # the appendix's figures
     if args.compare and args.compare != ["paper"]:
@@ -602,7 +612,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         scores["label"] = scores["label"].astype(str).str.split(" · ").str[0]
         table = compare(scores, paper_reference(default_backbone="dino-vitb16"))
         path = out / f"compare_paper.{suffix}"
-        path.write_text(render_compare(table, args.format))
+        write_atomic(path, render_compare(table, args.format))
         paths.append(path)
     finished = frame["run_id"].nunique()
     print(f"report of grid {grid.name}: {finished}/{len(specs)} runs finished; wrote {len(paths)} files to {out}")
@@ -626,6 +636,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BenchError as err:
         print(f"bench: error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:
+        if not disk_full(err):
+            raise
+        print(f"bench: error: {DISK_FULL.format(err.filename or err)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:  # Ctrl-C: every run checkpoints after each step
         print("bench: interrupted; finished runs are kept, the others resume from their last step on the next "
               "`bench run`", file=sys.stderr)
