@@ -348,6 +348,37 @@ def list_folders(cache: Path) -> list[BankInfo]:
             if path.is_dir() and (not path.name.startswith(".") or path.name.endswith(".building"))]
 
 
+# Rough upper bounds for the space check before a grid runs (no dataset or backbone is loaded for it):
+# images per dataset (train + val + test) and values per image of a backbone's features and tokens.
+DATASET_IMAGES = {"cifar10": 60_000, "cifar100": 60_000, "tinyimagenet": 120_000, "cub200": 11_788,
+                  "herbarium19": 37_000, "digits": 1_797}
+FEATURE_DIMS = {"dino-resnet50": 2048, "dino-vitb16": 768, "clip-vitb16": 768}
+TOKENS = 197  # a ViT-B/16 at 224 px: 14 x 14 patches and the class token
+
+
+def bank_bytes_bound(images: int, views: int, dim: int, tokens: int = 1, bytes_per_value: int = 2) -> int:
+    """At most what a bank of `images` images with `views` stored views each (plus the plain view) holds."""
+    return images * (views + 1) * tokens * dim * bytes_per_value
+
+
+def check_cache(cache: Path, needed: int, what: str) -> None:
+    """Refuse in one line, before anything runs, a cache that cannot be written or has less free space
+    than the `needed` bytes of the banks (`what`) the pending runs would build."""
+    try:
+        (Path(cache) / "banks").mkdir(parents=True, exist_ok=True)
+        probe = Path(cache) / "banks" / f".write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        raise BenchError(f"bank cache {cache} is not writable ({err.strerror}) and the runs must build {what}; "
+                         f"choose another with --cache-dir DIR or BENCH_CACHE_DIR") from None
+    free = shutil.disk_usage(cache).free
+    if needed > free:
+        raise BenchError(f"bank cache {cache} has {free / 2**30:.2f} GiB free and the runs must build {what} "
+                         f"(about {needed / 2**30:.2f} GiB at most); free space or choose another with --cache-dir DIR "
+                         f"or BENCH_CACHE_DIR")
+
+
 def remove_banks(cache: Path, keys: list[str] | None = None) -> list[str]:
     """Remove the named bank folders, damaged ones included (all when `keys` is None); returns the removed
     names. A folder being built (its key's lock held) is left alone."""

@@ -214,6 +214,38 @@ def _preflight(specs: Sequence[Any]) -> None:
                 check_weights_file(pretrained)
 
 
+def _check_caches(results: Path, specs: Sequence[Any]) -> None:
+    """Refuse a cache the pending runs' missing banks cannot be written to (read-only, too little space)."""
+    import json
+
+    from bench.bank import (DATASET_IMAGES, FEATURE_DIMS, TOKENS, bank_bytes_bound, check_cache,
+                            default_cache_dir, list_banks)
+    from registries.catalogue import method_info
+
+    needed: dict[Path, dict[tuple[Any, ...], int]] = {}
+    for spec in specs:
+        feat, data = spec.config["features"], spec.config["dataset"]
+        tokens = method_info(spec.method).inputs == "tokens"
+        if tokens and not (feat["mode"] == "bank" and feat.get("tokens") == "bank"):
+            continue  # live tokens: no bank
+        views = feat["views"] if feat["mode"] == "bank" else 0
+        images = DATASET_IMAGES.get(spec.dataset) or (data.get("num_classes", 10) * (
+            data.get("train_per_class", 100) + data.get("test_per_class", 100)))
+        side, channels = data.get("image_size", 224), data.get("channels", 3)
+        dim = FEATURE_DIMS.get(spec.backbone, side * side * channels if spec.backbone == "pixels" else 2048)
+        cache = Path(spec.location.get("cache_dir") or default_cache_dir(results))
+        what = (spec.dataset, spec.backbone, views, tokens, json.dumps(data, sort_keys=True, default=str))
+        needed.setdefault(cache, {})[what] = bank_bytes_bound(images, views, dim, TOKENS if tokens else 1)
+    for cache, banks in needed.items():
+        present = {(b.fields.get("dataset"), b.fields.get("backbone"), b.fields.get("views"), b.kind == "token bank",
+                    json.dumps(b.fields.get("dataset_options"), sort_keys=True, default=str))
+                   for b in (list_banks(cache) if cache.exists() else [])}
+        missing = {what: size for what, size in banks.items() if what not in present}
+        if missing:
+            names = ", ".join(sorted({f"{d}/{b} V={v}" for d, b, v, _, _ in missing}))
+            check_cache(cache, sum(missing.values()), f"{len(missing)} bank(s): {names}")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from bench.rundir import DONE, ERROR, check_writable, invalidate, is_done, run_dir, unreadable
     from bench.workers import CLUSTERS
@@ -243,6 +275,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         pending = [s for s in specs if s.run_id not in finished]
     if not args.dry_run:
         _preflight(pending)
+        _check_caches(args.results, pending)
     if args.cluster == "slurm":
         return _run_slurm(args, grid, specs, pending)
     if args.dry_run:

@@ -104,3 +104,26 @@ def test_report_on_a_full_disk_ends_in_one_line_and_keeps_the_previous_report(tm
     (line,) = [line for line in err.splitlines() if line.startswith("bench: error:")]
     assert "no space left on device writing" in line and str(reports) in line
     assert {p: p.read_bytes() for p in reports.rglob("*") if p.is_file()} == before
+
+
+def test_a_cache_that_cannot_hold_the_grids_banks_is_refused_before_anything_runs(tmp_path, monkeypatch, capsys):
+    import shutil
+
+    results = tmp_path / "results"
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")  # a cache under a file: not writable, whoever runs the test (root included)
+    assert main([*RUN, "--seeds", "0", "--results", str(results), "--cache-dir", str(blocked / "cache")]) == 2
+    line = capsys.readouterr().err.strip()
+    assert line.startswith(f"bench: error: bank cache {blocked / 'cache'} is not writable") and "--cache-dir" in line
+    assert "\n" not in line and (not (results / "runs").exists() or not any((results / "runs").iterdir()))
+
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=1000))
+    assert main([*RUN, "--seeds", "0", "--results", str(results)]) == 2
+    line = capsys.readouterr().err.strip()
+    assert "bank cache" in line and "GiB free" in line and "synthetic/pixels V=2" in line and "BENCH_CACHE_DIR" in line
+    assert not (results / "runs").exists() or not any((results / "runs").iterdir())
+    monkeypatch.undo()
+    assert main([*RUN, "--seeds", "0", "--results", str(results)]) == 0  # room enough: it runs
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=1000))
+    assert main([*RUN, "--seeds", "1", "--results", str(results)]) == 0  # its bank exists: nothing to build
