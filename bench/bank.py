@@ -24,7 +24,9 @@ a chunk whose checksum differs, an array whose shape is not the recorded one) is
 of the run's log, moved aside to `<key>.damaged-<time>` (kept for inspection, never deleted), and
 rebuilt; the run goes on. A chunk of a large token bank found damaged mid-run fails the run with one
 line instead (its values never reach the method), after moving the bank aside: the next `bench run`
-rebuilds it and resumes the run. CRC-32 is there to catch bit rot, truncation and interrupted
+rebuilds it and resumes the run. Measured: `zlib.crc32` hashes 0.69 GiB/s from the page cache on the 2-core development machine,
+so 1.9 s for a 1.3 GiB feature bank, 3 s for a 2 GiB token bank, over 3 minutes for 130 GiB. CRC-32 is
+there to catch bit rot, truncation and interrupted
 copies, not tampering. Banks built before these checksums existed (no `files` in their meta) still
 load, checked by their files' presence and their arrays' recorded shapes only.
 """
