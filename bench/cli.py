@@ -13,7 +13,11 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from bench.errors import BenchError
+from bench.errors import BenchError, disk_full
+
+# a full disk: what was finished is kept (every write is atomic), so freeing space and running again is enough
+DISK_FULL = ("no space left on device writing {}; free space there (or choose another --results DIR, or "
+             "--cache-dir DIR / BENCH_CACHE_DIR for the banks) and run again: finished runs and files are kept")
 
 DEFAULT_RESULTS = Path("results")
 LIST_KINDS = ("methods", "datasets", "splits", "backbones", "grids")
@@ -255,6 +259,38 @@ def _preflight(specs: Sequence[Any]) -> None:
                 check_weights_file(pretrained)
 
 
+def _check_caches(results: Path, specs: Sequence[Any]) -> None:
+    """Refuse a cache the pending runs' missing banks cannot be written to (read-only, too little space)."""
+    import json
+
+    from bench.bank import (DATASET_IMAGES, FEATURE_DIMS, TOKENS, bank_bytes_bound, check_cache,
+                            default_cache_dir, list_banks)
+    from registries.catalogue import method_info
+
+    needed: dict[Path, dict[tuple[Any, ...], int]] = {}
+    for spec in specs:
+        feat, data = spec.config["features"], spec.config["dataset"]
+        tokens = method_info(spec.method).inputs == "tokens"
+        if tokens and not (feat["mode"] == "bank" and feat.get("tokens") == "bank"):
+            continue  # live tokens: no bank
+        views = feat["views"] if feat["mode"] == "bank" else 0
+        images = DATASET_IMAGES.get(spec.dataset) or (data.get("num_classes", 10) * (
+            data.get("train_per_class", 100) + data.get("test_per_class", 100)))
+        side, channels = data.get("image_size", 224), data.get("channels", 3)
+        dim = FEATURE_DIMS.get(spec.backbone, side * side * channels if spec.backbone == "pixels" else 2048)
+        cache = Path(spec.location.get("cache_dir") or default_cache_dir(results))
+        what = (spec.dataset, spec.backbone, views, tokens, json.dumps(data, sort_keys=True, default=str))
+        needed.setdefault(cache, {})[what] = bank_bytes_bound(images, views, dim, TOKENS if tokens else 1)
+    for cache, banks in needed.items():
+        present = {(b.fields.get("dataset"), b.fields.get("backbone"), b.fields.get("views"), b.kind == "token bank",
+                    json.dumps(b.fields.get("dataset_options"), sort_keys=True, default=str))
+                   for b in (list_banks(cache) if cache.exists() else [])}
+        missing = {what: size for what, size in banks.items() if what not in present}
+        if missing:
+            names = ", ".join(sorted({f"{d}/{b} V={v}" for d, b, v, _, _ in missing}))
+            check_cache(cache, sum(missing.values()), f"{len(missing)} bank(s): {names}")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from bench.rundir import DONE, ERROR, check_writable, invalidate, is_done, run_dir, unreadable
     from bench.workers import CLUSTERS
@@ -290,6 +326,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         pending = [s for s in specs if s.run_id not in finished]
     if not args.dry_run:
         _preflight(pending)
+        _check_caches(args.results, pending)
     if args.cluster == "slurm":
         return _run_slurm(args, grid, specs, pending)
     if args.dry_run:
@@ -343,6 +380,10 @@ def _report_failures(results: Path, failed: Sequence[tuple[Any, str]]) -> int:
 
     if not failed:
         return 0
+    full = [reason for _, reason in failed if "No space left on device" in reason or "Errno 28" in reason]
+    if full:  # one line: every other run would fail the same way
+        print(f"bench: error: {DISK_FULL.format(full[0].split(': ', 1)[-1])}", file=sys.stderr)
+        return 1
     print(f"\n{len(failed)} run(s) failed; their error.txt says why:", file=sys.stderr)
     for spec, reason in failed:
         print(f"  {run_dir(results, spec)}/error.txt  ({reason})", file=sys.stderr)
@@ -515,6 +556,7 @@ def _compare_methods(frame: Any, labels: Sequence[str], out: Path, suffix: str) 
 
     from bench.report.aggregate import seed_values
     from bench.report.stats import paired_differences
+    from bench.spec import write_atomic
 
     values = seed_values(frame)
     known = list(dict.fromkeys(values["label"]))
@@ -525,7 +567,7 @@ def _compare_methods(frame: Any, labels: Sequence[str], out: Path, suffix: str) 
     table = paired_differences(values, first, second)
     path = out / f"compare_{first}_vs_{second}.{suffix}".replace(" ", "_").replace("/", "_")
     if suffix == "csv":
-        path.write_text(table.to_csv(index=False, float_format="%.4f"))
+        write_atomic(path, table.to_csv(index=False, float_format="%.4f"))
     else:
         rows = [(r.split, r.dataset, r.metric, r.n, f"{r.diff:+.1f}",
                  "--" if r.n < 2 else f"{r.ci_low:+.1f} … {r.ci_high:+.1f}",
@@ -533,7 +575,7 @@ def _compare_methods(frame: Any, labels: Sequence[str], out: Path, suffix: str) 
         text = tabulate(rows, headers=("split", "dataset", "metric", "shared seeds", f"{first} − {second}", "95% CI",
                                        "beyond noise"), tablefmt="latex_booktabs" if suffix == "tex" else "github",
                         disable_numparse=True)
-        path.write_text(text + "\n")
+        write_atomic(path, text + "\n")
         print(text)
     return path
 
@@ -572,18 +614,21 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
     from tabulate import tabulate
 
-    from bench.bank import default_cache_dir, list_banks, remove_banks
+    from bench.bank import default_cache_dir, list_folders, remove_banks
 
     cache = Path(args.cache_dir) if args.cache_dir else default_cache_dir(args.results)
     if args.action == "list":
-        banks = list_banks(cache)
+        folders = list_folders(cache)  # damaged and incomplete ones too, with their status
+        banks = [b for b in folders if b.status == "ok"]
         rows = [(b.key, b.kind + (f" (prefix {b.fields['prefix_blocks']} blocks)" if "prefix_blocks" in b.fields else ""),
                  b.fields.get("dataset"), b.fields.get("backbone"), b.fields.get("views"),
-                 f"{b.size_bytes / 2**20:.1f}", datetime.fromtimestamp(b.last_used).strftime("%Y-%m-%d %H:%M"))
-                for b in banks]
-        print(f"{len(banks)} bank(s) in {cache}, {sum(b.size_bytes for b in banks) / 2**20:.1f} MiB")
+                 f"{b.size_bytes / 2**20:.1f}", datetime.fromtimestamp(b.last_used).strftime("%Y-%m-%d %H:%M"), b.status)
+                for b in folders]
+        others = f"; {len(folders) - len(banks)} damaged or incomplete folder(s), `bench cache remove NAME` frees them" \
+            if len(folders) > len(banks) else ""
+        print(f"{len(banks)} bank(s) in {cache}, {sum(b.size_bytes for b in folders) / 2**20:.1f} MiB{others}")
         if rows:
-            print(tabulate(rows, headers=("key", "kind", "dataset", "backbone", "views", "MiB", "last used"),
+            print(tabulate(rows, headers=("key", "kind", "dataset", "backbone", "views", "MiB", "last used", "status"),
                            tablefmt="github"))
         return 0
     if not args.keys and not args.all:
@@ -633,6 +678,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from bench.report import steps_figures, write_report
     from bench.report.aggregate import backbone_label, final_scores
     from bench.report.table import render_table
+    from bench.spec import write_atomic
 
     grid, specs = _expand(args) if args.grid else _finished_runs(args)
     frame = _load_frame(args.results, specs)
@@ -659,8 +705,8 @@ def cmd_report(args: argparse.Namespace) -> int:
             path = out / f"table_{block.name}.{suffix}"
             block_order = {**order, "label": list(dict.fromkeys(backbone_label(s.label, s.backbone, default_backbone)
                                                                 for s in mine))}
-            path.write_text(render_table(final_scores(part, block_order), args.format, layout=block.layout,
-                                         exclude_from_best=references, caption=f"grid {grid.name}, {block.name}."))
+            write_atomic(path, render_table(final_scores(part, block_order), args.format, layout=block.layout,
+                                            exclude_from_best=references, caption=f"grid {grid.name}, {block.name}."))
             paths.append(path)
             paths += steps_figures(part, out, f"steps_{block.name}", block_order)  # the appendix's figures
     if args.compare and args.compare != ["paper"]:
@@ -674,7 +720,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         scores["label"] = scores["label"].astype(str).str.split(" · ").str[0]
         table = compare(scores, paper_reference(default_backbone="dino-vitb16"))
         path = out / f"compare_paper.{suffix}"
-        path.write_text(render_compare(table, args.format))
+        write_atomic(path, render_compare(table, args.format))
         paths.append(path)
     finished = frame["run_id"].nunique()
     print(f"report of grid {grid.name}: {finished}/{len(specs)} runs finished; wrote {len(paths)} files to {out}")
@@ -736,6 +782,11 @@ def _main(argv: Sequence[str] | None = None) -> int:
     except BenchError as err:
         print(f"bench: error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:
+        if not disk_full(err):
+            raise
+        print(f"bench: error: {DISK_FULL.format(err.filename or err)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:  # Ctrl-C: every run checkpoints after each step
         print("bench: interrupted; finished runs are kept, the others resume from their last step on the next "
               "`bench run`", file=sys.stderr)

@@ -1,6 +1,7 @@
 """The one error type the command line turns into a single clear line instead of a traceback."""
 from __future__ import annotations
 
+import errno
 from typing import Iterable
 
 
@@ -12,6 +13,12 @@ def first_line(err: BaseException) -> str:
     """`Type: first line of the message`: what a one-line report of a library's exception keeps
     (torch and pyarrow append paragraphs of advice)."""
     return f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0]}"
+
+
+def disk_full(err: BaseException) -> bool:
+    """Whether `err` says the disk (or the quota) is full; torch and pyarrow word it their own way."""
+    return (isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)) or any(
+        words in str(err) for words in ("No space left on device", "Disk quota exceeded", "file write failed"))
 
 
 def unknown(kind: str, name: str, known: Iterable[str]) -> BenchError:

@@ -13,12 +13,12 @@ them, compressed: at most about 0.2 MB for a CIFAR-100 5-step run (results/READM
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 
 from bench.evaluate import Evaluator, MetricRow, TaskLayout
+from bench.spec import atomic_path
 
 PREDICTIONS = "predictions.npz"
 
@@ -49,9 +49,8 @@ def record(store: dict[str, np.ndarray], step: int, *, val_labels: np.ndarray, v
 
 def write(out: Path, layout: TaskLayout, store: dict[str, np.ndarray]) -> Path:
     path = Path(out) / PREDICTIONS
-    tmp = path.with_name(f".{PREDICTIONS}.{os.getpid()}.tmp.npz")
-    np.savez_compressed(tmp, offsets=np.asarray(layout.offsets), sizes=np.asarray(layout.sizes), **store)
-    tmp.replace(path)
+    with atomic_path(path) as tmp, tmp.open("wb") as fh:  # a file object: savez adds no `.npz` to it
+        np.savez_compressed(fh, offsets=np.asarray(layout.offsets), sizes=np.asarray(layout.sizes), **store)
     return path
 
 

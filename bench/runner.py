@@ -38,7 +38,7 @@ from bench.tokens import LiveTokens, Prefix
 from bench import predictions
 from bench.rundir import (CHECKPOINT, DONE, ERROR, METRICS, RunBusy, check_writable, invalidate,  # noqa: F401
                           is_done, run_dir, set_aside, unreadable)
-from bench.spec import FEATURE_MODES, RunSpec, features_protocol, write_atomic
+from bench.spec import FEATURE_MODES, RunSpec, atomic_path, features_protocol, write_atomic
 
 def seed_everything(seed: int) -> None:
     random.seed(seed)
@@ -102,8 +102,11 @@ def execute(spec: RunSpec, results: Path, *, echo: bool = False) -> Path:
         try:
             _run(spec, out, log)
         except Exception as err:
-            write_atomic(out / ERROR, f"{type(err).__name__}: {err}\n\n{traceback.format_exc()}")
-            log(f"FAILED: {type(err).__name__}: {err}")
+            try:
+                write_atomic(out / ERROR, f"{type(err).__name__}: {err}\n\n{traceback.format_exc()}")
+                log(f"FAILED: {type(err).__name__}: {err}")
+            except OSError:  # a full disk: the run's own error still reaches the caller
+                pass
             raise
         except BaseException as err:  # SystemExit from submitit's requeue handler, Ctrl-C: not a failure
             log(f"interrupted ({type(err).__name__}); the next attempt resumes from the last checkpoint")
@@ -169,9 +172,8 @@ def _mapping_images(out: Path) -> str:
 
 
 def _write_metrics(out: Path, frame: pd.DataFrame) -> None:
-    tmp = out / f".{METRICS}.tmp"
-    frame.to_parquet(tmp, index=False)
-    tmp.replace(out / METRICS)
+    with atomic_path(out / METRICS) as tmp:  # removed if the write fails (a full disk)
+        frame.to_parquet(tmp, index=False)
 
 
 def _run(spec: RunSpec, out: Path, log: Log) -> None:
@@ -435,9 +437,8 @@ def _read_checkpoint(out: Path, log: Log) -> dict[str, Any] | None:
 
 
 def _save_checkpoint(path: Path, state: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(_to_safe(state), tmp)
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        torch.save(_to_safe(state), tmp)
 
 
 NUMPY = "__bench_numpy__"  # the tag of a numpy value stored as a tensor in a checkpoint

@@ -16,9 +16,18 @@ cache (on a CPU, where the same cores would do both, it measured slower and is o
 
 Concurrency and crash safety are the feature bank's (`bench.bank.build_once`): one builder per key,
 the others wait; a build killed midway leaves only a temporary directory the next builder removes.
+
+Integrity (`bench.bank` says why this way): opening a bank checks its meta, its files' sizes and the
+`.npy` headers' shapes against the recorded ones; a bank of at most `bench.bank.VERIFY_AT_OPEN_BYTES`
+has every chunk's CRC-32 verified once per process as it opens (a damaged one is set aside and rebuilt,
+and the run goes on). A larger one is verified chunk by chunk as reads first touch its chunks
+(`_Chunks`, in `_take_sorted`, the one place rows are read from the mapped files, and before a copy to
+the GPU): a damaged chunk moves the bank aside and fails the run with one line before any of its
+values is used; the next `bench run` rebuilds the bank and resumes the run.
 """
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
@@ -26,7 +35,9 @@ from typing import Any, Callable, Iterator, Mapping
 import numpy as np
 import torch
 
-from bench.bank import build_once, touch
+from bench import bank
+from bench.bank import DamagedBank, bad_chunk, chunk_span, open_bank, touch
+from bench.errors import first_line
 from bench.data.base import ImageSet
 from bench.tokens import LiveTokens
 
@@ -45,9 +56,58 @@ def _numpy(index: torch.Tensor | np.ndarray) -> np.ndarray:
     return index.cpu().numpy() if isinstance(index, torch.Tensor) else np.asarray(index)
 
 
+class _Chunks:
+    """The chunk checksums of one mapped file of a large token bank, each verified the first time a
+    read touches it in this process (hashing 100+ GiB on every open would cost minutes)."""
+
+    def __init__(self, bank_dir: Path, name: str, record: Mapping[str, Any], array: np.memmap) -> None:
+        self.bank_dir, self.name, self.record = bank_dir, name, record
+        self.offset, self.row_bytes = int(array.offset), int(array.strides[0]) if array.ndim else 0
+        self.seen = bank._inode(bank_dir)
+        self.verified: set[int] = set()
+        self.lock = threading.Lock()  # the read-ahead thread reads too
+
+    def check_rows(self, rows: np.ndarray) -> None:
+        """Verify the chunks holding `rows` (first-axis indices) not verified yet; raise `DamagedBank`
+        (after moving the bank aside) when one does not match its checksum."""
+        size = self.record["chunk_bytes"]
+        rows = np.asarray(rows, dtype=np.int64).ravel()
+        first = (self.offset + rows * self.row_bytes) // size
+        last = (self.offset + (rows + 1) * self.row_bytes - 1) // size
+        if self.row_bytes > size:  # a row spans several chunks
+            wanted = {c for f, l in set(zip(first.tolist(), last.tolist())) for c in range(f, l + 1)}
+        else:  # a row lies in one chunk or straddles two
+            wanted = set(np.unique(np.concatenate([first, last])).tolist())
+        self._verify(wanted)
+
+    def check_all(self) -> None:
+        self._verify(set(range(len(self.record["crc32"]))))
+
+    def _verify(self, chunks: set[int]) -> None:
+        if chunks <= self.verified:
+            return
+        with self.lock:
+            todo = sorted(chunks - self.verified)
+            bad = bad_chunk(self.bank_dir / self.name, self.record, todo)
+            if bad is None:
+                self.verified.update(todo)
+                return
+        why = f"{self.name} {chunk_span(self.record, bad)} do not match their checksum"
+        aside = bank.set_aside(self.bank_dir, why, "token bank", lambda line: None, self.seen)
+        raise DamagedBank(f"token bank {self.bank_dir.name} is damaged ({why}); moved to "
+                          f"{aside or 'one side by another run'}; the next `bench run` rebuilds it and resumes this run")
+
+
+def _check_rows(array: np.ndarray, rows: np.ndarray) -> None:
+    chunks = getattr(array, "bench_chunks", None)  # set on the mapped arrays of a large bank only
+    if chunks is not None:
+        chunks.check_rows(rows)
+
+
 def _take_sorted(array: np.ndarray, *index: np.ndarray) -> torch.Tensor:
     """`array[index]` on the host, read from a mapped file in sorted order, then put back in the
-    order asked for."""
+    order asked for (the chunks read verified first, for a large bank)."""
+    _check_rows(array, index[0])
     order = np.argsort(index[0], kind="stable")
     block = torch.from_numpy(np.ascontiguousarray(array[tuple(i[order] for i in index)]))
     out = torch.empty_like(block)
@@ -91,10 +151,31 @@ def build_token_bank(cache: Path, fields: Mapping[str, Any], sources: Mapping[st
         shapes["train_views"] = list(stored.shape)
         return shapes
 
-    path = build_once(cache, fields, write, log, "token bank")
-    touch(path)
-    log(f"token bank {path.name} loaded (memory-mapped)")
-    return {f.stem: np.load(f, mmap_mode="r") for f in sorted(path.glob("*.npy"))}
+    def load(path: Path) -> dict[str, np.ndarray]:
+        arrays = _open_arrays(path)
+        touch(path)
+        log(f"token bank {path.name} loaded (memory-mapped)")
+        return arrays
+
+    # verified whole once per process up to VERIFY_AT_OPEN_BYTES, chunk by chunk as read above it
+    return open_bank(cache, fields, write, load, log, "token bank", bank.VERIFY_AT_OPEN_BYTES, once=True)
+
+
+def _open_arrays(path: Path) -> dict[str, np.ndarray]:
+    """The bank's arrays, memory-mapped; `DamagedBank` when a header or a shape is not the recorded one.
+    Above `VERIFY_AT_OPEN_BYTES` each array checks its chunks as they are first read."""
+    arrays = {}
+    for f in sorted(path.glob("*.npy")):
+        try:
+            arrays[f.stem] = np.load(f, mmap_mode="r")
+        except (OSError, ValueError) as err:  # a damaged header, a file shorter than its header says
+            raise DamagedBank(f"{f.name} unreadable ({first_line(err)})") from None
+    bank._check_shapes(path, {name: list(a.shape) for name, a in arrays.items()})
+    files = bank._read_meta(path).get("files") or {}
+    if sum(r["size"] for r in files.values()) > bank.VERIFY_AT_OPEN_BYTES:
+        for name, array in arrays.items():
+            array.bench_chunks = _Chunks(path, f"{name}.npy", files[f"{name}.npy"], array)
+    return arrays
 
 
 class BankTokens:
@@ -217,6 +298,9 @@ def resident_copy(arrays: Mapping[str, np.ndarray], device: torch.device, fracti
     free, _ = torch.cuda.mem_get_info(device)
     if sum(a.nbytes for a in arrays.values()) > fraction * free:
         return {}
+    for array in arrays.values():  # copied whole: every chunk verified first (a large bank)
+        if getattr(array, "bench_chunks", None) is not None:
+            array.bench_chunks.check_all()
     return {name: torch.from_numpy(np.ascontiguousarray(a)).to(device) for name, a in arrays.items()}
 
 

@@ -88,8 +88,95 @@ def test_cache_cli_lists_and_removes(tmp_path, capsys):
     (bank,) = list_banks(tmp_path / "cache")
     assert "1 bank(s)" in out and "feature bank" in out and bank.key in out and "synthetic" in out
     assert main(["cache", "remove", "nope", "--results", str(tmp_path)]) == 2
-    assert "no feature bank 'nope'" in capsys.readouterr().err
+    assert "no bank 'nope'" in capsys.readouterr().err
     assert main(["cache", "remove", bank.key, "--results", str(tmp_path)]) == 0
     assert list_banks(tmp_path / "cache") == []
     with pytest.raises(BenchError):
         remove_banks(tmp_path / "cache", ["gone"])
+
+
+def damage(path: Path, how: str) -> None:
+    """Damage a file as disks and copies do: `truncate` it to half, or `overwrite` 1 KiB in its middle
+    with random bytes (the size stays the same)."""
+    data = path.read_bytes()
+    if how == "truncate":
+        path.write_bytes(data[: len(data) // 2])
+    else:
+        middle = len(data) // 2
+        noise = bytes(torch.randint(0, 256, (1024,), dtype=torch.uint8, generator=torch.Generator().manual_seed(1)).tolist())
+        path.write_bytes(data[:middle] + noise + data[middle + 1024:])
+
+
+def counting_build(calls: list[int]):
+    def build():
+        calls.append(1)
+        return {"x": torch.arange(64 * 256, dtype=torch.float32).view(64, 256) / 100}
+    return build
+
+
+@pytest.mark.parametrize("how", ["truncate", "overwrite", "garbage meta", "no meta"])
+def test_a_damaged_bank_is_named_set_aside_and_rebuilt(tmp_path, how):
+    calls, lines = [], []
+    first = load_or_build(tmp_path, {"k": 3}, counting_build(calls))
+    path = tmp_path / "banks" / bank_key({"k": 3})
+    if how == "garbage meta":
+        (path / "meta.json").write_text("{not json")
+    elif how == "no meta":
+        (path / "meta.json").unlink()
+    else:
+        damage(path / "bank.pt", how)
+    again = load_or_build(tmp_path, {"k": 3}, counting_build(calls), log=lines.append)
+    assert torch.equal(again["x"], first["x"]) and len(calls) == 2  # rebuilt, never the damaged values
+    named = [line for line in lines if path.name in line and ("damaged" in line or "incomplete" in line)]
+    assert len(named) == 1, lines
+    (aside,) = (tmp_path / "banks").glob(f"{path.name}.damaged-*")  # kept, not deleted
+    assert aside.is_dir() and str(aside) in named[0]
+    assert [b.key for b in list_banks(tmp_path)] == [path.name]
+    assert load_or_build(tmp_path, {"k": 3}, counting_build(calls))["x"].equal(first["x"]) and len(calls) == 2
+
+
+def test_banks_built_before_checksums_still_load_and_are_checked_by_shape(tmp_path):
+    import json
+
+    calls = []
+    first = load_or_build(tmp_path, {"k": 4}, counting_build(calls))
+    path = tmp_path / "banks" / bank_key({"k": 4})
+    meta = json.loads((path / "meta.json").read_text())
+    assert set(meta["files"]) == {"bank.pt"} and meta["files"]["bank.pt"]["size"] == (path / "bank.pt").stat().st_size
+    del meta["files"]  # what a bank built before this change records
+    (path / "meta.json").write_text(json.dumps(meta))
+    assert load_or_build(tmp_path, {"k": 4}, counting_build(calls))["x"].equal(first["x"]) and len(calls) == 1
+    meta["shapes"] = {"x": [64, 255]}
+    (path / "meta.json").write_text(json.dumps(meta))
+    assert load_or_build(tmp_path, {"k": 4}, counting_build(calls))["x"].equal(first["x"]) and len(calls) == 2
+
+
+def test_a_run_on_a_damaged_bank_rebuilds_it_and_ends_as_on_a_sound_one(tmp_path):
+    import pandas as pd
+
+    (spec,) = tiny_specs(methods=["Baseline"])
+    sound = pd.read_parquet(execute(spec, tmp_path) / "metrics.parquet")["value"]
+    (bank,) = list_banks(tmp_path / "cache")
+    damage(bank.path / "bank.pt", "overwrite")
+    (run_dir(tmp_path, spec) / "DONE").unlink()
+    again = pd.read_parquet(execute(spec, tmp_path) / "metrics.parquet")["value"]
+    assert again.equals(sound)
+    log = (run_dir(tmp_path, spec) / "log.txt").read_text()
+    assert log.count(f"feature bank {bank.key} is damaged (bank.pt bytes") == 1
+
+
+def test_cache_list_shows_damaged_and_incomplete_folders_and_remove_frees_them(tmp_path, capsys):
+    calls = []
+    for k in (5, 6, 7):
+        load_or_build(tmp_path, {"k": k}, counting_build(calls))
+    banks = tmp_path / "banks"
+    garbage, no_meta = banks / bank_key({"k": 6}), banks / bank_key({"k": 7})
+    (garbage / "meta.json").write_text("\x00\x17garbage")
+    (no_meta / "meta.json").unlink()
+    assert main(["cache", "list", "--cache-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "1 bank(s)" in out and "2 damaged or incomplete" in out
+    assert "damaged: meta.json unreadable (JSONDecodeError" in out and "damaged: no meta.json" in out
+    assert garbage.name in out and no_meta.name in out
+    assert main(["cache", "remove", garbage.name, no_meta.name, "--cache-dir", str(tmp_path)]) == 0
+    assert not garbage.exists() and not no_meta.exists() and len(list_banks(tmp_path)) == 1

@@ -255,3 +255,52 @@ def test_the_command_line_sets_reading_ahead_as_a_machine_setting():
     assert "read_ahead" not in default.location  # the runner's default: on for a GPU only
     assert (off.location["read_ahead"], on.location["read_ahead"]) == (False, True)
     assert default.run_id == off.run_id == on.run_id  # it changes no result, so not the run's identity
+
+
+@pytest.mark.parametrize("how", ["truncate", "overwrite"])
+def test_a_damaged_token_bank_is_set_aside_and_rebuilt_when_opened(tmp_path, how):
+    from tests.test_bank import damage
+
+    method, _, spec = bound("EwC")
+    live = sources_of(method, spec)
+    first = {k: np.array(v) for k, v in build_token_bank(tmp_path, FIELDS, live, views=2, seed=0, batch_size=16,
+                                                         dtype="float16", log=lambda line: None).items()}
+    (bank,) = list_banks(tmp_path)
+    damage(bank.path / "train_views.npy", how)
+    lines = []
+    again = build_token_bank(tmp_path, FIELDS, live, views=2, seed=0, batch_size=16, dtype="float16", log=lines.append)
+    assert all(np.array_equal(again[k], first[k]) for k in first)
+    assert sum(f"token bank {bank.key} is damaged (train_views.npy" in line for line in lines) == 1, lines
+    assert len(list((tmp_path / "banks").glob(f"{bank.key}.damaged-*"))) == 1
+
+
+def test_a_large_token_bank_verifies_each_chunk_when_a_read_first_touches_it(tmp_path, monkeypatch):
+    """Above VERIFY_AT_OPEN_BYTES the open checks sizes and shapes only; a damaged chunk is caught by
+    the first read that touches it, before its values are returned, and the bank is moved aside."""
+    from bench import bank as bank_module
+    from bench.bank import DamagedBank
+
+    monkeypatch.setattr(bank_module, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(bank_module, "VERIFY_AT_OPEN_BYTES", 0)
+    method, _, spec = bound("EwC")
+    live = sources_of(method, spec)
+    build = lambda log: build_token_bank(tmp_path, FIELDS, live, views=2, seed=0, batch_size=16, dtype="float16",
+                                         log=log)
+    first = np.array(build(lambda line: None)["train_views"])
+    (bank,) = list_banks(tmp_path)
+    path = bank.path / "train_views.npy"
+    size = path.stat().st_size
+    with path.open("r+b") as fh:  # the last row's bytes, same size
+        fh.seek(size - 100)
+        fh.write(bytes(range(100)))
+    lines = []
+    arrays = build(lines.append)
+    assert not any("damaged" in line for line in lines)  # not hashed whole at open
+    n = len(live["train"])
+    tokens = BankTokens(arrays, "train", np.arange(n), live["train"], torch.device("cpu"), read_ahead=False)
+    torch.testing.assert_close(tokens.stored_views(np.arange(2), np.zeros(2, dtype=int)),
+                               torch.from_numpy(first[:2, 0].astype(np.float32)))
+    with pytest.raises(DamagedBank, match=f"token bank {bank.key} is damaged .*train_views.npy bytes"):
+        tokens.stored_views(np.array([n - 1]), np.array([1]))
+    assert not bank.path.exists() and len(list((tmp_path / "banks").glob(f"{bank.key}.damaged-*"))) == 1
+    assert np.array_equal(build(lambda line: None)["train_views"], first)  # the next open rebuilds it

@@ -8,6 +8,7 @@ import pandas as pd
 
 from bench.report.aggregate import final_scores, step_curves, step_forgetting
 from bench.report.table import escape_latex, render_table
+from bench.spec import write_atomic
 
 SUFFIX = {"latex": "tex", "markdown": "md", "csv": "csv"}
 
@@ -28,7 +29,7 @@ def write_report(frame: pd.DataFrame, out_dir: Path, fmt: str, title: str,
     caption = (f"{escape_latex(title)}: forgetting F (lower is better) and accuracy A (higher is better), "
                f"in \\%, mean $\\pm$ std over {'/'.join(map(str, seeds))} seed(s); best per column in bold.")
     table = out_dir / f"table.{SUFFIX[fmt]}"
-    table.write_text(render_table(scores, fmt, caption=caption, exclude_from_best=exclude_from_best))
+    write_atomic(table, render_table(scores, fmt, caption=caption, exclude_from_best=exclude_from_best))
     paths = [table]
     # A radar needs at least three axes: one per split when splits cover several datasets,
     # otherwise one over every (split, dataset, metric).

@@ -13,6 +13,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from bench.spec import atomic_path  # noqa: E402
+
 # One fixed colour per paper method, the same in every figure (tab10 + two extras).
 PALETTE = {
     "Baseline": "#1f77b4", "Baseline++": "#d62728", "K-means": "#7f7f7f", "Joint (frozen)": "#2ca02c",
@@ -38,9 +40,12 @@ def _style(label: str) -> str:
 def _save(fig: plt.Figure, stem: Path) -> list[Path]:
     stem.parent.mkdir(parents=True, exist_ok=True)
     paths = [stem.with_suffix(".png"), stem.with_suffix(".pdf")]
-    fig.savefig(paths[0], dpi=150, bbox_inches="tight")
-    fig.savefig(paths[1], bbox_inches="tight")
-    plt.close(fig)
+    try:
+        for path, dpi in zip(paths, (150, "figure")):
+            with atomic_path(path) as tmp:  # a full disk leaves the previous figure whole
+                fig.savefig(tmp, format=path.suffix[1:], dpi=dpi, bbox_inches="tight")
+    finally:
+        plt.close(fig)
     return paths
 
 
