@@ -1,8 +1,12 @@
 """Provenance: every run records the versions that decide its numbers, reports never average runs of
-different versions silently."""
+different versions silently, and a `bench` command ends without nanobind's leak report."""
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy
 import pandas as pd
@@ -15,6 +19,8 @@ from bench import provenance
 from bench.provenance import VERSION_COLUMNS, weights_sha256
 from bench.report.aggregate import final_scores, mixed_versions, split_by
 from tests.test_cli import fake_run, run
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_a_run_records_the_versions_it_ran_with(tmp_path):
@@ -100,3 +106,15 @@ def test_report_warns_about_mixed_versions_and_splits_by_them(capsys, tmp_path):
     table = pd.read_csv(tmp_path / "reports" / "smoke" / "table.csv")
     assert sorted(set(table["method"])) == ["Baseline · torch_version=2.14.1", "Baseline · torch_version=2.15.0"]
 
+
+@pytest.mark.slow
+def test_a_bench_command_that_imports_triton_ends_without_nanobind_leak_reports(tmp_path):
+    """timm imports torchvision.ops, which imports torch._dynamo and with it triton; a command must
+    end without triton's nanobind bindings reporting objects leaked at the interpreter's exit."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-m", "bench.cli", "run", "--grid", "smoke", "--methods", "K-means", "--cluster",
+                           "debug", "--results", str(tmp_path)], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "K-means" in done.stdout  # the leaderboard was printed before the process ended
+    assert "nanobind" not in done.stdout + done.stderr, done.stderr
