@@ -6,7 +6,6 @@ Every user error (unknown names, bad options, missing data, unwritable directori
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import sys
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from bench.errors import BenchError, disk_full
+from bench.provenance import VERSION_COLUMNS
 
 # a full disk: what was finished is kept (every write is atomic), so freeing space and running again is enough
 DISK_FULL = ("no space left on device writing {}; free space there (or choose another --results DIR, or "
@@ -115,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "or <results>/reports/all without --grid)")
     rep.add_argument("--pool-orders", action="store_true",
                      help="average runs of different class orders (split.class_order_seed) together, with the seeds")
+    rep.add_argument("--by", choices=VERSION_COLUMNS, metavar="COLUMN",
+                     help="split every row by a version column of the runs (one of: %(choices)s), so that runs "
+                          "of different versions are never averaged together")
     rep.add_argument("--compare", nargs="+", metavar="WHAT",
                      help="paper: the paper's numbers beside the measured ones; A B: the paired difference of two "
                           "methods (labels as the tables show them) over the seeds they share")
@@ -479,6 +482,15 @@ def _print_leaderboard(results: Path, specs: Sequence[Any]) -> None:
     if len(frame):
         print()
         print(leaderboard(final_scores(frame), references=_references(specs)))
+        _warn_mixed_versions(frame)
+
+
+def _warn_mixed_versions(frame: Any) -> None:
+    """A warning per table cell that averages runs of different versions (torch, CUDA, weights...)."""
+    from bench.report.aggregate import mixed_versions
+
+    for line in mixed_versions(frame, VERSION_COLUMNS):
+        print(f"bench: warning: {line}", file=sys.stderr)
 
 
 def _references(specs: Sequence[Any]) -> tuple[str, ...]:
@@ -676,7 +688,7 @@ def _finished_runs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from bench.report import steps_figures, write_report
-    from bench.report.aggregate import backbone_label, final_scores
+    from bench.report.aggregate import backbone_label, final_scores, split_by
     from bench.report.table import render_table
     from bench.spec import write_atomic
 
@@ -692,6 +704,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.pool_orders:  # each (class order, seed) one sample of the cell, as mammoth and PyCIL average orders
         labelled["split"] = labelled["split"].str.replace(r" · order \d+$", " · class orders", regex=True)
     labels = list(dict.fromkeys(backbone_label(s.label, s.backbone, default_backbone) for s in specs))
+    if args.by:  # each label's rows by version, next to each other in the labels' order
+        labelled = split_by(labelled, args.by, VERSION_COLUMNS)
+        labels = [split for label in labels for split in sorted(set(labelled["label"]))
+                  if split.startswith(f"{label} · {args.by}=")]
+    _warn_mixed_versions(labelled)
     order = {"split": list(dict.fromkeys(s.split_label for s in specs)),
              "dataset": list(dict.fromkeys(s.dataset for s in specs)), "label": labels}
     references = _references(specs)
@@ -759,12 +776,37 @@ class _ReaderMayLeave:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """`bench ARGS`: the command's exit status. From the command line (no `argv`), the process then
+    ends without the interpreter's teardown (`_exit_now`); a caller that passes `argv` goes on."""
     stdout = sys.stdout
     sys.stdout = _ReaderMayLeave(stdout)
     try:
-        return _main(argv)
+        code = _main(argv)
+        if argv is None:
+            _exit_now(code)  # flushes through _ReaderMayLeave: a reader that left costs nothing
+        return code
     finally:
         sys.stdout = stdout
+
+
+def _exit_now(code: int) -> None:
+    """Do what the interpreter's exit does first (join threads, as idle executors' are told to end;
+    run the atexit handlers: worker pools, logging), flush, and end the process without the
+    interpreter's teardown: its final garbage collection of what torch allocated takes 1.4 s of a
+    light command's 1.5, and it is where nanobind (triton's bindings: torchvision.ops imports
+    torch._dynamo, which imports triton) prints ~30 lines of "nanobind: leaked ..." when objects
+    outlive it, as they did under the gc.freeze() that skipped that collection before."""
+    import atexit
+    import threading
+
+    threading._shutdown()  # type: ignore[attr-defined]  # CPython's own first step of Py_FinalizeEx
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (`bench ... | head`): nothing more to say
+            pass
+    os._exit(code)
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
@@ -776,9 +818,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     try:
         commands = {"run": cmd_run, "status": cmd_status, "cancel": cmd_cancel, "list": cmd_list,
                     "report": cmd_report, "cache": cmd_cache, "data": cmd_data, "metrics": cmd_metrics}
-        code = commands[args.command](args)
-        gc.freeze()  # the interpreter's exit then skips collecting what torch allocated (1.4 s of 1.5)
-        return code
+        return commands[args.command](args)
     except BenchError as err:
         print(f"bench: error: {err}", file=sys.stderr)
         return 2

@@ -36,6 +36,7 @@ from bench.bank import default_cache_dir, load_or_build, weights_identity
 from bench.features import Encoder, FeatureViews, LiveViews, extract
 from bench.tokens import LiveTokens, Prefix
 from bench import predictions
+from bench.provenance import VERSION_COLUMNS, provenance as versions
 from bench.rundir import (CHECKPOINT, DONE, ERROR, METRICS, RunBusy, check_writable, invalidate,  # noqa: F401
                           is_done, run_dir, set_aside, unreadable)
 from bench.spec import FEATURE_MODES, RunSpec, atomic_path, features_protocol, write_atomic
@@ -154,12 +155,13 @@ def _rebuilt(out: Path, bad: dict[str, str], log: Log) -> bool:
 
 def rebuilt_frame(out: Path) -> pd.DataFrame:
     """The metrics frame of a finished run from its spec.json and predictions.npz. What the damaged
-    file alone knew of the training (its host, device, SLURM job, times) is lost: those columns say
+    file alone knew of the training (its host, device, SLURM job, versions, times) is lost: those columns say
     `unknown` (duration NaN, started/ended the rebuild's time) and `rebuilt_from` names the source."""
     spec = RunSpec.from_json((out / "spec.json").read_text())
     rows = predictions.replay(out / predictions.PREDICTIONS)
     frame = _frame(spec, rows, torch.device("cpu"), _now(), float("nan"), _mapping_images(out))
-    return frame.assign(host="unknown", device="unknown", slurm_job_id="unknown",
+    # the version columns (the device among them) are the training's, not the rebuild's
+    return frame.assign(host="unknown", slurm_job_id="unknown", **dict.fromkeys(VERSION_COLUMNS, "unknown"),
                         rebuilt_from=predictions.PREDICTIONS)
 
 
@@ -266,7 +268,8 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
         _save_checkpoint(out / CHECKPOINT, state)
 
     rows.extend(evaluator.summary(rows, spec.n_steps))
-    frame = _frame(spec, rows, device, started_at, spent + time.monotonic() - clock, mapping_images)
+    frame = _frame(spec, rows, device, started_at, spent + time.monotonic() - clock, mapping_images,
+                   weights=backbone.weights)
     predictions.write(out, layout, stored)
     _write_metrics(out, frame)
     write_atomic(out / DONE, _now() + "\n")
@@ -472,7 +475,9 @@ def _from_safe(obj: Any) -> Any:
 
 
 def _frame(spec: RunSpec, rows: list[MetricRow], device: torch.device, started_at: str, duration: float,
-           mapping_images: str) -> pd.DataFrame:
+           mapping_images: str, weights: Any = False) -> pd.DataFrame:
+    """The run's metrics.parquet: its rows, what identifies the run, and its provenance, including the
+    versions that decide its numbers (`bench.provenance`; `weights`: what the backbone was loaded from)."""
     from registries import METHODS
 
     frame = pd.DataFrame([asdict(r) for r in rows])
@@ -486,7 +491,8 @@ def _frame(spec: RunSpec, rows: list[MetricRow], device: torch.device, started_a
     provenance = dict(
         bench_version=bench.__version__, git_commit=_git_commit(), host=socket.gethostname(),
         device=torch.cuda.get_device_name(device) if device.type == "cuda" else device.type,
-        slurm_job_id=_slurm_job_id(), started_at=started_at, ended_at=_now(), duration_s=float(duration))
+        slurm_job_id=_slurm_job_id(), started_at=started_at, ended_at=_now(), duration_s=float(duration),
+        **versions(device, weights))
     for key, value in {**identity, **provenance}.items():
         frame[key] = value
     frame = frame[list(identity) + ["step", "group", "flavour", "metric", "value"] + list(provenance)]

@@ -157,6 +157,7 @@ def test_unreadable_metrics_are_rebuilt_from_the_predictions_without_training(fi
     pd.testing.assert_frame_equal(rebuilt[identity].sort_values(keys).reset_index(drop=True),
                                   original[identity].sort_values(keys).reset_index(drop=True))
     assert (rebuilt["rebuilt_from"] == PREDICTIONS).all() and (rebuilt["device"] == "unknown").all()
+    assert (rebuilt["torch_version"] == "unknown").all() and (rebuilt["weights_sha256"] == "unknown").all()
     assert (run / "DONE").exists() and len(list(run.glob(f"damaged-*/{METRICS}"))) == (damage == "truncated")
     assert main(["metrics", "recompute", "--results", str(tmp_path)]) == 0  # and from now on it is a finished run
     assert "0 changed, 2 unchanged, 0 rebuilt" in capsys.readouterr().out

@@ -110,3 +110,38 @@ def step_forgetting(frame: pd.DataFrame, order: Mapping[str, Sequence[str]] | No
     out = (both.groupby(KEYS + ["step"], observed=True)["value"]
            .agg(mean="mean", std=lambda v: v.std(ddof=1), n="count").reset_index())
     return out.sort_values(KEYS + ["step"]).reset_index(drop=True)
+
+
+NOT_RECORDED = "not recorded"  # a version column of a run written before runs recorded it
+
+
+def _version_values(frame: pd.DataFrame, column: str) -> pd.Series:
+    """`column` of every row as a string, "not recorded" where the run predates the column."""
+    if column not in frame:
+        return pd.Series(NOT_RECORDED, index=frame.index)
+    return frame[column].astype("string").fillna(NOT_RECORDED).astype(str)
+
+
+def mixed_versions(frame: pd.DataFrame, columns: Sequence[str]) -> list[str]:
+    """One line per table cell (split, dataset, label) whose runs differ in a version column (torch,
+    CUDA, the weights file...): averaging those would mix what the versions changed into the seeds'
+    spread. Columns absent from every run are ignored (runs recorded before them)."""
+    present = [c for c in columns if c in frame]
+    if frame.empty or not present:
+        return []
+    values = frame[KEYS + ["run_id"]].astype(str).assign(**{c: _version_values(frame, c) for c in present})
+    lines = []
+    for cell, runs in values.drop_duplicates().groupby(KEYS, sort=False):
+        differing = [f"{c} {' | '.join(sorted(runs[c].unique()))}" for c in present if runs[c].nunique() > 1]
+        if differing:
+            lines.append(f"{' / '.join(cell)}: its {runs['run_id'].nunique()} runs differ in "
+                         f"{'; '.join(differing)} (averaged; `bench report --by COLUMN` splits them)")
+    return lines
+
+
+def split_by(frame: pd.DataFrame, column: str, columns: Sequence[str]) -> pd.DataFrame:
+    """The frame with each label split by `column` (one of `columns`): `<label> · <column>=<value>`,
+    so that runs of different versions are rows of their own, as other backbones are."""
+    if column not in columns:
+        raise ValueError(f"cannot split by {column!r}; choose from {', '.join(columns)}")
+    return frame.assign(label=frame["label"].astype(str) + f" · {column}=" + _version_values(frame, column))

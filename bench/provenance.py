@@ -1,0 +1,72 @@
+"""What decides a run's numbers besides its spec: library versions, the CUDA stack, the backbone's
+weights file. Every run records them as columns of its `metrics.parquet` (see `runner._frame` and
+results/README.md), and `bench report` warns when it would average runs that differ in them.
+
+Float results differ in their last bits between torch releases, CUDA/cuDNN versions, GPUs and even
+x86 CPUs; a weights file replaced under the same name changes everything. Recording these makes such
+a difference visible rather than averaged away."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # torch is imported where versions are read: `bench report` reads VERSION_COLUMNS without it
+    import torch
+
+# The columns a report must not silently average over (`device` is the GPU's name, or "cpu").
+VERSION_COLUMNS = ("torch_version", "torchvision_version", "timm_version", "numpy_version", "cuda_version",
+                   "cudnn_version", "device", "weights_sha256")
+
+_CHUNK = 1 << 20
+# sha256 of weights files by (resolved path, size, mtime in ns): a ViT-B/16 file is 350 MB (about 1 s
+# to hash), read once per process however many runs a warm worker executes with it.
+_HASHES: dict[tuple[str, int, int], str] = {}
+
+
+def library_versions() -> dict[str, str]:
+    """The versions of the libraries that compute a run: torch, torchvision, timm, numpy."""
+    import numpy
+    import timm
+    import torch
+    import torchvision
+
+    return dict(torch_version=torch.__version__, torchvision_version=torchvision.__version__,
+                timm_version=timm.__version__, numpy_version=numpy.__version__)
+
+
+def cuda_versions(device: torch.device) -> dict[str, str]:
+    """CUDA's and cuDNN's versions when the run computes on a CUDA device; empty strings otherwise
+    (a CUDA build of torch running on the CPU uses neither)."""
+    import torch
+
+    if device.type != "cuda":
+        return dict(cuda_version="", cudnn_version="")
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return dict(cuda_version=torch.version.cuda or "", cudnn_version="" if cudnn is None else str(cudnn))
+
+
+def weights_sha256(pretrained: Any) -> str:
+    """The sha256 of the backbone's weights when they come from a local file (`backbone.pretrained`
+    a path, or a paper backbone's file in --weights-dir); an empty string for hub weights (True) and
+    random ones (False). Computed once per process per file (by path, size and mtime)."""
+    if not isinstance(pretrained, (str, Path)):
+        return ""
+    path = Path(pretrained).expanduser()
+    if not path.is_file():
+        return ""
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _HASHES:
+        digest = hashlib.sha256()
+        with path.open("rb") as f:
+            while chunk := f.read(_CHUNK):
+                digest.update(chunk)
+        _HASHES[key] = digest.hexdigest()
+    return _HASHES[key]
+
+
+def provenance(device: torch.device, pretrained: Any) -> dict[str, str]:
+    """The version columns of a run that computed on `device` with backbone weights `pretrained`
+    (`device` itself is recorded by the runner, as the GPU's name)."""
+    return {**library_versions(), **cuda_versions(device), "weights_sha256": weights_sha256(pretrained)}
