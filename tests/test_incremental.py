@@ -270,3 +270,31 @@ def test_a_summed_clustering_loss_takes_its_regulariser_with_it(reduction, expec
     execute(spec, tmp_path)
     main_stage = seen[1::2]  # each step: warm-up, then main
     assert main_stage == [pytest.approx(expected)] * 2
+
+
+def test_a_fine_tuned_methods_refitted_maps_are_read_through_the_moved_encoder_and_recompute(tmp_path, monkeypatch):
+    """EwC fine-tunes its last block, so after step 1 task 0's head reads other features than when its
+    map was frozen: the runner reads task 0's head on its mapping images again after step 1 has
+    learned (and stores it), the run reports A and F in `wo_refit`, and the stored predictions
+    recompute every flavour's rows."""
+    import numpy as np
+
+    from bench.predictions import PREDICTIONS, replay
+    from methods.ewc import EwC
+
+    events = []
+    learn, read = EwC.learn, runner._task_predictions
+    monkeypatch.setattr(EwC, "learn", lambda self, step: events.append(f"learn {step.index}") or learn(self, step))
+    monkeypatch.setattr(runner, "_task_predictions",
+                        lambda method, inputs, task, index: events.append(f"read {task}") or read(method, inputs, task, index))
+    (spec,) = tiny_vit_specs("EwC", preset="code")
+    out = execute(spec, tmp_path)
+    assert events == ["learn 0", "read 0", "learn 1", "read 0", "read 1"]
+    frame = pd.read_parquet(out / METRICS)
+    assert set(frame["reported_A"]) == {"wo_refit/A"} and set(frame["reported_F"]) == {"wo_refit/F"}
+    with np.load(out / PREDICTIONS) as stored:
+        assert len(stored["refit_pred_1_0"]) == len(stored["val_pred_0"]) and "refit_pred_0_0" not in stored
+    now = {(r.step, r.group, r.flavour, r.metric): r.value for r in replay(out / PREDICTIONS)}
+    recorded = frame.set_index(["step", "group", "flavour", "metric"])["value"].to_dict()
+    assert {k for k in recorded if k[2] == "wo_refit"} and now.keys() == recorded.keys()
+    assert all(now[k] == pytest.approx(recorded[k]) for k in recorded)
