@@ -41,7 +41,8 @@ def _parse_options(pairs: Sequence[str]) -> dict[str, Any]:
 
 def _add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grid", default="demo", help="grid name (see `bench list grids`); default: demo")
-    p.add_argument("--methods", nargs="+", metavar="M", help="methods to run, optionally with a preset: Baseline:code")
+    p.add_argument("--methods", nargs="+", metavar="M",
+                   help="methods to run, optionally with a preset: Baseline:equations (default: code)")
     p.add_argument("--datasets", nargs="+", metavar="D")
     p.add_argument("--splits", nargs="+", metavar="S")
     p.add_argument("--seeds", nargs="+", type=int, metavar="N")
@@ -611,14 +612,16 @@ def cmd_metrics(args: argparse.Namespace) -> int:
                   + "; ".join(outcome.changed[:3]))
         elif outcome.status == "rebuilt":
             print(f"{outcome.run.name}: {outcome.changed[0]} from its stored predictions")
+        elif outcome.status == "not rebuilt":
+            print(f"{outcome.run.name}: {outcome.changed[0]}")
         elif outcome.status != "unchanged":
             print(f"{outcome.run.name}: skipped, {outcome.status} (recorded before runs kept them); left as it is")
     counts = {status: sum(o.status == status for o in outcomes)
-              for status in ("changed", "unchanged", "rebuilt", "no stored predictions")}
+              for status in ("changed", "unchanged", "rebuilt", "not rebuilt", "no stored predictions")}
     print(f"recomputed {len(runs)} finished run(s): {counts['changed']} changed, {counts['unchanged']} unchanged, "
-          f"{counts['rebuilt']} rebuilt, "
-          f"{counts['no stored predictions']} without stored predictions")
-    return 0
+          f"{counts['rebuilt']} rebuilt, " + (f"{counts['not rebuilt']} not rebuilt, " if counts["not rebuilt"] else "")
+          + f"{counts['no stored predictions']} without stored predictions")
+    return 1 if counts["not rebuilt"] else 0
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
@@ -657,11 +660,12 @@ def _finished_runs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
     from collections import Counter
 
     from bench.rundir import DONE
-    from bench.spec import Block, Grid, RunSpec
+    from bench.spec import Block, Grid, RunSpec, parse_method
 
     if args.cfg_options:
         raise BenchError("--cfg-options selects runs of a grid: name it with --grid (without --grid, bench report "
                          "reports every finished run under the results root)")
+    selected = {parse_method(entry) for entry in args.methods or ()}
     specs = []
     for directory in sorted((Path(args.results) / "runs").glob("*/")):
         if not (directory / DONE).exists():
@@ -672,7 +676,7 @@ def _finished_runs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
             print(f"bench: warning: skipping run {directory.name}: cannot read {directory / 'spec.json'} "
                   f"({type(err).__name__}); `bench run` re-runs it", file=sys.stderr)
             continue
-        if ((args.methods and Block._entry(spec) not in args.methods)  # `Baseline:code` names a preset, as in grids
+        if ((args.methods and (spec.method, spec.preset) not in selected)  # `Baseline:equations` names a preset, as in grids
                 or (args.datasets and spec.dataset not in args.datasets) or (args.splits and spec.split not in args.splits)
                 or (args.seeds and spec.seed not in args.seeds) or (args.backbones and spec.backbone not in args.backbones)):
             continue
@@ -822,6 +826,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
     except BenchError as err:
         print(f"bench: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # stdout is _ReaderMayLeave: a closed stderr (`2>&1 | head`), not an error
+        return 0
     except OSError as err:
         if not disk_full(err):
             raise
@@ -831,9 +837,6 @@ def _main(argv: Sequence[str] | None = None) -> int:
         print("bench: interrupted; finished runs are kept, the others resume from their last step on the next "
               "`bench run`", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # `bench run --dry-run | head`: the reader has seen enough, not an error
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ without stored predictions (recorded before they were kept) is listed and left a
 """
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pandas as pd
 
 from bench.predictions import PREDICTIONS, replay
 from bench.rundir import DONE, METRICS, unreadable
+from bench.spec import atomic_path
 
 KEYS = ["step", "group", "flavour", "metric"]
 
@@ -24,7 +24,8 @@ KEYS = ["step", "group", "flavour", "metric"]
 @dataclass
 class Recomputed:
     run: Path
-    status: str  # "unchanged", "changed", "rebuilt" (metrics.parquet unreadable), "no stored predictions"
+    status: str  # "unchanged", "changed", "rebuilt" (metrics.parquet unreadable), "not rebuilt" (its
+    #              predictions unreadable too, or the run is being run), "no stored predictions"
     changed: list[str]  # "flavour/metric (group, step t): old → new", at most a few, for the report
 
     @property
@@ -40,9 +41,14 @@ def recompute_run(run: Path, write: bool = True) -> Recomputed:
     if damaged is not None:  # missing or damaged: the whole file again from the predictions, not a re-run
         if not write:
             return Recomputed(run, "rebuilt", [f"{METRICS} unreadable ({damaged}): would be rebuilt"])
-        from bench.runner import rebuild_metrics
+        from bench.runner import RunBusy, rebuild_metrics
 
-        rebuild_metrics(run)
+        try:
+            if rebuild_metrics(run) is None:
+                return Recomputed(run, "not rebuilt", [f"{METRICS} unreadable ({damaged}) and cannot be rebuilt from "
+                                                       f"{PREDICTIONS} (see its log.txt): `bench run` runs it again"])
+        except RunBusy:
+            return Recomputed(run, "not rebuilt", [f"{METRICS} unreadable ({damaged}); the run is being run"])
         return Recomputed(run, "rebuilt", [f"{METRICS} unreadable ({damaged}): rebuilt"])
     old = pd.read_parquet(run / METRICS)
     rows = pd.DataFrame([asdict(r) for r in replay(run / PREDICTIONS)])
@@ -55,9 +61,8 @@ def recompute_run(run: Path, write: bool = True) -> Recomputed:
     if not changed:
         return Recomputed(run, "unchanged", [])
     if write:
-        tmp = run / f".{METRICS}.{os.getpid()}.tmp"
-        new.to_parquet(tmp, index=False)
-        tmp.replace(run / METRICS)
+        with atomic_path(run / METRICS) as tmp:  # removed if the write fails (a full disk)
+            new.to_parquet(tmp, index=False)
     return Recomputed(run, "changed", changed)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import pickle
 import random
 import socket
 import subprocess
@@ -20,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 import pandas as pd
@@ -423,13 +424,34 @@ def _task_predictions(method: Any, inputs: Any, task: int, index: np.ndarray) ->
     return _predict(method, inputs.batches("val", index), task, np.ones(len(index), dtype=bool), unified=False)[1]
 
 
+def _numpy_data_globals() -> list[Any]:
+    """What a checkpoint written before numpy values were stored as tensors needs to be read: numpy's
+    array and scalar constructors and dtypes. They build data from bytes and run nothing else, so
+    allowing them keeps `weights_only`'s guarantee (torch's documentation allows them the same way)."""
+    core = getattr(np, "_core", None) or np.core  # numpy 2 moved `core` to `_core`
+    dtypes = {type(np.dtype(t)) for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+                                          np.uint32, np.uint64, np.float16, np.float32, np.float64)}
+    return [core.multiarray._reconstruct, core.multiarray.scalar, np.ndarray, np.dtype, *dtypes]
+
+
+def _load_weights_only(path: Path) -> Any:
+    """`torch.load(weights_only=True)`, with numpy's data constructors allowed for the checkpoints of runs
+    in progress when bench began storing numpy values as tensors: those runs resume instead of
+    starting over."""
+    try:
+        return torch.load(path, weights_only=True)
+    except pickle.UnpicklingError:
+        with torch.serialization.safe_globals(_numpy_data_globals()):
+            return torch.load(path, weights_only=True)
+
+
 def _read_checkpoint(out: Path, log: Log) -> dict[str, Any] | None:
     """The last step's checkpoint, or None; one that cannot be read is set aside (the run starts over)."""
     if not (out / CHECKPOINT).exists():
         return None
     try:
         # weights_only: reading a checkpoint never runs code from it (a pickle can name any callable)
-        state = _from_safe(torch.load(out / CHECKPOINT, weights_only=True))
+        state = _from_safe(_load_weights_only(out / CHECKPOINT))
         if not isinstance(state, dict) or not {"step", "method", "evaluator", "rows"} <= set(state):
             raise ValueError("not a bench checkpoint")
         return state
@@ -474,6 +496,23 @@ def _from_safe(obj: Any) -> Any:
     return obj
 
 
+def tail_precision(spec: RunSpec, inputs: str, device: torch.device) -> str:
+    """What the trained blocks computed in: `precision.tails` on CUDA, fp32 on the CPU, "" for a method
+    without trained blocks. Runs finished on CUDA before the key existed computed in bf16 and keep
+    their ids (the key is left out of them at fp32): this column tells them apart."""
+    if inputs != "tokens":
+        return ""
+    return spec.config.get("precision", {}).get("tails", "fp32") if device.type == "cuda" else "fp32"
+
+
+def reported_sources(declared: Mapping[str, tuple[str, str]], rows: list[MetricRow]) -> dict[str, str]:
+    """"flavour/metric" of the summary row each reported metric is: what the method declares, or its
+    frozen-map `wo` row where the run has no `wo_refit` rows (stored predictions recorded before the
+    re-fitted maps were kept, rebuilt into a metrics file)."""
+    present = {(r.flavour, r.metric) for r in rows if r.group == "summary"}
+    return {name: "/".join(source if source in present else ("wo", source[1])) for name, source in declared.items()}
+
+
 def _frame(spec: RunSpec, rows: list[MetricRow], device: torch.device, started_at: str, duration: float,
            mapping_images: str, weights: Any = False) -> pd.DataFrame:
     """The run's metrics.parquet: its rows, what identifies the run, and its provenance, including the
@@ -482,9 +521,10 @@ def _frame(spec: RunSpec, rows: list[MetricRow], device: torch.device, started_a
 
     frame = pd.DataFrame([asdict(r) for r in rows])
     cls = METHODS.get(spec.method)
+    reported = reported_sources(cls.reported, rows)
     identity = dict(run_id=spec.run_id, method=spec.method, preset=spec.preset, label=spec.label,
                     dataset=spec.dataset, split=spec.split_label, n_steps=spec.n_steps, backbone=spec.backbone,
-                    seed=spec.seed, reported_A="/".join(cls.reported["A"]), reported_F="/".join(cls.reported["F"]),
+                    seed=spec.seed, reported_A=reported["A"], reported_F=reported["F"],
                     features=features_protocol(spec.config, inputs=cls.inputs, trains_on_views=cls.trains_on_views,
                                                warms_up_on_features=cls.warms_up_on_features),
                     mapping_images=mapping_images)
@@ -492,7 +532,7 @@ def _frame(spec: RunSpec, rows: list[MetricRow], device: torch.device, started_a
         bench_version=bench.__version__, git_commit=_git_commit(), host=socket.gethostname(),
         device=torch.cuda.get_device_name(device) if device.type == "cuda" else device.type,
         slurm_job_id=_slurm_job_id(), started_at=started_at, ended_at=_now(), duration_s=float(duration),
-        **versions(device, weights))
+        **versions(device, weights), tail_precision=tail_precision(spec, cls.inputs, device))
     for key, value in {**identity, **provenance}.items():
         frame[key] = value
     frame = frame[list(identity) + ["step", "group", "flavour", "metric", "value"] + list(provenance)]

@@ -272,8 +272,8 @@ def _read_config(path: str) -> dict[str, Any]:
 
 def _preset(method: str, preset: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The preset's dict and its per-dataset/split overrides: `equations` as written; `code` as its
-    changes to `equations`; any other preset as its changes to `code`. A preset without overrides of
-    its own takes `code`'s (a variant of the authors' runs keeps their per-dataset schedules)."""
+    changes to `equations`; any other preset as its changes to `code`, its overrides merged over
+    `code`'s (a variant of the authors' runs keeps their per-dataset schedules)."""
     from registries import PRESETS_DIR
     from registries.catalogue import method_info, method_names
 
@@ -289,7 +289,10 @@ def _preset(method: str, preset: str) -> tuple[dict[str, Any], dict[str, Any]]:
     for layer in layers:
         params.update(cfg[layer])
     overrides = cfg.get("overrides", {})
-    return params, overrides.get(preset, {} if preset == EQUATIONS else overrides.get(DEFAULT_PRESET, {}))
+    merged: dict[str, Any] = {}
+    for layer in layers[1:] if preset != EQUATIONS else layers:  # `equations` has its own, from no other
+        merged = deep_merge(merged, overrides.get(layer, {}))
+    return params, merged
 
 
 def load_preset(method: str, preset: str) -> tuple[dict[str, Any], dict[str, Any]]:

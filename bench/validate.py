@@ -2,7 +2,7 @@
 replaces, its range where one exists, its choices where there are some. One line names the key, the
 value and what is valid, so that `method.epochs=abc` or `method.epochs=-3` never reaches a run.
 
-The type comes from the default: the method's `paper` preset for `method` keys, `DEFAULT_SECTIONS`
+The type comes from the default: the method's `equations` dict (which names every key) for `method` keys, `DEFAULT_SECTIONS`
 for `features` and `backbone`, the reader's signature for `dataset` options. Ranges follow from the
 key's name (every `*epochs` is a count of at least 1, every `*batch_size` too, ...), choices from the
 method class (`Method.hparam_choices`) and from `bench.spec` for the shared sections.
@@ -78,7 +78,7 @@ def check_value(key: str, value: Any, default: Any, choices: Mapping[str, tuple[
 
 def check_method(params: Mapping[str, Any], defaults: Mapping[str, Any], choices: Mapping[str, tuple[Any, ...]],
                  n_steps: int) -> None:
-    """A run's `method` section against its preset's `paper` values and the class's choices."""
+    """A run's `method` section against its preset file's `equations` values and the class's choices."""
     for key, value in params.items():
         dotted = f"method.{key}"
         if key == "epochs_per_step":  # None, or one epoch count per step

@@ -3,7 +3,9 @@ the banks per dataset.
 
     python benchmarks/cost_model.py [--throughput 3000] [--measure]
 
-The grid: the eleven methods (`paper` presets' epochs and stages), five datasets, two splits, three
+The grid: the eleven methods (each at one epoch count per stage: 200 for the heads, 100 + 100 for EwC,
+LwF and DER; DER's own scripts, its `code` default, run 35 to 80 + the same, so its share here is an
+upper bound; Baseline's shorter later steps are left out), five datasets, two splits, three
 seeds, DINO ViT-B/16 at 224. The unit of cost is one transformer block's forward pass on one image;
 ViT-B/16's blocks are identical, so a full forward is 12 units (patch embedding and head are left
 out), and a trained block's backward costs twice its forward.

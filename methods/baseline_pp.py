@@ -7,9 +7,9 @@ features replayed from Gaussians around the stored per-class prototypes of earli
 of each step the prototypes of its classes are computed from its own images and head and stored;
 old images are never read again. Task-agnostic inference uses the student.
 
-Presets: `paper` normalises the student's weights every batch, draws replay per class with the
+Presets: `equations` normalises the student's weights every batch, draws replay per class with the
 class's own σ, replays as many features per batch as the batch holds, trains 200 epochs and
-fine-tunes the previous student (cumulative); `code` reproduces the authors' scripts (no weight
+fine-tunes the previous student (cumulative); `code`, the default, reproduces the authors' scripts (no weight
 normalisation, one shared σ̄, a fixed count per previous class, 100 epochs, re-initialised from the
 Baseline heads at every step, per-class variances ÷ (n − 1) as `torch.var`).
 """

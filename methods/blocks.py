@@ -145,7 +145,8 @@ class PrototypeStats:
     @torch.no_grad()
     def add_step(self, features: torch.Tensor, pseudo_labels: torch.Tensor, n_classes: int,
                  unbiased: bool = False) -> None:
-        """The step's classes' statistics; `unbiased` divides the variance by n − 1 (FRoST's code),
+        """The step's classes' statistics; `unbiased` divides the variance by n − 1 (the authors' code for
+        Baseline++ and FRoST, `torch.var`),
         a one-sample class keeping variance 0 either way."""
         for k in pseudo_labels.unique().tolist():
             x = features[pseudo_labels == k].float()

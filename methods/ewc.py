@@ -6,7 +6,8 @@
 where after each step, on the step's images (plain view), F_new is the mean over images of the
 squared gradient of the cross-entropy of h^t's raw cosine logits against their own argmax (FACIL's
 `grad² · batch size`, divided by ⌊N/B⌋·B as the code does), fused F ← α F + (1 − α) F_new, and the
-single anchor θ* is overwritten with the current tail. λ: 8000 (`paper`), 10000 (`code`).
+single anchor θ* is overwritten with the current tail. λ: 10000 (`code`, the default), 8000
+(`equations`, where the summed swapped loss doubles the penalty with it: finetuned.py).
 """
 from __future__ import annotations
 

@@ -6,10 +6,11 @@ student's prefix tokens):
     L = L_SK(h^t) + w · Σ_{s<t} KD(h^s(g(x¹)), h_old^s(g_old(x¹)))       (a sum over old heads, as the code)
 
 KD is FACIL's: both softmaxes raised to 1/T (T = 2) and renormalised, the predicted one smoothed by
-ε/C. `standard` (the `paper` preset) is −Σ p_old · log p̃_new, the knowledge-distillation direction
-LwF means; `reversed` (the `code` preset) is the authors' −Σ p_new · log p̃_old, whose gradient
-reaches the student through the weights p_new. Tab. 5's LwF numbers came from the code, so
-`LwF:code` is the row to set beside them.
+ε/C. `standard` (the `equations` preset) is −Σ p_old · log p̃_new, the knowledge-distillation direction
+LwF means; `reversed` (the `code` preset, the default) is the authors' −Σ p_new · log p̃_old, whose
+gradient reaches the student through the weights p_new. Tab. 5's LwF numbers came from the code, so
+the default `LwF` row is the one to set beside them. w is in units of the code's mean swapped loss:
+under a summed one (`equations`) the term doubles with it.
 """
 from __future__ import annotations
 

@@ -118,3 +118,18 @@ def test_a_bench_command_that_imports_triton_ends_without_nanobind_leak_reports(
     assert done.returncode == 0, done.stderr
     assert "K-means" in done.stdout  # the leaderboard was printed before the process ended
     assert "nanobind" not in done.stdout + done.stderr, done.stderr
+
+
+def test_tail_precision_says_what_the_trained_blocks_computed_in():
+    """Tail runs finished on CUDA before `precision.tails` existed ran in bf16 and keep their ids: the
+    column tells them apart from today's fp32 ones (a GPU is not needed to check what it would say)."""
+    import torch
+
+    from bench.runner import tail_precision
+    from tests.helpers import tiny_specs
+
+    (spec,) = tiny_specs(methods=["EwC"], backbone="timm:vit_tiny_patch16_224")
+    (bf16,) = tiny_specs(methods=["EwC"], backbone="timm:vit_tiny_patch16_224", **{"precision.tails": "bf16"})
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert (tail_precision(spec, "tokens", cuda), tail_precision(bf16, "tokens", cuda)) == ("fp32", "bf16")
+    assert tail_precision(bf16, "tokens", cpu) == "fp32" and tail_precision(spec, "features", cuda) == ""

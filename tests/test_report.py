@@ -481,3 +481,19 @@ def test_compare_two_methods_from_the_command_line(tmp_path, capsys):
     assert (tmp_path / "reports" / "smoke" / "compare_Baseline_vs_K-means.md").exists()
     assert main(["report", *argv, "--compare", "Baseline", "EwC"]) == 2
     assert "--compare takes `paper` or two method labels of the report; got Baseline EwC; labels: " in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("preset, old_label, label", [("code", "K-means [code]", "K-means"),
+                                                      ("paper", "K-means", "K-means [equations]")])
+def test_runs_recorded_under_the_old_preset_names_land_in_todays_rows(preset, old_label, label, tmp_path):
+    """Before `code` became the default, the authors' configuration was labelled "[code]" and the paper's
+    text was the default `paper`: reports label a run from its method and preset as they are named now."""
+    from bench.report.load import load_metrics
+    from bench.runner import METRICS, execute
+    from tests.helpers import tiny_specs
+
+    (spec,) = tiny_specs(methods=["K-means"])
+    out = execute(spec, tmp_path)
+    frame = pd.read_parquet(out / METRICS)
+    frame.assign(preset=preset, label=old_label).to_parquet(out / METRICS, index=False)
+    assert set(load_metrics([out])["label"]) == {label}

@@ -89,3 +89,19 @@ def test_every_feature_method_resumes_from_a_weights_only_checkpoint(method, tmp
     keys = ["step", "group", "flavour", "metric"]
     pd.testing.assert_frame_equal(whole.sort_values(keys)[keys + ["value"]].reset_index(drop=True),
                                   resumed.sort_values(keys)[keys + ["value"]].reset_index(drop=True))
+
+
+def test_a_checkpoint_written_before_numpy_values_became_tensors_still_resumes(tmp_path, monkeypatch):
+    """Runs in progress when bench began storing numpy values as tensors hold raw numpy arrays in their
+    checkpoints: numpy's data constructors are allowed for them (nothing else), so they resume instead
+    of starting over."""
+    import bench.runner as runner
+
+    monkeypatch.setattr(runner, "_to_safe", lambda state: state)  # how checkpoints were written before
+    (spec,) = tiny_specs(methods=["Baseline"], splits=["5-step"], **{"dataset.num_classes": 10})
+    whole = pd.read_parquet(execute(spec, tmp_path / "whole") / METRICS)
+    out = killed_then_resumed(spec, tmp_path / "resumed", METHODS.get("Baseline"), 2, monkeypatch)
+    assert "checkpoint unreadable" not in (out / "log.txt").read_text()
+    keys = ["step", "group", "flavour", "metric"]
+    pd.testing.assert_frame_equal(whole.sort_values(keys)[keys + ["value"]].reset_index(drop=True),
+                                  pd.read_parquet(out / METRICS).sort_values(keys)[keys + ["value"]].reset_index(drop=True))

@@ -37,10 +37,25 @@ def load_metrics(run_dirs: Iterable[Path], warn: Callable[[str], None] = _warn) 
             continue
         if "features" not in frame:
             frame["features"] = _legacy_features(d)
+        if {"method", "preset"} <= set(frame.columns):
+            frame["label"] = _current_label(frame)
         frames.append(frame)
     if not frames:
         return pd.DataFrame(columns=COLUMNS)
     return pd.concat(frames, ignore_index=True)
+
+
+# Before issue 20 the default preset was `paper` (the paper's text, today's `equations`) and the
+# authors' configuration was the `code` variant, labelled "EwC [code]": a run's label is made again
+# from its method and preset, so such runs land in the rows they belong to today.
+LEGACY_PRESETS = {"paper": "equations"}
+
+
+def _current_label(frame: pd.DataFrame) -> pd.Series:
+    from bench.spec import method_label
+
+    return pd.Series([method_label(m, LEGACY_PRESETS.get(p, p)) for m, p in zip(frame["method"], frame["preset"])],
+                     index=frame.index, dtype=object)
 
 
 def _legacy_features(run: Path) -> str:

@@ -25,7 +25,7 @@ EXTRA = ["#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e65
 
 
 def method_colour(label: str) -> str:
-    """The paper methods' fixed colours; a preset variant (`Baseline [code]`) keeps its method's
+    """The paper methods' fixed colours; a preset variant (`Baseline [equations]`) keeps its method's
     colour (drawn dashed), any other label a stable colour from its name's hash."""
     base = label.split(" [")[0]
     if base in PALETTE:
