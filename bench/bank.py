@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, TypeVar
 
 from bench.errors import BenchError, disk_full, first_line
+from bench.storage import unwritable
 
 if TYPE_CHECKING:
     import torch
@@ -366,14 +367,10 @@ def bank_bytes_bound(images: int, views: int, dim: int, tokens: int = 1, bytes_p
 def check_cache(cache: Path, needed: int, what: str) -> None:
     """Refuse in one line, before anything runs, a cache that cannot be written or has less free space
     than the `needed` bytes of the banks (`what`) the pending runs would build."""
-    try:
-        (Path(cache) / "banks").mkdir(parents=True, exist_ok=True)
-        probe = Path(cache) / "banks" / f".write-test-{os.getpid()}"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as err:
+    err = unwritable(Path(cache) / "banks")
+    if err is not None:
         raise BenchError(f"bank cache {cache} is not writable ({err.strerror}) and the runs must build {what}; "
-                         f"choose another with --cache-dir DIR or BENCH_CACHE_DIR") from None
+                         f"choose another with --cache-dir DIR or BENCH_CACHE_DIR")
     free = shutil.disk_usage(cache).free
     if needed > free:
         raise BenchError(f"bank cache {cache} has {free / 2**30:.2f} GiB free and the runs must build {what} "

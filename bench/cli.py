@@ -569,7 +569,7 @@ def _compare_methods(frame: Any, labels: Sequence[str], out: Path, suffix: str) 
 
     from bench.report.aggregate import seed_values
     from bench.report.stats import paired_differences
-    from bench.spec import write_atomic
+    from bench.storage import write_atomic
 
     values = seed_values(frame)
     known = list(dict.fromkeys(values["label"]))
@@ -694,7 +694,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from bench.report import steps_figures, write_report
     from bench.report.aggregate import backbone_label, final_scores, split_by
     from bench.report.table import render_table
-    from bench.spec import write_atomic
+    from bench.storage import write_atomic
 
     grid, specs = _expand(args) if args.grid else _finished_runs(args)
     frame = _load_frame(args.results, specs)

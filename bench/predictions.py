@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.evaluate import Evaluator, MetricRow, TaskLayout
-from bench.spec import atomic_path
+from bench.storage import atomic_path
 
 PREDICTIONS = "predictions.npz"
 

@@ -16,7 +16,7 @@ import pandas as pd
 
 from bench.predictions import PREDICTIONS, replay
 from bench.rundir import DONE, METRICS, unreadable
-from bench.spec import atomic_path
+from bench.storage import atomic_path
 
 KEYS = ["step", "group", "flavour", "metric"]
 

@@ -3,13 +3,13 @@ which run nothing (`--dry-run`, `status`, the "nothing to run" check) need, with
 from __future__ import annotations
 
 import json
-import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
 from bench.errors import BenchError, first_line
 from bench.spec import RunSpec
+from bench.storage import unwritable
 
 DONE, ERROR, CHECKPOINT, METRICS = "DONE", "error.txt", "checkpoint.pt", "metrics.parquet"
 
@@ -68,11 +68,7 @@ def invalidate(results: Path, spec: RunSpec) -> None:
 
 def check_writable(results: Path) -> None:
     """Fail early, with one line, when the results directory cannot be written."""
-    try:
-        (Path(results) / "runs").mkdir(parents=True, exist_ok=True)
-        probe = Path(results) / "runs" / f".write-test-{os.getpid()}"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as err:
+    err = unwritable(Path(results) / "runs")
+    if err is not None:
         raise BenchError(f"results directory {results} is not writable ({err.strerror}); "
-                         f"choose another with --results DIR") from None
+                         f"choose another with --results DIR")

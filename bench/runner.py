@@ -9,7 +9,6 @@ evaluator.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import pickle
 import random
@@ -21,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import pandas as pd
@@ -40,7 +39,8 @@ from bench import predictions
 from bench.provenance import VERSION_COLUMNS, provenance as versions
 from bench.rundir import (CHECKPOINT, DONE, ERROR, METRICS, RunBusy, check_writable, invalidate,  # noqa: F401
                           is_done, run_dir, set_aside, unreadable)
-from bench.spec import FEATURE_MODES, RunSpec, atomic_path, features_protocol, write_atomic
+from bench.spec import FEATURE_MODES, RunSpec, features_protocol
+from bench.storage import atomic_path, write_atomic
 
 def seed_everything(seed: int) -> None:
     random.seed(seed)

@@ -22,20 +22,17 @@ checked (`bench.validate`) before anything runs:
 """
 from __future__ import annotations
 
-import contextlib
 import copy
-import errno
 import functools
 import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from mmengine.config import Config
 
-from bench.errors import BenchError, disk_full, unknown
+from bench.errors import BenchError, unknown
 
 SPLITS: dict[str, int] = {"2-step": 2, "5-step": 5, "10-step": 10}
 # How `bench report` lays out a block's table (bench/report/layouts.py builds each); named here so
@@ -470,25 +467,3 @@ def first_trainable_block(depth: int, trainable: int | str) -> int:
         raise ValueError(f"cannot unfreeze the last {trainable} blocks of a {depth}-block backbone; choose 1..{depth} "
                          f"or a block name ({names[0]} .. {names[-1]})")
     return depth - int(trainable)
-
-
-def write_atomic(path: Path, data: bytes | str) -> None:
-    """Write to a temporary sibling and rename, so readers never see a half-written file."""
-    with atomic_path(path) as tmp:
-        tmp.write_bytes(data.encode() if isinstance(data, str) else data)
-
-
-@contextlib.contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
-    """A temporary sibling of `path` for the block to write, renamed over `path` when it ends. If the
-    block fails the temporary file is removed (a full disk leaves no half-written file behind and
-    `path` as it was), and a full disk is raised as one `OSError` naming `path`."""
-    tmp = Path(path).with_name(f".{Path(path).name}.tmp")
-    try:
-        yield tmp
-        tmp.replace(path)
-    except BaseException as err:
-        tmp.unlink(missing_ok=True)
-        if disk_full(err) and not (isinstance(err, OSError) and err.filename == str(path)):
-            raise OSError(errno.ENOSPC, "No space left on device", str(path)) from err
-        raise

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from bench.storage import write_atomic
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -70,9 +72,7 @@ def catalogue() -> dict[str, Any]:
     data = read_classes()
     try:  # a read-only home only costs the next command the imports again
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-        tmp.replace(path)
+        write_atomic(path, json.dumps(data, indent=1, sort_keys=True))
     except OSError:
         pass
     return data

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Iterable
 
 import numpy as np
 
 from bench.data.base import DatasetError
+from bench.storage import write_atomic
 
 
 def val_count(n: int, val_per_class: float | int) -> int:
@@ -62,9 +62,7 @@ def persisted_partition(name: str, labels: np.ndarray, files: Iterable[str], val
               "val_images": int(mask.sum()), "val": [f for f, m in zip(files, mask) if m]}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(record, indent=1))
-        tmp.replace(path)  # atomic: concurrent jobs write the same content
+        write_atomic(path, json.dumps(record, indent=1))  # concurrent jobs write the same content
     except OSError as err:
         raise DatasetError(f"cannot write the {name} train/val partition to {path}: {err}") from None
     return mask

@@ -8,7 +8,7 @@ import pandas as pd
 
 from bench.report.aggregate import final_scores, step_curves, step_forgetting
 from bench.report.table import escape_latex, render_table
-from bench.spec import write_atomic
+from bench.storage import write_atomic
 
 SUFFIX = {"latex": "tex", "markdown": "md", "csv": "csv"}
 
