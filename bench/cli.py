@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--workers", "--jobs", dest="workers", type=int, default=None,
                      help="--cluster local: warm worker processes, i.e. runs at a time (default: one per available core)")
     run.add_argument("--device", help="cpu, cuda, cuda:1 … (default: cuda if available); checked on this machine, except for --cluster slurm, whose jobs run on its nodes")
+    run.add_argument("--threads", type=int, default=None,
+                     help="CPU compute threads of each run (default 1, whatever the machine); part of what decides "
+                          "its numbers, so a resumed run keeps the count it started with")
     run.add_argument("--read-ahead", choices=("on", "off"),
                      help="token bank: gather the next batch's stored views in a background thread "
                           "(default: on for a GPU, off for a CPU; changes no result)")
@@ -138,6 +141,8 @@ def _expand(args: argparse.Namespace) -> tuple[Any, list[Any]]:
         location["device"] = args.device
     if getattr(args, "read_ahead", None):
         location["read_ahead"] = args.read_ahead == "on"
+    if getattr(args, "threads", None) is not None:  # not in the run id: where it runs, as the device
+        location["threads"] = args.threads
     weights_dir = getattr(args, "weights_dir", None) or os.environ.get("BENCH_WEIGHTS_DIR")
     if weights_dir:
         location["weights_dir"] = str(Path(weights_dir).expanduser().resolve())
@@ -297,6 +302,7 @@ def _check_caches(results: Path, specs: Sequence[Any]) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from bench.rundir import DONE, ERROR, check_writable, invalidate, is_done, run_dir, unreadable
+    from bench.numerics import check_threads
     from bench.workers import CLUSTERS
 
     args.started = time.monotonic()
@@ -305,6 +311,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise BenchError(f"unknown cluster {args.cluster!r}; choose from {', '.join(clusters)}")
     if args.workers is not None and args.workers < 1:
         raise BenchError(f"--workers {args.workers}: must be an integer >= 1 (worker processes for --cluster local)")
+    if args.threads is not None:
+        check_threads(args.threads)
     _check_device(args.device, args.cluster)
     grid, specs = _expand(args)
     _check_splits(specs)

@@ -35,7 +35,7 @@ from bench.evaluate import Evaluator, MetricRow, TaskLayout
 from bench.bank import default_cache_dir, load_or_build, weights_identity
 from bench.features import Encoder, FeatureViews, LiveViews, extract
 from bench.tokens import LiveTokens, Prefix
-from bench import predictions
+from bench import numerics, predictions
 from bench.provenance import VERSION_COLUMNS, provenance as versions
 from bench.rundir import (CHECKPOINT, DONE, ERROR, METRICS, RunBusy, check_writable, invalidate,  # noqa: F401
                           is_done, run_dir, set_aside, unreadable)
@@ -102,7 +102,8 @@ def execute(spec: RunSpec, results: Path, *, echo: bool = False) -> Path:
                 f"running again")
         (out / ERROR).unlink(missing_ok=True)
         try:
-            _run(spec, out, log)
+            with numerics.restored():  # an in-process caller gets its own threads and kernels back
+                _run(spec, out, log)
         except Exception as err:
             try:
                 write_atomic(out / ERROR, f"{type(err).__name__}: {err}\n\n{traceback.format_exc()}")
@@ -187,7 +188,10 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
     Config(dict(spec.config)).dump(str(out / "config.py"))
     device = _device(spec)
     clock = time.monotonic()
-    log(f"run {spec.run_id}: {spec.describe()} on {device}, process {os.getpid()}, {torch.get_num_threads()} thread(s)")
+    state = _read_checkpoint(out, log)  # first: the steps it holds ran with its thread count, the rest must too
+    threads = _threads(spec, state, log)
+    log(f"run {spec.run_id}: {spec.describe()} on {device}, process {os.getpid()}, {threads} thread(s)")
+    log(f"numerics: {'; '.join(numerics.fix(threads, device))}")
 
     data = build_dataset(spec.dataset, spec.config["dataset"], spec.location.get("data_root"),
                          spec.location.get("partitions_dir") or str(out.parent.parent / "partitions"))
@@ -224,7 +228,6 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
     rows: list[MetricRow] = []
     stored: dict[str, np.ndarray] = {}  # what the evaluator was given (bench.predictions)
     first_step, started_at, spent = 0, _now(), 0.0
-    state = _read_checkpoint(out, log)
     if state is not None:
         method.load_state_dict(state["method"])
         evaluator.load_state_dict(state["evaluator"])
@@ -265,7 +268,7 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
             f"all wo {acc[('all', 'wo')]:.1f}, all w {acc[('all', 'w')]:.1f}")
         state = {"step": t, "method": method.state_dict(), "evaluator": evaluator.state_dict(),
                  "rows": [asdict(r) for r in rows], "predictions": stored, "started_at": started_at,
-                 "duration_s": spent + time.monotonic() - clock}
+                 "duration_s": spent + time.monotonic() - clock, "threads": threads}
         _save_checkpoint(out / CHECKPOINT, state)
 
     rows.extend(evaluator.summary(rows, spec.n_steps))
@@ -278,6 +281,18 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
     summary = {(r.flavour, r.metric): r.value for r in rows if r.group == "summary"}
     shown = {name: f"{name}={summary[source]:.1f} ({'/'.join(source)})" for name, source in method.reported.items()}
     log(f"done: {shown['A']} {shown['F']}")
+
+
+def _threads(spec: RunSpec, state: Mapping[str, Any] | None, log: Log) -> int:
+    """The run's CPU compute threads: its checkpoint's where it resumes (the finished steps' numbers
+    were computed with them), else what the command asked for (`--threads`), else the default."""
+    asked = int(spec.location.get("threads") or numerics.DEFAULT_THREADS)
+    stored = state.get("threads") if state is not None else None
+    if stored is None:
+        return asked
+    if int(stored) != asked:
+        log(f"resuming with {stored} thread(s), the count its finished steps ran with, not the {asked} asked for")
+    return int(stored)
 
 
 def step_order(indices: np.ndarray, seed: int, step: int) -> np.ndarray:

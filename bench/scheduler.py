@@ -1,7 +1,7 @@
 """Runs pending RunSpecs through submitit and reports progress as they finish.
 
 `local` runs them on a pool of warm worker processes (`bench.workers`: at most `max_parallel` at a
-time, by default one per available core, each with its share of the cores' threads); `debug` runs
+time, by default one per available core; each run sets its own threads, `bench.numerics`); `debug` runs
 them in this process, one after the other, through submitit's debug executor. A failing run never
 stops the others: its error is in its run directory, and the outcome lists it.
 """
@@ -18,7 +18,8 @@ import submitit
 from bench.runner import execute
 from bench.rundir import RunBusy
 from bench.spec import RunSpec
-from bench.workers import BUSY, CLUSTERS, available_cores, failure_reason, run_pool
+from bench.numerics import available_cores
+from bench.workers import BUSY, CLUSTERS, failure_reason, run_pool
 
 
 @dataclass
@@ -28,11 +29,9 @@ class Outcome:
     busy: list[RunSpec] = field(default_factory=list)
 
 
-def job(spec_json: str, results: str, threads: int) -> str:
-    """The callable each submitit job runs (importable, so it pickles by reference)."""
-    import torch
-
-    torch.set_num_threads(max(1, threads))
+def job(spec_json: str, results: str) -> str:
+    """The callable each submitit job runs (importable, so it pickles by reference); the runner sets the
+    run's own threads."""
     try:
         execute(RunSpec.from_json(spec_json), Path(results), echo=True)
     except RunBusy:
@@ -69,7 +68,7 @@ def run_specs(specs: list[RunSpec], results: Path, *, cluster: str, max_parallel
     executor.update_parameters(timeout_min=24 * 60)
     for spec in specs:  # debug: in this process, one after the other
         start = time.monotonic()
-        handle = executor.submit(job, spec.to_json(), str(results), available_cores())
+        handle = executor.submit(job, spec.to_json(), str(results))
         error = handle.exception()  # runs the job; never drops into pdb, unlike result()
         if error is None:
             finished(spec, handle.result(), time.monotonic() - start, "")

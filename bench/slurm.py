@@ -92,12 +92,11 @@ class SlurmRun(submitit.helpers.Checkpointable):
     runner's per-step checkpoint makes the requeued job continue where this one stopped."""
 
     def __call__(self, spec_json: str, results: str) -> str:
-        import torch
-
         from bench.runner import execute
-        from bench.workers import available_cores
 
-        torch.set_num_threads(available_cores())  # the cores SLURM gave the job (its CPU affinity)
+        # the run's compute threads are its own (`--threads`, set by the runner), not the node's cores;
+        # what else sizes itself from the machine (image decoding) asks `numerics.available_cores()`,
+        # which reads SLURM_CPUS_PER_TASK
         try:
             execute(RunSpec.from_json(spec_json), Path(results), echo=True)
         except RunBusy:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from bench.errors import first_line
+from bench.numerics import available_cores  # noqa: F401  (sizes the pool; imported from here by callers)
 from bench.spec import RunSpec
 
 CLUSTERS = ("local", "debug")  # what runs on this machine (bench.scheduler); "slurm" is bench.slurm's
@@ -33,22 +34,14 @@ CRASHED = ("its worker process died while running it (a crash such as a segfault
 NO_START = "the local worker processes died before running it, twice (try --cluster debug to see why)"
 
 
-def available_cores() -> int:
-    """The cores this process may run on (its CPU affinity, which SLURM and containers set), not the machine's."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-def _warm(threads: int) -> None:
-    """Each worker, once: the stack imported, its share of the cores."""
-    import torch
+def _warm() -> None:
+    """Each worker, once: the stack imported. Its threads are each run's own (set by the runner), never
+    a share of the cores: that would make a run's numbers depend on what ran beside it."""
+    import torch  # noqa: F401
 
     import registries
     import bench.runner  # noqa: F401
 
-    torch.set_num_threads(max(1, threads))
     registries.load_all()
 
 
@@ -102,9 +95,8 @@ def _pass(specs: list[RunSpec], results: Path, workers: int, inflight: Path,
           finished: Callable[[RunSpec, str, float, str], None]) -> list[RunSpec]:
     """One pool over `specs`; returns the runs a broken pool left unfinished."""
     context = multiprocessing.get_context("forkserver")
-    threads = max(1, available_cores() // workers)
     left: list[RunSpec] = []
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_warm, initargs=(threads,))
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_warm)
     try:
         started = time.monotonic()
         futures = {pool.submit(_execute, s.to_json(), str(results), str(inflight)): s for s in specs}

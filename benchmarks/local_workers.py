@@ -30,17 +30,17 @@ import submitit  # noqa: E402
 from bench.runner import METRICS, run_dir  # noqa: E402
 from bench.scheduler import job  # noqa: E402
 from bench.spec import expand, load_grid  # noqa: E402
-from bench.workers import available_cores, run_pool  # noqa: E402
+from bench.numerics import available_cores  # noqa: E402
+from bench.workers import run_pool  # noqa: E402
 
 
 def one_process_per_run(specs, results: Path, workers: int) -> None:
     executor = submitit.AutoExecutor(folder=results / "submitit" / datetime.now().strftime("%H%M%S%f"), cluster="local")
     executor.update_parameters(timeout_min=60)
     queue, running = list(specs), []
-    threads = max(1, available_cores() // workers)
     while queue or running:
         while queue and len(running) < workers:
-            running.append(executor.submit(job, queue.pop(0).to_json(), str(results), threads))
+            running.append(executor.submit(job, queue.pop(0).to_json(), str(results)))
         for handle in [h for h in running if h.done()]:
             running.remove(handle)
             handle.result()

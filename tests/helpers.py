@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -21,9 +21,11 @@ def tiny_specs(methods=("Baseline",), splits=("2-step",), seeds=(0,), backbone="
                   seeds=list(seeds), backbones=[backbone], options={**TINY, **options})
 
 
-def killed_then_resumed(spec: RunSpec, results: Path, method_class: type, step: int, monkeypatch: Any) -> Path:
+def killed_then_resumed(spec: RunSpec, results: Path, method_class: type, step: int, monkeypatch: Any,
+                        between: Callable[[], Any] = lambda: None, resumed_as: RunSpec | None = None) -> Path:
     """Run `spec` under `results` with `method_class.learn` killed (KeyboardInterrupt) as step `step`
-    starts, then again: the resumed run's directory, after checking its log says it resumed."""
+    starts, then again (as `resumed_as`, the same run asked for elsewhere, if given; after `between()`,
+    which may change the process): the resumed run's directory, after checking its log says it resumed."""
     from bench.runner import execute, run_dir
 
     real = method_class.learn
@@ -37,6 +39,7 @@ def killed_then_resumed(spec: RunSpec, results: Path, method_class: type, step: 
     with pytest.raises(KeyboardInterrupt):
         execute(spec, results)
     monkeypatch.setattr(method_class, "learn", real)
-    out = execute(spec, results)
+    between()
+    out = execute(resumed_as or spec, results)
     assert f"resuming after step {step - 1}" in (run_dir(results, spec) / "log.txt").read_text()
     return out

@@ -27,6 +27,7 @@ CASES = [
     ("unknown backbone", ["run", "--backbone", "resnet", "--results", "{results}"], "unknown backbone 'resnet'; known: ", None),
     ("unknown grid", ["run", "--grid", "nope", "--results", "{results}"], "unknown grid 'nope'; known: demo, full, paper, smoke", None),
     ("unknown cluster", ["run", *SMOKE, "--cluster", "nope"], "unknown cluster 'nope'; choose from local, debug, slurm", None),
+    ("zero threads", ["run", *SMOKE, "--threads", "0"], "--threads 0: must be an integer >= 1 (CPU compute threads of each run, default 1)", None),
     ("unknown method key", ["run", *SMOKE, "--cfg-options", "method.epochz=3"], "'method.epochz': no selected method has it; valid keys: ", None),
     ("unknown section", ["run", *SMOKE, "--cfg-options", "featurez.views=3"], "unknown section 'featurez'; valid sections: ", None),
     ("unknown features key", ["run", *SMOKE, "--cfg-options", "features.viewz=3"], "'viewz' is not a known key; valid keys: features.bank_seed", None),

@@ -15,7 +15,7 @@ import pytest
 
 from bench.runner import DONE, ERROR, is_done, run_dir
 from bench.scheduler import run_specs
-from bench.workers import available_cores
+from bench.numerics import DEFAULT_THREADS
 from tests.helpers import tiny_specs
 
 QUICK = {"method.epochs": 2}
@@ -28,7 +28,7 @@ def test_a_pool_runs_many_runs_per_worker(tmp_path):
     logs = [(run_dir(tmp_path, s) / "log.txt").read_text() for s in specs]
     pids = {re.search(r"process (\d+), (\d+) thread", log).groups() for log in logs}
     assert len({pid for pid, _ in pids}) <= 2 < len(specs)  # two warm processes ran all six
-    assert {threads for _, threads in pids} == {str(max(1, available_cores() // 2))}  # their share of the cores
+    assert {threads for _, threads in pids} == {str(DEFAULT_THREADS)}  # each run its own count, not a share of the cores
     assert all(is_done(tmp_path, s) for s in specs)
 
 

@@ -1,7 +1,6 @@
 """What the on-disk readers share: locating a dataset, clear errors, decoding image files."""
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
@@ -9,6 +8,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from bench.data.base import DatasetError
+from bench.numerics import available_cores
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -63,7 +63,7 @@ def _decode_one(path: Path, size: int) -> np.ndarray:
 
 def decode(paths: Sequence[Path], size: int = DECODE_SIZE, workers: int | None = None) -> np.ndarray:
     """Decode image files in parallel threads (PIL releases the GIL while decoding) to N×size×size×3."""
-    workers = workers or min(16, os.cpu_count() or 1)
+    workers = workers or min(16, available_cores())
     with ThreadPoolExecutor(workers) as pool:
         return np.stack(list(pool.map(lambda p: _decode_one(Path(p), size), paths))) if len(paths) else \
             np.empty((0, size, size, 3), np.uint8)
@@ -80,7 +80,7 @@ def decode_native(paths: Sequence[Path], workers: int | None = None) -> np.ndarr
         except (OSError, ValueError) as err:
             raise DatasetError(f"unreadable image {p}: {err}") from None
 
-    with ThreadPoolExecutor(workers or min(16, os.cpu_count() or 1)) as pool:
+    with ThreadPoolExecutor(workers or min(16, available_cores())) as pool:
         arrays = list(pool.map(one, paths))
     if not arrays:
         return np.empty((0, 0, 0, 3), np.uint8)

@@ -21,7 +21,6 @@ device.
 from __future__ import annotations
 
 import math
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,6 +32,7 @@ import torch.nn.functional as F
 
 from bench.data.base import ImageSet
 from bench.data.files import DECODE_SIZE, open_resized
+from bench.numerics import available_cores
 from bench.preprocess import to_tensor
 
 CROP_PCT = 0.875  # the authors' int(224 / 0.875) = 256 stage
@@ -76,7 +76,7 @@ def _decode_whole(path: Path, short: int) -> np.ndarray:
 
 def decode_canvas(paths: Sequence[Path], short: int = DECODE_SIZE, workers: int | None = None) -> Canvas:
     """Decode image files in parallel threads to their shorter side `short`, whole (see `Canvas`)."""
-    workers = workers or min(16, os.cpu_count() or 1)
+    workers = workers or min(16, available_cores())
     with ThreadPoolExecutor(workers) as pool:
         arrays = list(pool.map(lambda p: _decode_whole(Path(p), short), paths))
     if not arrays:

@@ -1,0 +1,108 @@
+"""What decides a run's floating-point results besides its spec, fixed by the runner for every run.
+
+The CPU compute threads: a reduction split over N threads adds in another order than over M, so a
+run's numbers depend on N (EwC on the smoke grid moved by up to 46.7 points between 1 and 2). N is
+therefore a property of the run (`bench run --threads`, default `DEFAULT_THREADS`), never of where it
+runs: not the machine's cores, not the pool's share of them, not a SLURM node. It is set at the start
+of every run, stored in its checkpoint and resumed with. On CUDA the kernels are made deterministic
+too. Bit-identical results then hold on the same machine, GPU and library versions, not across them.
+"""
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Iterator
+
+from bench.errors import BenchError
+
+if TYPE_CHECKING:
+    import torch
+
+DEFAULT_THREADS = 1  # a constant: the local pool runs one worker per core, so a grid still uses every core
+CUBLAS_CONFIG = ":4096:8"  # what cuBLAS needs to be deterministic (CUDA's documentation; ":16:8" too)
+
+
+def available_cores() -> int:
+    """The cores this process may use: `SLURM_CPUS_PER_TASK` in a SLURM job (a cluster that does not bind
+    tasks to cores leaves a job's CPU affinity at the whole node), else the CPU affinity (which containers
+    set), else the machine's."""
+    slurm = os.environ.get("SLURM_CPUS_PER_TASK", "")
+    if slurm.isdigit() and int(slurm) >= 1:
+        return int(slurm)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def check_threads(threads: int) -> None:
+    if threads < 1:
+        raise BenchError(f"--threads {threads}: must be an integer >= 1 (CPU compute threads of each run, "
+                         f"default {DEFAULT_THREADS})")
+
+
+def _settings() -> dict[str, Any]:
+    import torch
+
+    return {"threads": torch.get_num_threads(), "matmul": torch.get_float32_matmul_precision(),
+            "deterministic": torch.are_deterministic_algorithms_enabled(),
+            "warn_only": torch.is_deterministic_algorithms_warn_only_enabled(),
+            "cudnn_benchmark": torch.backends.cudnn.benchmark, "cudnn_deterministic": torch.backends.cudnn.deterministic}
+
+
+def _apply(settings: dict[str, Any]) -> None:
+    import torch
+
+    torch.set_num_threads(settings["threads"])
+    torch.set_float32_matmul_precision(settings["matmul"])
+    torch.use_deterministic_algorithms(settings["deterministic"], warn_only=settings["warn_only"])
+    torch.backends.cudnn.benchmark = settings["cudnn_benchmark"]
+    torch.backends.cudnn.deterministic = settings["cudnn_deterministic"]
+
+
+@contextmanager
+def restored() -> Iterator[None]:
+    """What `fix` changes (torch's threads and kernels, the BLAS and OpenMP pools) as it was before,
+    after the body: an in-process caller (a test, a notebook) gets its own settings back."""
+    from threadpoolctl import threadpool_limits
+
+    before = _settings()
+    pools = threadpool_limits(limits=None)  # changes nothing; remembers the pools' sizes
+    try:
+        yield
+    finally:
+        pools.restore_original_limits()
+        _apply(before)
+
+
+def fix(threads: int, device: "torch.device") -> list[str]:
+    """Set what decides the run's numbers for `threads` CPU threads on `device`; what was set, for its log.
+    Call inside `restored()`."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(threads)  # numpy's BLAS, scikit-learn's OpenMP (K-means): their sums split by threads too
+    torch.set_num_threads(threads)
+    torch.set_float32_matmul_precision("highest")  # torch's default: a caller's TF32/bf16 choice is not the run's
+    said = [f"{threads} CPU compute thread(s), float32 matmuls at 'highest' precision"]
+    if device.type != "cuda":
+        return said
+    # read when torch first creates a cuBLAS handle: set before the run's first CUDA op (a process that
+    # used CUDA before, without it, keeps its workspace: said below)
+    late = "CUBLAS_WORKSPACE_CONFIG" not in os.environ and torch.cuda.is_initialized()
+    cublas = os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_CONFIG)
+    # warn_only: some backward kernels the methods can reach have no deterministic CUDA version (the
+    # adaptive average pool of a ResNet tail, scatter-adds): strict mode would fail those runs; torch
+    # warns in the job's stderr naming the op instead, and every other op runs its deterministic kernel
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.benchmark = False  # autotuning picks kernels by timing: another pick, other numbers
+    torch.backends.cudnn.deterministic = True
+    said.append(f"CUDA: deterministic algorithms (warn_only), cudnn.benchmark off, cudnn.deterministic on, "
+                f"CUBLAS_WORKSPACE_CONFIG={cublas}")
+    if cublas not in (CUBLAS_CONFIG, ":16:8"):
+        said.append(f"WARNING: CUBLAS_WORKSPACE_CONFIG is {cublas!r} from the environment, not {CUBLAS_CONFIG!r}: "
+                    f"cuBLAS may not be deterministic")
+    if late:
+        said.append("WARNING: CUDA was used in this process before CUBLAS_WORKSPACE_CONFIG was set: cuBLAS may not "
+                    "be deterministic (`bench run` sets it in time)")
+    return said
