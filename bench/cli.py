@@ -614,14 +614,17 @@ def cmd_metrics(args: argparse.Namespace) -> int:
             print(f"{outcome.run.name}: {outcome.changed[0]} from its stored predictions")
         elif outcome.status == "not rebuilt":
             print(f"{outcome.run.name}: {outcome.changed[0]}")
+        elif outcome.status == "skipped":
+            print(f"{outcome.run.name}: skipped: {outcome.changed[0]}")
         elif outcome.status != "unchanged":
             print(f"{outcome.run.name}: skipped, {outcome.status} (recorded before runs kept them); left as it is")
     counts = {status: sum(o.status == status for o in outcomes)
-              for status in ("changed", "unchanged", "rebuilt", "not rebuilt", "no stored predictions")}
+              for status in ("changed", "unchanged", "rebuilt", "not rebuilt", "skipped", "no stored predictions")}
     print(f"recomputed {len(runs)} finished run(s): {counts['changed']} changed, {counts['unchanged']} unchanged, "
           f"{counts['rebuilt']} rebuilt, " + (f"{counts['not rebuilt']} not rebuilt, " if counts["not rebuilt"] else "")
+          + (f"{counts['skipped']} skipped (their predictions unreadable or another run's), " if counts["skipped"] else "")
           + f"{counts['no stored predictions']} without stored predictions")
-    return 1 if counts["not rebuilt"] else 0
+    return 1 if counts["not rebuilt"] or counts["skipped"] else 0
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
