@@ -11,7 +11,7 @@ import pytest
 
 from bench.cli import main
 from bench.runner import execute
-from tests.helpers import tiny_specs
+from tests.helpers import TINY, tiny_specs
 
 
 @pytest.fixture
@@ -85,3 +85,38 @@ def test_an_over_long_report_dir_is_one_line(results, capsys):
     assert main(["report", "--results", str(results), "--out", LONG]) == 2
     line = one_error_line(capsys)
     assert line.startswith("bench: error: --out /tmp/aaa") and len(line) < 300
+
+
+def test_a_token_bank_reserves_its_files_before_writing_through_their_maps(tmp_path, monkeypatch):
+    """A disk that fills under a write through a memory map kills the worker with SIGBUS; reserved
+    blocks turn a full disk into an OSError at allocation instead."""
+    from bench.token_bank import build_token_bank
+    from tests.test_token_bank import FIELDS, bound, sources_of
+
+    calls = []
+    real = os.posix_fallocate
+    monkeypatch.setattr(os, "posix_fallocate", lambda fd, offset, size: calls.append((os.readlink(
+        f"/proc/self/fd/{fd}"), offset, size)) or real(fd, offset, size))
+    method, _, spec = bound("EwC")
+    build_token_bank(tmp_path, FIELDS, sources_of(method, spec), views=2, seed=0, batch_size=16, dtype="float16",
+                     log=lambda line: None)
+    (bank,) = [p for p in (tmp_path / "banks").iterdir() if p.is_dir()]
+    files = {f.name: f.stat().st_size for f in bank.glob("*.npy")}
+    assert sorted((path.rsplit("/", 1)[1], offset, size) for path, offset, size in calls) == \
+        sorted((name, 0, size) for name, size in files.items())
+
+
+def test_a_disk_that_fills_while_a_token_bank_is_built_is_one_line(tmp_path, monkeypatch, capsys):
+    def full(fd, offset, size):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    cache = tmp_path / "cache"
+    code = main(["run", "--grid", "smoke", "--cluster", "debug", "--methods", "EwC:equations", "--datasets", "synthetic",
+                 "--splits", "2-step", "--backbone", "timm:vit_tiny_patch16_224", "--results", str(tmp_path / "results"),
+                 "--cache-dir", str(cache), "--cfg-options", "features.tokens=bank", "backbone.kwargs.depth=2",
+                 "method.epochs=1", *(f"{k}={v}" for k, v in TINY.items())])
+    assert code != 0
+    line = one_error_line(capsys)
+    assert "no space left on device writing" in line and str(cache / "banks") in line
+    assert not list((cache / "banks").glob(".*.building"))  # the half-built bank's space is freed
