@@ -120,3 +120,14 @@ def test_a_disk_that_fills_while_a_token_bank_is_built_is_one_line(tmp_path, mon
     line = one_error_line(capsys)
     assert "no space left on device writing" in line and str(cache / "banks") in line
     assert not list((cache / "banks").glob(".*.building"))  # the half-built bank's space is freed
+
+
+def test_a_cache_that_cannot_be_written_when_a_run_builds_its_bank_names_the_option_bench_takes(tmp_path):
+    """The message once suggested `--cfg-options features.cache_dir=DIR`, which bench refuses."""
+    from bench.bank import build_once
+    from bench.errors import BenchError
+
+    (tmp_path / "file").write_text("")
+    with pytest.raises(BenchError) as err:  # under a file: not writable, whoever runs the test (root included)
+        build_once(tmp_path / "file" / "cache", {"format": 1}, lambda tmp: {}, lambda line: None, "feature bank")
+    assert "--cache-dir DIR" in str(err.value) and "cfg-options" not in str(err.value)
