@@ -6,6 +6,7 @@ Every user error (unknown names, bad options, missing data, unwritable directori
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 import time
@@ -155,7 +156,25 @@ def _data_root(args: argparse.Namespace) -> str | None:
     """Where the datasets are: --data-root, else $BENCH_DATA_ROOT, as an absolute path (recorded in
     each run's spec); None leaves it to the config's per-dataset `dataset.root`."""
     root = args.data_root or os.environ.get("BENCH_DATA_ROOT")
-    return str(Path(root).expanduser().resolve()) if root else None
+    return str(_usable_path(Path(root).expanduser().resolve(), "--data-root (or $BENCH_DATA_ROOT)")) if root else None
+
+
+def _usable_path(path: Path, option: str) -> Path:
+    """`path`, or one line when the file system cannot even look it up (longer than its limits: 255
+    bytes a name, 4096 a path on Linux); whether it exists is checked where it is used."""
+    try:
+        os.stat(path)
+    except OSError as err:
+        if err.errno == errno.ENAMETOOLONG:
+            raise BenchError(f"{option} {_shortened(path)} is too long for the file system ({len(str(path))} "
+                             f"characters; {err.strerror}); give a shorter path") from None
+    return path
+
+
+def _shortened(path: Path | str, keep: int = 60) -> str:
+    """A path short enough for a one-line message."""
+    text = str(path)
+    return text if len(text) <= 2 * keep else f"{text[:keep]}…{text[-keep:]}"
 
 
 def _check_splits(specs: Sequence[Any]) -> None:
@@ -622,14 +641,17 @@ def cmd_metrics(args: argparse.Namespace) -> int:
             print(f"{outcome.run.name}: {outcome.changed[0]} from its stored predictions")
         elif outcome.status == "not rebuilt":
             print(f"{outcome.run.name}: {outcome.changed[0]}")
+        elif outcome.status == "skipped":
+            print(f"{outcome.run.name}: skipped: {outcome.changed[0]}")
         elif outcome.status != "unchanged":
             print(f"{outcome.run.name}: skipped, {outcome.status} (recorded before runs kept them); left as it is")
     counts = {status: sum(o.status == status for o in outcomes)
-              for status in ("changed", "unchanged", "rebuilt", "not rebuilt", "no stored predictions")}
+              for status in ("changed", "unchanged", "rebuilt", "not rebuilt", "skipped", "no stored predictions")}
     print(f"recomputed {len(runs)} finished run(s): {counts['changed']} changed, {counts['unchanged']} unchanged, "
           f"{counts['rebuilt']} rebuilt, " + (f"{counts['not rebuilt']} not rebuilt, " if counts["not rebuilt"] else "")
+          + (f"{counts['skipped']} skipped (their predictions unreadable or another run's), " if counts["skipped"] else "")
           + f"{counts['no stored predictions']} without stored predictions")
-    return 1 if counts["not rebuilt"] else 0
+    return 1 if counts["not rebuilt"] or counts["skipped"] else 0
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
@@ -711,6 +733,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             raise BenchError(f"no finished runs under {args.results} match the selection; `bench run` makes some")
         raise BenchError(f"no finished runs of grid {grid.name!r} under {args.results}; run `bench run --grid {grid.name}` first")
     out = args.out or Path(args.results) / "reports" / grid.name
+    _check_report_dir(out)
     default_backbone = (args.backbones or grid.backbones)[0]
     labelled = frame.assign(label=[backbone_label(l, b, default_backbone) for l, b in zip(frame["label"], frame["backbone"])])
     if args.pool_orders:  # each (class order, seed) one sample of the cell, as mammoth and PyCIL average orders
@@ -756,6 +779,19 @@ def cmd_report(args: argparse.Namespace) -> int:
     for path in paths:
         print(f"  {path}")
     return 0
+
+
+def _check_report_dir(out: Path) -> None:
+    """One line, before anything is computed, when the report cannot be written to `out` (a read-only
+    mount, a file of that name, a file where a parent directory should be)."""
+    from bench.storage import unwritable
+
+    err = unwritable(_usable_path(Path(out), "--out"))
+    if err is None or disk_full(err):  # a full disk: the writes say so in their own line, naming the file
+        return
+    why = {errno.EEXIST: "a file of that name exists", errno.ENOTDIR: "a part of the path is a file"}.get(
+        err.errno, err.strerror)
+    raise BenchError(f"cannot write the report to {_shortened(out)} ({why}); choose another directory with --out DIR")
 
 
 class _ReaderMayLeave:
@@ -837,6 +873,10 @@ def _main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # stdout is _ReaderMayLeave: a closed stderr (`2>&1 | head`), not an error
         return 0
     except OSError as err:
+        if err.errno == errno.ENAMETOOLONG:  # a path option, or a path built from one, beyond the file system's limits
+            print(f"bench: error: a path is too long for the file system ({err.strerror}): "
+                  f"{_shortened(err.filename or err)}; give shorter paths", file=sys.stderr)
+            return 2
         if not disk_full(err):
             raise
         print(f"bench: error: {DISK_FULL.format(err.filename or err)}", file=sys.stderr)

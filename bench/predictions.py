@@ -8,8 +8,9 @@ head's argmax on the test images of tasks 0..t) and `task_pred_t` (task t's head
 images, in their order); `mapping_t` (the frozen mapping, class → cluster, −1 for a class without a
 val image), `refit_pred_t_s` for every earlier task s < t (task s's own head, read through the
 encoder as it is after step t, on task s's val images: what re-fits its map, flavour `wo_refit`) with
-the marker `refit_t`, and `offsets`, `sizes` (the task layout). Integer arrays of the smallest type that holds
-them, compressed: at most about 0.2 MB for a CIFAR-100 5-step run (results/README.md).
+the marker `refit_t`, `offsets`, `sizes` (the task layout) and `run_id` (the run it belongs to: another
+run's file copied into a run directory is refused, `check_owner`). Integer arrays of the smallest type
+that holds them, compressed: at most about 0.2 MB for a CIFAR-100 5-step run (results/README.md).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.errors import BenchError
 from bench.evaluate import Evaluator, MetricRow, TaskLayout
 from bench.storage import atomic_path
 
@@ -47,10 +49,37 @@ def record(store: dict[str, np.ndarray], step: int, *, val_labels: np.ndarray, v
             store[f"refit_pred_{step}_{s}"] = compact(values)
 
 
-def write(out: Path, layout: TaskLayout, store: dict[str, np.ndarray]) -> Path:
+class ForeignFile(BenchError):
+    """A stored file (predictions, checkpoint) that names another run than the one reading it."""
+
+
+def foreign(path: Path, owner: str | None, run_id: str) -> str | None:
+    """One line saying that `path` belongs to another run than `run_id`; None when it is this run's,
+    or names no run (written before files named their run: accepted as before)."""
+    if owner is None or owner == run_id:
+        return None
+    return f"{path} belongs to run {owner}, not to this run {run_id}"
+
+
+def owner(path: Path) -> str | None:
+    """The run id `path` (a predictions.npz) names, None for a file written before files named their run."""
+    with np.load(path) as stored:  # allow_pickle=False: a damaged file holding objects raises ValueError
+        return str(stored["run_id"]) if "run_id" in stored.files else None
+
+
+def check_owner(path: Path, run_id: str) -> None:
+    """Raise `ForeignFile` when the predictions at `path` are another run's: recomputing them would
+    give this run another run's metrics."""
+    why = foreign(path, owner(path), run_id)
+    if why is not None:
+        raise ForeignFile(f"{why} (copied from another run's directory?); remove it, or put back this run's own")
+
+
+def write(out: Path, layout: TaskLayout, store: dict[str, np.ndarray], run_id: str) -> Path:
     path = Path(out) / PREDICTIONS
     with atomic_path(path) as tmp, tmp.open("wb") as fh:  # a file object: savez adds no `.npz` to it
-        np.savez_compressed(fh, offsets=np.asarray(layout.offsets), sizes=np.asarray(layout.sizes), **store)
+        np.savez_compressed(fh, offsets=np.asarray(layout.offsets), sizes=np.asarray(layout.sizes),
+                            run_id=np.asarray(run_id), **store)  # a string array: loads without pickle
     return path
 
 

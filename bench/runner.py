@@ -158,8 +158,11 @@ def _rebuilt(out: Path, bad: dict[str, str], log: Log) -> bool:
 def rebuilt_frame(out: Path) -> pd.DataFrame:
     """The metrics frame of a finished run from its spec.json and predictions.npz. What the damaged
     file alone knew of the training (its host, device, SLURM job, versions, times) is lost: those columns say
-    `unknown` (duration NaN, started/ended the rebuild's time) and `rebuilt_from` names the source."""
+    `unknown` (duration NaN, started/ended the rebuild's time) and `rebuilt_from` names the source.
+    Predictions that name another run (copied in) raise `ForeignFile`; ones written before predictions
+    named their run are accepted as before."""
     spec = RunSpec.from_json((out / "spec.json").read_text())
+    predictions.check_owner(out / predictions.PREDICTIONS, spec.run_id)  # another run's: refused, not its metrics
     rows = predictions.replay(out / predictions.PREDICTIONS)
     frame = _frame(spec, rows, torch.device("cpu"), _now(), float("nan"), _mapping_images(out))
     # the version columns (the device among them) are the training's, not the rebuild's
@@ -274,7 +277,7 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
     rows.extend(evaluator.summary(rows, spec.n_steps))
     frame = _frame(spec, rows, device, started_at, spent + time.monotonic() - clock, mapping_images,
                    weights=backbone.weights)
-    predictions.write(out, layout, stored)
+    predictions.write(out, layout, stored, spec.run_id)
     _write_metrics(out, frame)
     write_atomic(out / DONE, _now() + "\n")
     (out / CHECKPOINT).unlink(missing_ok=True)
@@ -461,7 +464,9 @@ def _load_weights_only(path: Path) -> Any:
 
 
 def _read_checkpoint(out: Path, log: Log) -> dict[str, Any] | None:
-    """The last step's checkpoint, or None; one that cannot be read is set aside (the run starts over)."""
+    """The last step's checkpoint, or None; one that cannot be read, or that names another run than
+    this one (`out`'s name is the run id: another seed's checkpoint copied in), is set aside and the
+    run starts over. A checkpoint written before checkpoints named their run is resumed from as before."""
     if not (out / CHECKPOINT).exists():
         return None
     try:
@@ -469,16 +474,22 @@ def _read_checkpoint(out: Path, log: Log) -> dict[str, Any] | None:
         state = _from_safe(_load_weights_only(out / CHECKPOINT))
         if not isinstance(state, dict) or not {"step", "method", "evaluator", "rows"} <= set(state):
             raise ValueError("not a bench checkpoint")
-        return state
     except Exception as err:  # torch raises many types for damaged files
         aside = set_aside(out, [CHECKPOINT])
         log(f"checkpoint unreadable ({first_line(err)}): moved to {aside.name}/, starting from step 1")
         return None
+    refused = predictions.foreign(out / CHECKPOINT, state.get("run_id"), out.name)
+    if refused is not None:  # resuming it would finish this run with another run's training
+        aside = set_aside(out, [CHECKPOINT])
+        log(f"{refused}: moved to {aside.name}/, starting from step 1")
+        return None
+    return state
 
 
 def _save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    """Write `state` with the run it belongs to (the run directory's name, its run id)."""
     with atomic_path(path) as tmp:
-        torch.save(_to_safe(state), tmp)
+        torch.save(_to_safe({**state, "run_id": path.parent.name}), tmp)
 
 
 NUMPY = "__bench_numpy__"  # the tag of a numpy value stored as a tensor in a checkpoint

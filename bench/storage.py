@@ -38,11 +38,15 @@ def write_atomic(path: Path, data: bytes | str) -> None:
 
 def unwritable(directory: Path) -> OSError | None:
     """Why `directory` (created if missing) cannot take a new file, or None when it can."""
+    probe = Path(directory) / f".write-test-{os.getpid()}"
     try:
         Path(directory).mkdir(parents=True, exist_ok=True)
-        probe = Path(directory) / f".write-test-{os.getpid()}"
         probe.write_text("")
-        probe.unlink()
     except OSError as err:
         return err
+    finally:
+        try:
+            probe.unlink(missing_ok=True)  # also when creating it succeeded and writing failed
+        except OSError:  # not a directory, read-only: there is nothing to remove
+            pass
     return None

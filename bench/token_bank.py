@@ -16,6 +16,8 @@ cache (on a CPU, where the same cores would do both, it measured slower and is o
 
 Concurrency and crash safety are the feature bank's (`bench.bank.build_once`): one builder per key,
 the others wait; a build killed midway leaves only a temporary directory the next builder removes.
+Each file's blocks are reserved (`posix_fallocate`) before it is written through its memory map, so a
+disk too small for the bank ends the run in one line naming the cache, not in SIGBUS.
 
 Integrity (`bench.bank` says why this way): opening a bank checks its meta, its files' sizes and the
 `.npy` headers' shapes against the recorded ones; a bank of at most `bench.bank.VERIFY_AT_OPEN_BYTES`
@@ -27,6 +29,7 @@ values is used; the next `bench run` rebuilds the bank and resumes the run.
 """
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -37,7 +40,7 @@ import torch
 
 from bench import bank
 from bench.bank import DamagedBank, bad_chunk, chunk_span, open_bank, touch
-from bench.errors import first_line
+from bench.errors import disk_full, first_line
 from bench.data.base import ImageSet
 from bench.tokens import LiveTokens
 
@@ -116,7 +119,26 @@ def _take_sorted(array: np.ndarray, *index: np.ndarray) -> torch.Tensor:
 
 
 def _writer(path: Path, shape: tuple[int, ...], dtype: str) -> np.memmap:
-    return np.lib.format.open_memmap(path, mode="w+", dtype=TOKEN_DTYPES[dtype][0], shape=shape)
+    array = np.lib.format.open_memmap(path, mode="w+", dtype=TOKEN_DTYPES[dtype][0], shape=shape)
+    _allocate(path, int(array.offset) + array.nbytes)
+    return array
+
+
+def _allocate(path: Path, size: int) -> None:
+    """Reserve the blocks of the (sparse) file `path` before anything is written through its map: a disk
+    that fills under a write through a memory map kills the process with SIGBUS (reported as a crash),
+    where a full disk here is an `OSError` (ENOSPC) naming the file, which ends the run in one line."""
+    if not hasattr(os, "posix_fallocate") or size == 0:  # not on macOS: writes go through the map as before
+        return
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as err:
+        if disk_full(err):
+            raise OSError(err.errno, err.strerror, str(path)) from None
+        # another refusal (a file system without the call): nothing reserved, the writes go on as before
+    finally:
+        os.close(fd)
 
 
 def _to_store(x: torch.Tensor, dtype: str) -> np.ndarray:

@@ -29,8 +29,9 @@ from bench.spec import RunSpec
 
 CLUSTERS = ("local", "debug")  # what runs on this machine (bench.scheduler); "slurm" is bench.slurm's
 BUSY = "busy"  # the run is being run by another process: neither done here nor failed
-CRASHED = ("its worker process died while running it (a crash such as a segfault, or the out-of-memory "
-           "killer); the other runs went on")
+CRASHED = ("its worker process died while running it (a crash such as a segfault, the out-of-memory killer, "
+           "or SIGBUS from a disk that filled under a memory-mapped file: check the free space of --results and "
+           "--cache-dir); the other runs went on")
 NO_START = "the local worker processes died before running it, twice (try --cluster debug to see why)"
 
 
