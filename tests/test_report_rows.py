@@ -153,3 +153,18 @@ def test_a_method_no_longer_registered_still_reports(results, capsys, monkeypatc
     root, _, _ = results
     assert main(["report", "--results", str(root), "--format", "csv"]) == 0
     assert sorted(set(pd.read_csv(root / "reports" / "all" / "table.csv")["method"])) == [ONE, TWO]
+
+
+def test_the_leaderboard_keeps_backbones_apart_and_marks_references(tmp_path, capsys):
+    """A `bench run --backbone A B` leaderboard: one row per backbone, as `bench report` has, each
+    reference row marked whatever its label says after the method."""
+    from bench.spec import expand, load_grid
+    from tests.test_cli import fake_run
+
+    specs = expand(load_grid("smoke"), methods=["K-means"], backbones=["pixels", "dino-resnet50"], seeds=[0])
+    for spec in specs:
+        fake_run(tmp_path, spec, 30.0 if spec.backbone == "pixels" else 70.0)
+    _print_leaderboard(tmp_path, specs, "pixels")
+    shown = {l.split("|")[3].strip(): l.split("|")[4].strip() for l in capsys.readouterr().out.splitlines()
+             if "K-means" in l}
+    assert shown == {"K-means (reference)": "30.0", "K-means · dino-resnet50 (reference)": "70.0"}
