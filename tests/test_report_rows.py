@@ -3,6 +3,7 @@ configuration, so that only their seeds differ. Runs of other configurations are
 labelled by what differs; a finished run that fits no row is named, never dropped silently."""
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from pathlib import Path
@@ -168,3 +169,20 @@ def test_the_leaderboard_keeps_backbones_apart_and_marks_references(tmp_path, ca
     shown = {l.split("|")[3].strip(): l.split("|")[4].strip() for l in capsys.readouterr().out.splitlines()
              if "K-means" in l}
     assert shown == {"K-means (reference)": "30.0", "K-means · dino-resnet50 (reference)": "70.0"}
+
+
+def test_paper_layouts_show_every_configuration_row(capsys):
+    """Tab. 3 and Tab. 4 name rows by method and backbone: two configurations of one are two rows,
+    each saying which it is (the ablation's letters stay the paper's)."""
+    from bench.report.table import render_table
+    from tests.test_report import frame_of, md_rows, s
+
+    entries = [(label, "C10", "5-step", 0, "wo", s(a, 100.0 - a), [90, a])
+               for label, a in ((ONE, 40.0), (TWO, 60.0), ("Baseline++", 70.0))]
+    frame = frame_of(entries).assign(method=lambda f: f["label"].str.split(" · ").str[0], preset="code")
+    scores = final_scores(frame)
+    _, rows = md_rows(render_table(scores, "markdown", layout="ablation"))
+    assert [r[1:6] for r in rows if r[1].startswith("(b)")] == [["(b) method.epochs=1", "✓", "✗", "60.0", "40.0"],
+                                                                 ["(b) method.epochs=2", "✓", "✗", "40.0", "60.0"]]
+    backbones = pd.read_csv(io.StringIO(render_table(scores, "csv", layout="backbones")))
+    assert set(backbones["method"]) == {"Baseline · method.epochs=1", "Baseline · method.epochs=2", "Baseline++"}
