@@ -692,7 +692,7 @@ def _finished_runs(args: argparse.Namespace) -> tuple[Any, list[Any], list[Path]
     backbones = [b for b, _ in Counter(s.backbone for s in specs).most_common()]  # the usual one first
     axis = {name: tuple(dict.fromkeys(getattr(s, name) for s in specs)) for name in ("dataset", "split")}
     block = Block(tuple(dict.fromkeys(Block._entry(s) for s in specs)), axis["dataset"], axis["split"], tuple(backbones))
-    print(f"no --grid given: reporting the {len(specs)} finished run(s) under {Path(args.results) / 'runs'}"
+    print(f"no --grid given: reporting the {len(directories)} finished run(s) under {Path(args.results) / 'runs'}"
           + (f" ({', '.join(dict.fromkeys(s.label for s in specs))} on {', '.join(axis['dataset'])})" if specs else ""))
     grid = Grid(name="all", blocks=(block,), seeds=tuple(sorted({s.seed for s in specs})), cfg={})
     return grid, specs, directories
