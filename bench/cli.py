@@ -370,7 +370,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         what = "no failed runs to retry" if args.retry_failed else "nothing to run (--force re-runs them)"
         print(f"grid {grid.name}: {len(done)} of {len(specs)} runs already done, {what}"
               if len(done) < len(specs) else f"grid {grid.name}: all {len(specs)} runs already done, {what}")
-        _print_leaderboard(args.results, specs)
+        _print_leaderboard(args.results, specs, (args.backbones or grid.backbones)[0])
         return 0
     for spec in pending if args.force else ():
         invalidate(args.results, spec)
@@ -382,7 +382,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     outcome = run_specs(pending, args.results, cluster=args.cluster, max_parallel=args.workers)
     busy = f", {len(outcome.busy)} skipped (being run elsewhere)" if outcome.busy else ""
     print(f"{len(outcome.done)} done, {len(outcome.failed)} failed{busy} in {time.monotonic() - start:.1f}s")
-    _print_leaderboard(args.results, specs)
+    _print_leaderboard(args.results, specs, (args.backbones or grid.backbones)[0])
     return _report_failures(args.results, outcome.failed)
 
 
@@ -439,7 +439,7 @@ def _run_slurm(args: argparse.Namespace, grid: Any, specs: Sequence[Any], pendin
     check_writable(args.results)
     if not pending:
         print(f"grid {grid.name}: all {len(specs)} runs already done, nothing to submit")
-        _print_leaderboard(args.results, specs)
+        _print_leaderboard(args.results, specs, (args.backbones or grid.backbones)[0])
         return 0
     for spec in pending if args.force else ():
         invalidate(args.results, spec)
@@ -453,7 +453,7 @@ def _run_slurm(args: argparse.Namespace, grid: Any, specs: Sequence[Any], pendin
         print(f"follow with: bench status --grid {grid.name}" + (f" --results {args.results}" if args.results != DEFAULT_RESULTS else ""))
         return 0
     final = slurm.wait(args.results, specs)
-    _print_leaderboard(args.results, specs)
+    _print_leaderboard(args.results, specs, (args.backbones or grid.backbones)[0])
     failed = [(s, _error_line(args.results, s)) for s in final.states.get("failed", [])]
     return _report_failures(args.results, failed)
 
@@ -495,21 +495,23 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_frame(results: Path, specs: Sequence[Any]) -> Any:
-    from bench.report.load import load_metrics
+def _run_dirs(results: Path, specs: Sequence[Any]) -> list[Path]:
     from bench.rundir import run_dir
 
-    return load_metrics(run_dir(results, s) for s in specs)
+    return [run_dir(results, s) for s in specs]
 
 
-def _print_leaderboard(results: Path, specs: Sequence[Any]) -> None:
-    from bench.report.aggregate import final_scores
+def _print_leaderboard(results: Path, specs: Sequence[Any], default_backbone: str) -> None:
+    from bench.report.aggregate import backbone_label, final_scores
+    from bench.report.load import load_metrics
     from bench.report.table import leaderboard
 
-    frame = _load_frame(results, specs)
+    frame = load_metrics(_run_dirs(results, specs))
     if len(frame):
+        # runs of another backbone than the grid's first are rows of their own, as in `bench report`
+        frame["label"] = [backbone_label(l, b, default_backbone) for l, b in zip(frame["label"], frame["backbone"])]
         print()
-        print(leaderboard(final_scores(frame), references=_references(specs)))
+        print(leaderboard(final_scores(frame), references=_references(frame)))
         _warn_mixed_versions(frame)
 
 
@@ -521,11 +523,15 @@ def _warn_mixed_versions(frame: Any) -> None:
         print(f"bench: warning: {line}", file=sys.stderr)
 
 
-def _references(specs: Sequence[Any]) -> tuple[str, ...]:
-    """Labels of the reference methods (K-means, the Joint methods): marked, never bold, as in the paper."""
+def _references(frame: Any) -> tuple[str, ...]:
+    """The frame's labels of the reference methods (K-means, the Joint methods): marked, never bold, as in
+    the paper. Read from the frame, whose labels may name a backbone or a configuration after the method;
+    a method no longer registered is not a reference (its runs still report)."""
     from registries.catalogue import method_info
 
-    return tuple(dict.fromkeys(s.label for s in specs if method_info(s.method).sees_past_steps))
+    pairs = frame[["label", "method"]].astype(str).drop_duplicates()
+    return tuple(label for label, method in pairs.itertuples(index=False)
+                 if (info := method_info(method)) is not None and info.sees_past_steps)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -683,10 +689,11 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
-def _finished_runs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
+def _finished_runs(args: argparse.Namespace) -> tuple[Any, list[Any], list[Path]]:
     """`bench report` without --grid: every finished run under the results root (what the user just
     ran, whatever grid or options it came from), narrowed by --methods, --datasets, --splits, --seeds
-    and --backbone, as one grid named `all`."""
+    and --backbone, as one grid named `all`; with the directories to read. A directory whose spec.json
+    cannot be read is among them whatever the selection (what it holds is unknown): the report names it."""
     from collections import Counter
 
     from bench.rundir import DONE
@@ -696,38 +703,44 @@ def _finished_runs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
         raise BenchError("--cfg-options selects runs of a grid: name it with --grid (without --grid, bench report "
                          "reports every finished run under the results root)")
     selected = {parse_method(entry) for entry in args.methods or ()}
-    specs = []
+    specs, directories = [], []
     for directory in sorted((Path(args.results) / "runs").glob("*/")):
         if not (directory / DONE).exists():
             continue
         try:
             spec = RunSpec.from_json((directory / "spec.json").read_text())
-        except (OSError, ValueError, TypeError) as err:
-            print(f"bench: warning: skipping run {directory.name}: cannot read {directory / 'spec.json'} "
-                  f"({type(err).__name__}); `bench run` re-runs it", file=sys.stderr)
+        except Exception:  # not JSON, not a spec's fields (a list has no .pop): `load_runs` says which
+            directories.append(directory)
             continue
         if ((args.methods and (spec.method, spec.preset) not in selected)  # `Baseline:equations` names a preset, as in grids
                 or (args.datasets and spec.dataset not in args.datasets) or (args.splits and spec.split not in args.splits)
                 or (args.seeds and spec.seed not in args.seeds) or (args.backbones and spec.backbone not in args.backbones)):
             continue
         specs.append(spec)
+        directories.append(directory)  # its own: an edited spec.json's run id names another directory
     specs.sort(key=lambda s: (s.method, s.preset, s.dataset, s.n_steps, s.backbone, s.seed))
     backbones = [b for b, _ in Counter(s.backbone for s in specs).most_common()]  # the usual one first
     axis = {name: tuple(dict.fromkeys(getattr(s, name) for s in specs)) for name in ("dataset", "split")}
     block = Block(tuple(dict.fromkeys(Block._entry(s) for s in specs)), axis["dataset"], axis["split"], tuple(backbones))
-    print(f"no --grid given: reporting the {len(specs)} finished run(s) under {Path(args.results) / 'runs'}"
+    print(f"no --grid given: reporting the {len(directories)} finished run(s) under {Path(args.results) / 'runs'}"
           + (f" ({', '.join(dict.fromkeys(s.label for s in specs))} on {', '.join(axis['dataset'])})" if specs else ""))
-    return Grid(name="all", blocks=(block,), seeds=tuple(sorted({s.seed for s in specs})), cfg={}), specs
+    grid = Grid(name="all", blocks=(block,), seeds=tuple(sorted({s.seed for s in specs})), cfg={})
+    return grid, specs, directories
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from bench.report import steps_figures, write_report
     from bench.report.aggregate import backbone_label, final_scores, split_by
+    from bench.report.load import load_runs
     from bench.report.table import render_table
     from bench.storage import write_atomic
 
-    grid, specs = _expand(args) if args.grid else _finished_runs(args)
-    frame = _load_frame(args.results, specs)
+    if args.grid:
+        grid, specs = _expand(args)
+        directories = _run_dirs(args.results, specs)
+    else:
+        grid, specs, directories = _finished_runs(args)
+    frame, unplaced = load_runs(directories)
     if not len(frame):
         if not args.grid:
             raise BenchError(f"no finished runs under {args.results} match the selection; `bench run` makes some")
@@ -738,7 +751,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     labelled = frame.assign(label=[backbone_label(l, b, default_backbone) for l, b in zip(frame["label"], frame["backbone"])])
     if args.pool_orders:  # each (class order, seed) one sample of the cell, as mammoth and PyCIL average orders
         labelled["split"] = labelled["split"].str.replace(r" · order \d+$", " · class orders", regex=True)
-    labels = list(dict.fromkeys(backbone_label(s.label, s.backbone, default_backbone) for s in specs))
+    labels = _row_order(labelled, specs)
     if args.by:  # each label's rows by version, next to each other in the labels' order
         labelled = split_by(labelled, args.by, VERSION_COLUMNS)
         labels = [split for label in labels for split in sorted(set(labelled["label"]))
@@ -746,7 +759,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     _warn_mixed_versions(labelled)
     order = {"split": list(dict.fromkeys(s.split_label for s in specs)),
              "dataset": list(dict.fromkeys(s.dataset for s in specs)), "label": labels}
-    references = _references(specs)
+    references = _references(labelled)
     paths = write_report(labelled, out, args.format, title=f"grid {grid.name}", order=order,
                          exclude_from_best=references)
     suffix = {"latex": "tex", "markdown": "md", "csv": "csv"}[args.format]
@@ -755,8 +768,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         part = labelled[labelled["run_id"].isin({s.run_id for s in mine})]
         if block.name and len(part):
             path = out / f"table_{block.name}.{suffix}"
-            block_order = {**order, "label": list(dict.fromkeys(backbone_label(s.label, s.backbone, default_backbone)
-                                                                for s in mine))}
+            block_order = {**order, "label": _row_order(part, mine)}
             write_atomic(path, render_table(final_scores(part, block_order), args.format, layout=block.layout,
                                             exclude_from_best=references, caption=f"grid {grid.name}, {block.name}."))
             paths.append(path)
@@ -774,8 +786,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         path = out / f"compare_paper.{suffix}"
         write_atomic(path, render_compare(table, args.format))
         paths.append(path)
-    finished = frame["run_id"].nunique()
-    print(f"report of grid {grid.name}: {finished}/{len(specs)} runs finished; wrote {len(paths)} files to {out}")
+    finished = frame["run_id"].nunique() + len(unplaced)
+    left_out = (f", {len(unplaced)} of them in no row ({', '.join(u.run for u in unplaced)}: see the warnings above)"
+                if unplaced else "")
+    print(f"report of grid {grid.name}: {finished}/{len(directories)} runs finished{left_out}; "
+          f"wrote {len(paths)} files to {out}")
     for path in paths:
         print(f"  {path}")
     return 0
@@ -792,6 +807,13 @@ def _check_report_dir(out: Path) -> None:
     why = {errno.EEXIST: "a file of that name exists", errno.ENOTDIR: "a part of the path is a file"}.get(
         err.errno, err.strerror)
     raise BenchError(f"cannot write the report to {_shortened(out)} ({why}); choose another directory with --out DIR")
+
+
+def _row_order(frame: Any, specs: Sequence[Any]) -> list[str]:
+    """The frame's row labels in the order of the runs they hold (`specs`, the grid's order): one
+    method's rows (its backbones, configurations) stay together."""
+    label_of = dict(zip(frame["run_id"], frame["label"].astype(str)))
+    return list(dict.fromkeys(label_of[s.run_id] for s in specs if s.run_id in label_of))
 
 
 class _ReaderMayLeave:

@@ -109,6 +109,7 @@ def fake_run(results, spec, a, f=5.0):
                                       dataset=spec.dataset, split=spec.split, n_steps=spec.n_steps,
                                       backbone=spec.backbone, seed=spec.seed, primary_flavour="wo")
     frame.to_parquet(out / "metrics.parquet")
+    (out / "spec.json").write_text(spec.to_json())  # a report reads the run's configuration from it
     (out / "DONE").write_text("")
 
 

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import re
-from typing import Mapping, Sequence
+from itertools import combinations
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
@@ -34,6 +35,63 @@ def backbone_label(label: str, backbone: str, default_backbone: str) -> str:
     """Runs of another backbone than the grid's default (Tab. 4) get a label of their own, so that
     they are never averaged with the default backbone's runs of the same method."""
     return label if backbone == default_backbone else f"{label} · {backbone}"
+
+
+# What a row of a table is besides its label: runs of one (label, dataset, split, backbone) that also
+# share their configuration, so that only their seeds differ.
+CELL = ["label", "dataset", "split", "backbone"]
+UNSET = "<unset>"  # a key one configuration has and another lacks
+
+
+def flat_config(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """`{"method": {"epochs": 3}}` → `{"method.epochs": 3}`: keys as `--cfg-options` names them."""
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, Mapping) and value:
+            flat.update(flat_config(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _value_text(value: Any) -> str:
+    """A value as `--cfg-options` takes it back: strings bare, everything else as a Python literal."""
+    return value if isinstance(value, str) else repr(value)
+
+
+def distinguishing_keys(configs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The fewest flat keys whose values tell `configs` (distinct flat configurations) apart: labels
+    stay short when one change (method.epochs) drags others along. Subsets of up to three keys are
+    tried, smallest first and in key order; past that, every key that differs."""
+    union = sorted({k for c in configs for k in c})
+    differing = [k for k in union if len({repr(c.get(k, UNSET)) for c in configs}) > 1]
+    for size in range(1, min(len(differing), 3) + 1):
+        for keys in combinations(differing, size):
+            if len({tuple(repr(c.get(k, UNSET)) for k in keys) for c in configs}) == len(configs):
+                return list(keys)
+    return differing
+
+
+def config_labels(frame: pd.DataFrame, configs: Mapping[str, Mapping[str, Any]]) -> pd.Series:
+    """Every row's label, followed by ` · key=value, ...` where its cell (label, dataset, split,
+    backbone) holds runs of several configurations (`config_hash` → flat config): such runs are rows
+    of their own, never averaged as if they were seeds. Cells of one configuration keep their label."""
+    cell = [c for c in CELL if c in frame]
+    runs = frame[cell + ["config_hash"]].astype(str).drop_duplicates()
+    renamed: dict[tuple[str, ...], str] = {}
+    for key, group in runs.groupby(cell, sort=False):
+        hashes = list(dict.fromkeys(group["config_hash"]))
+        if len(hashes) < 2:
+            continue
+        keys = distinguishing_keys([configs[h] for h in hashes])
+        texts = {h: ", ".join(f"{k}={_value_text(configs[h].get(k, UNSET))}" for k in keys) for h in hashes}
+        if len(set(texts.values())) < len(hashes):  # values alike as text (1 and "1"): the hash tells them apart
+            texts = {h: f"{t}, config {h}" for h, t in texts.items()}
+        renamed.update({(*key, h): f"{key[0]} · {texts[h]}" for h in hashes})
+    if not renamed:
+        return frame["label"]
+    index = pd.MultiIndex.from_frame(frame[cell + ["config_hash"]].astype(str))
+    return pd.Series([renamed.get(k, k[0]) for k in index], index=frame.index, dtype=object)
 
 
 REPORTED = ("A", "F")

@@ -58,6 +58,17 @@ def _identity(scores: pd.DataFrame) -> dict[str, tuple[str, str, str]]:
                               str(r.get("backbone", ""))) for r in scores.drop_duplicates("label").to_dict("records")}
 
 
+def _extra(label: str, identity: tuple[str, str, str]) -> str:
+    """What `label` says besides its method and backbone: the configuration that sets its runs apart
+    from others of the cell (`method.epochs=3`, `aggregate.config_labels`), or a version (`--by`); ""
+    for most. Layouts that name rows by method and backbone add it, so that no two rows look alike."""
+    method, preset, backbone = identity
+    parts = label.split(" · ")
+    if parts[0] != method_label(method, preset):  # a frame without identity columns: nothing to tell
+        return ""
+    return " · ".join(p for p in parts[1:] if p != backbone)
+
+
 def comparison(scores: pd.DataFrame, references: Sequence[str]) -> Shape:
     """Tab. 5: one row per method label, in the grid's order."""
     splits, _, labels = axes(scores)
@@ -100,16 +111,20 @@ def ablation(scores: pd.DataFrame, references: Sequence[str]) -> Shape:
     identity = _identity(scores)
     groups = []
     for split in splits:
-        present = {identity[l][:2]: l for l in labels[split]}
+        present: dict[tuple[str, str], list[str]] = {}
+        for label in labels[split]:  # one (method, preset) may have rows of several configurations
+            present.setdefault(identity[label][:2], []).append(label)
         wanted = list(ABLATION_ROWS) + [key for key in present if key not in ABLATION_ROWS]
         rows = []
         for i, (method, preset) in enumerate(wanted):
             letter = f"({chr(ord('a') + i)})"
             cosnorm, ktrfr = preset != COSNORM_OFF, method == KTRFR_METHOD
-            label = present.get((method, preset), method_label(method, preset))
-            keys = {"row": letter, "cosnorm": "yes" if cosnorm else "no", "ktrfr": "yes" if ktrfr else "no",
-                    "method": method_label(method, preset)}
-            rows.append(Row(label, (letter, YES if cosnorm else NO, YES if ktrfr else NO), keys))
+            for label in present.get((method, preset), [method_label(method, preset)]):
+                extra = _extra(label, identity[label]) if label in identity else ""
+                keys = {"row": letter, "cosnorm": "yes" if cosnorm else "no", "ktrfr": "yes" if ktrfr else "no",
+                        "method": " · ".join(filter(None, (method_label(method, preset), extra)))}
+                rows.append(Row(label, (" ".join(filter(None, (letter, extra))), YES if cosnorm else NO,
+                                        YES if ktrfr else NO), keys))
         groups.append((split, tuple(rows)))
     return Shape(("", "CosNorm", "KTRFR"), "lcc", tuple(groups), key_columns=("row", "cosnorm", "ktrfr", "method"))
 
@@ -131,9 +146,10 @@ def backbones(scores: pd.DataFrame, references: Sequence[str]) -> Shape:
         rows = []
         for label in sorted(labels[split], key=key):
             method, backbone = method_label(*identity[label][:2]), identity[label][2]
-            shown = BACKBONE_NAMES.get(backbone, backbone)
+            extra = _extra(label, identity[label])  # two configurations of one backbone: two rows told apart
+            shown = " · ".join(filter(None, (BACKBONE_NAMES.get(backbone, backbone), extra)))
             rows.append(Row(label, (method, shown) if len(methods) > 1 else (shown,),
-                            {"method": method, "backbone": backbone}))
+                            {"method": " · ".join(filter(None, (method, extra))), "backbone": backbone}))
         groups.append((split, tuple(rows)))
     columns = ("method", "backbone") if len(methods) > 1 else ("backbone",)
     return Shape(columns, "l" * len(columns), tuple(groups), split_column=len(splits) > 1,

@@ -1,48 +1,106 @@
 """Reading finished runs: the only part of reporting that touches the run directories."""
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
 import pandas as pd
 
 from bench.errors import first_line
+from bench.report.aggregate import config_labels, flat_config
+from bench.spec import RunSpec
 
 COLUMNS = ["run_id", "method", "preset", "label", "dataset", "split", "n_steps", "backbone", "seed",
-           "reported_A", "reported_F", "features", "step", "group", "flavour", "metric", "value"]
+           "reported_A", "reported_F", "features", "step", "group", "flavour", "metric", "value", "config_hash"]
 
 
 def _warn(message: str) -> None:
     print(f"bench: warning: {message}", file=sys.stderr)
 
 
-def load_metrics(run_dirs: Iterable[Path], warn: Callable[[str], None] = _warn) -> pd.DataFrame:
-    """All `metrics.parquet` of the runs that are DONE, concatenated. Unfinished runs are skipped
-    silently; a finished run whose metrics cannot be read is skipped with a warning naming the file
-    (the next `bench run` re-runs it), never with a traceback."""
-    frames = []
+@dataclass(frozen=True)
+class Unplaced:
+    """A finished run that no row of a report holds, and why: reports name it, never drop it silently."""
+
+    run: str  # its directory's name: the run id it was started as
+    why: str
+
+
+def load_runs(run_dirs: Iterable[Path], warn: Callable[[str], None] = _warn) -> tuple[pd.DataFrame, list[Unplaced]]:
+    """All `metrics.parquet` of the runs that are DONE, concatenated, with each run's `config_hash`
+    and its label extended by what differs where one cell holds runs of several configurations
+    (`aggregate.config_labels`); and the finished runs that cannot be placed, each named in a warning
+    (the next `bench run` re-runs it), never with a traceback. Unfinished runs are skipped silently.
+
+    A run's configuration is read from its own spec.json, checked to hash to its directory's name:
+    that file is what decided the run's numbers, and every run ever written has one, so runs recorded
+    before this check report as they did."""
+    frames, configs, unplaced = [], {}, []
     for d in map(Path, run_dirs):
         if not (d / "DONE").exists():
             continue
-        path = d / "metrics.parquet"
         try:
-            frame = pd.read_parquet(path)
-            missing = {"run_id", "group", "flavour", "metric", "value"} - set(frame.columns)
-            if missing:
-                raise ValueError(f"missing columns {', '.join(sorted(missing))}")
-        except Exception as err:  # pyarrow and OS errors of many kinds: the file is what matters
-            warn(f"skipping run {d.name}: cannot read {path} ({first_line(err)}); `bench run` re-runs it")
+            spec = _own_spec(d)
+            frame = _read_metrics(d)
+        except _NotPlaced as err:
+            unplaced.append(Unplaced(d.name, str(err)))
+            warn(f"skipping run {d.name}: {err}; `bench run` re-runs it")
             continue
+        config = flat_config(spec.identity()["config"])
+        config_hash = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:12]
+        configs[config_hash] = config
+        frame["config_hash"] = config_hash
         if "features" not in frame:
-            frame["features"] = _legacy_features(d)
+            frame["features"] = _legacy_features(spec)
         if {"method", "preset"} <= set(frame.columns):
             frame["label"] = _current_label(frame)
         frames.append(frame)
     if not frames:
-        return pd.DataFrame(columns=COLUMNS)
-    return pd.concat(frames, ignore_index=True)
+        return pd.DataFrame(columns=COLUMNS), unplaced
+    frame = pd.concat(frames, ignore_index=True)
+    return frame.assign(label=config_labels(frame, configs)), unplaced
+
+
+def load_metrics(run_dirs: Iterable[Path], warn: Callable[[str], None] = _warn) -> pd.DataFrame:
+    """The metrics frame of `load_runs`, for callers that need not count the runs left out."""
+    return load_runs(run_dirs, warn)[0]
+
+
+class _NotPlaced(Exception):
+    """Why a finished run's files cannot be put in a report's row."""
+
+
+def _own_spec(run: Path) -> RunSpec:
+    """The run's spec.json, refused unless it describes this very run (an edited file no longer does)."""
+    path = run / "spec.json"
+    try:
+        spec = RunSpec.from_json(path.read_text())
+    except Exception as err:  # missing, not JSON, not a spec's fields: all mean the same here
+        raise _NotPlaced(f"cannot read {path} ({first_line(err)})") from None
+    if spec.run_id != run.name:
+        raise _NotPlaced(f"its {path} describes another run ({spec.run_id}: {spec.describe()}), "
+                         f"not the one that ran here (edited?)")
+    return spec
+
+
+def _read_metrics(run: Path) -> pd.DataFrame:
+    """The run's metrics.parquet, refused when damaged or when it holds another run's rows."""
+    path = run / "metrics.parquet"
+    try:
+        frame = pd.read_parquet(path)
+        missing = {"run_id", "group", "flavour", "metric", "value"} - set(frame.columns)
+        if missing:
+            raise ValueError(f"missing columns {', '.join(sorted(missing))}")
+    except Exception as err:  # pyarrow and OS errors of many kinds: the file is what matters
+        raise _NotPlaced(f"cannot read {path} ({first_line(err)})") from None
+    others = sorted(set(frame["run_id"].astype(str)) - {run.name})
+    if others:
+        raise _NotPlaced(f"its {path} holds the rows of run {', '.join(others)}")
+    return frame
 
 
 # Before issue 20 the default preset was `paper` (the paper's text, today's `equations`) and the
@@ -58,18 +116,17 @@ def _current_label(frame: pd.DataFrame) -> pd.Series:
                      index=frame.index, dtype=object)
 
 
-def _legacy_features(run: Path) -> str:
-    """How a run written before metrics recorded it computed its features, from its spec.json."""
+def _legacy_features(spec: RunSpec) -> str:
+    """How a run written before metrics recorded it computed its features, from its spec."""
     from bench.spec import features_protocol
 
     try:
-        spec = json.loads((run / "spec.json").read_text())
         from registries import METHODS, load_all
 
         load_all()
-        cls = METHODS.get(spec["method"])
+        cls = METHODS.get(spec.method)
         traits = {"inputs": cls.inputs, "trains_on_views": cls.trains_on_views,
                   "warms_up_on_features": cls.warms_up_on_features} if cls else {}
-        return features_protocol(spec["config"], **traits)
-    except Exception:  # an unreadable spec must not hide the run's metrics
+        return features_protocol(spec.config, **traits)
+    except Exception:  # a config of another era must not hide the run's metrics
         return "unknown"
