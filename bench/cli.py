@@ -8,7 +8,9 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -378,8 +380,10 @@ def cmd_run(args: argparse.Namespace) -> int:
           f"running {len(pending)} on {args.cluster}")
     start = time.monotonic()
     from bench.scheduler import run_specs
+    from bench.workers import sigterm_stops
 
-    outcome = run_specs(pending, args.results, cluster=args.cluster, max_parallel=args.workers)
+    with sigterm_stops():  # a closed session's or `timeout`'s SIGTERM stops the runs as Ctrl-C does
+        outcome = run_specs(pending, args.results, cluster=args.cluster, max_parallel=args.workers)
     busy = f", {len(outcome.busy)} skipped (being run elsewhere)" if outcome.busy else ""
     print(f"{len(outcome.done)} done, {len(outcome.failed)} failed{busy} in {time.monotonic() - start:.1f}s")
     _print_leaderboard(args.results, specs, (args.backbones or grid.backbones)[0])
@@ -881,6 +885,7 @@ def _exit_now(code: int) -> None:
 
 def _main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    command_line = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv or ["run"])
     if args.command is None:
@@ -903,10 +908,13 @@ def _main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"bench: error: {DISK_FULL.format(err.filename or err)}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:  # Ctrl-C: every run checkpoints after each step
-        print("bench: interrupted; finished runs are kept, the others resume from their last step on the next "
-              "`bench run`", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM: every run checkpoints after each step
+        from bench.workers import INTERRUPTED, STOP_SIGNALS, exit_at_once
+
+        for sig in STOP_SIGNALS if command_line and threading.current_thread() is threading.main_thread() else ():
+            signal.signal(sig, exit_at_once)  # a second one ends bench now, whatever exiting still waits for
+        print(INTERRUPTED, file=sys.stderr)
+        return 128 + getattr(err, "signum", signal.SIGINT)
 
 
 if __name__ == "__main__":
