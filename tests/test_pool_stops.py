@@ -63,6 +63,13 @@ def session(sid: int) -> list[int]:
     return pids
 
 
+def running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except OSError:
+        return False
+
+
 def kill_session(sid: int) -> None:
     for pid in session(sid):
         try:
@@ -172,3 +179,27 @@ def test_a_reader_gone_before_the_first_line_fails_no_run(tmp_path):
     runs = list(tmp_path.glob("runs/*"))
     assert len(runs) == 2 and all((run / "DONE").exists() for run in runs)
     assert not any((run / "error.txt").exists() for run in runs)
+
+
+def test_the_watchdog_ends_a_worker_whose_bench_died_unreaped(tmp_path):
+    """The guard that needs no parent-death signal (other systems, a fork server started from another
+    thread): a process watching a parent that was SIGKILLed, and is a zombie nobody has reaped yet, ends
+    within a few of its 0.5 s checks."""
+    child = ("import os, sys, time; from bench.lifeline import watch; watch(os.getppid()); "
+             "open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)")
+    parent = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', sys.argv[1], sys.argv[2]]); "
+              "time.sleep(60)")
+    pid_file = tmp_path / "watcher.pid"
+    proc = subprocess.Popen([sys.executable, "-c", parent, child, str(pid_file)], env=ENV, cwd=tmp_path)
+    watcher = 0
+    try:
+        wait_for(lambda: pid_file.exists() and pid_file.read_text(), timeout=30)
+        watcher = int(pid_file.read_text())
+        proc.kill()  # SIGKILL, and not reaped: a zombie until proc.wait()
+        assert running(watcher)
+        wait_for(lambda: not running(watcher), timeout=5)
+    finally:
+        proc.kill()
+        proc.wait()
+        if watcher and running(watcher):  # the watchdog failed: leave nothing behind
+            os.kill(watcher, signal.SIGKILL)
