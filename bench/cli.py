@@ -744,7 +744,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         directories = _run_dirs(args.results, specs)
     else:
         grid, specs, directories = _finished_runs(args)
-    frame, unplaced = load_runs(directories)
+    frame, unplaced = load_runs(directories, pool_orders=args.pool_orders)
     if not len(frame):
         if not args.grid:
             raise BenchError(f"no finished runs under {args.results} match the selection; `bench run` makes some")
@@ -753,8 +753,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     _check_report_dir(out)
     default_backbone = (args.backbones or grid.backbones)[0]
     labelled = frame.assign(label=[backbone_label(l, b, default_backbone) for l, b in zip(frame["label"], frame["backbone"])])
-    if args.pool_orders:  # each (class order, seed) one sample of the cell, as mammoth and PyCIL average orders
-        labelled["split"] = labelled["split"].str.replace(r" · order \d+$", " · class orders", regex=True)
+    # --pool-orders: load_runs made each (class order, seed) one sample of the cell, as mammoth and PyCIL
+    # average orders, before it told configurations apart
     labels = _row_order(labelled, specs)
     if args.by:  # each label's rows by version, next to each other in the labels' order
         labelled = split_by(labelled, args.by, VERSION_COLUMNS)
@@ -852,15 +852,17 @@ class _ReaderMayLeave:
 def main(argv: Sequence[str] | None = None) -> int:
     """`bench ARGS`: the command's exit status. From the command line (no `argv`), the process then
     ends without the interpreter's teardown (`_exit_now`); a caller that passes `argv` goes on."""
-    stdout = sys.stdout
-    sys.stdout = _ReaderMayLeave(stdout)
+    stdout, stderr = sys.stdout, sys.stderr
+    # both: `bench run 2>&1 | head` closes stderr too, and a warning or the list of failed runs written
+    # there must not end the command nor turn its exit status into another
+    sys.stdout, sys.stderr = _ReaderMayLeave(stdout), _ReaderMayLeave(stderr)
     try:
         code = _main(argv)
         if argv is None:
             _exit_now(code)  # flushes through _ReaderMayLeave: a reader that left costs nothing
         return code
     finally:
-        sys.stdout = stdout
+        sys.stdout, sys.stderr = stdout, stderr
 
 
 def _exit_now(code: int) -> None:
@@ -897,8 +899,6 @@ def _main(argv: Sequence[str] | None = None) -> int:
     except BenchError as err:
         print(f"bench: error: {err}", file=sys.stderr)
         return 2
-    except BrokenPipeError:  # stdout is _ReaderMayLeave: a closed stderr (`2>&1 | head`), not an error
-        return 0
     except OSError as err:
         if err.errno == errno.ENAMETOOLONG:  # a path option, or a path built from one, beyond the file system's limits
             print(f"bench: error: a path is too long for the file system ({err.strerror}): "

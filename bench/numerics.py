@@ -23,16 +23,15 @@ CUBLAS_CONFIG = ":4096:8"  # what cuBLAS needs to be deterministic (CUDA's docum
 
 
 def available_cores() -> int:
-    """The cores this process may use: `SLURM_CPUS_PER_TASK` in a SLURM job (a cluster that does not bind
-    tasks to cores leaves a job's CPU affinity at the whole node), else the CPU affinity (which containers
-    set), else the machine's."""
-    slurm = os.environ.get("SLURM_CPUS_PER_TASK", "")
-    if slurm.isdigit() and int(slurm) >= 1:
-        return int(slurm)
+    """The cores this process may use: the CPU affinity (which containers and core-binding clusters set),
+    else the machine's; in a SLURM job at most `SLURM_CPUS_PER_TASK` (a cluster that does not bind tasks
+    to cores leaves a job's affinity at the whole node)."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    slurm = os.environ.get("SLURM_CPUS_PER_TASK", "")
+    return min(cores, int(slurm)) if slurm.isdigit() and int(slurm) >= 1 else cores
 
 
 def check_threads(threads: int) -> None:
@@ -47,7 +46,8 @@ def _settings() -> dict[str, Any]:
     return {"threads": torch.get_num_threads(), "matmul": torch.get_float32_matmul_precision(),
             "deterministic": torch.are_deterministic_algorithms_enabled(),
             "warn_only": torch.is_deterministic_algorithms_warn_only_enabled(),
-            "cudnn_benchmark": torch.backends.cudnn.benchmark, "cudnn_deterministic": torch.backends.cudnn.deterministic}
+            "cudnn_benchmark": torch.backends.cudnn.benchmark, "cudnn_deterministic": torch.backends.cudnn.deterministic,
+            "cudnn_tf32": torch.backends.cudnn.allow_tf32}
 
 
 def _apply(settings: dict[str, Any]) -> None:
@@ -58,6 +58,15 @@ def _apply(settings: dict[str, Any]) -> None:
     torch.use_deterministic_algorithms(settings["deterministic"], warn_only=settings["warn_only"])
     torch.backends.cudnn.benchmark = settings["cudnn_benchmark"]
     torch.backends.cudnn.deterministic = settings["cudnn_deterministic"]
+    torch.backends.cudnn.allow_tf32 = settings["cudnn_tf32"]
+
+
+def _load_thread_pools() -> None:
+    """Load the libraries whose thread pools a run can use, so that `threadpool_limits` reaches them:
+    it only sees pools already loaded, and scikit-learn's OpenMP and scipy's OpenBLAS are otherwise
+    first loaded by K-means' lazy import, at every core, in a worker's first run."""
+    import scipy.linalg  # noqa: F401  (scipy's OpenBLAS)
+    import sklearn.cluster  # noqa: F401  (scikit-learn's OpenMP)
 
 
 @contextmanager
@@ -81,9 +90,11 @@ def fix(threads: int, device: "torch.device") -> list[str]:
     import torch
     from threadpoolctl import threadpool_limits
 
+    _load_thread_pools()
     threadpool_limits(threads)  # numpy's BLAS, scikit-learn's OpenMP (K-means): their sums split by threads too
     torch.set_num_threads(threads)
     torch.set_float32_matmul_precision("highest")  # torch's default: a caller's TF32/bf16 choice is not the run's
+    torch.backends.cudnn.allow_tf32 = False  # likewise for convolutions (a ResNet backbone on CUDA)
     said = [f"{threads} CPU compute thread(s), float32 matmuls at 'highest' precision"]
     if device.type != "cuda":
         return said

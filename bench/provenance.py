@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # torch is imported where versions are read: `bench report` r
 
 # The columns a report must not silently average over (`device` is the GPU's name, or "cpu").
 VERSION_COLUMNS = ("torch_version", "torchvision_version", "timm_version", "numpy_version", "cuda_version",
-                   "cudnn_version", "device", "weights_sha256", "tail_precision")
+                   "cudnn_version", "device", "weights_sha256", "tail_precision", "threads")
 
 _CHUNK = 1 << 20
 # sha256 of weights files by (resolved path, size, mtime in ns): a ViT-B/16 file is 350 MB (about 1 s

@@ -292,6 +292,9 @@ def _threads(spec: RunSpec, state: Mapping[str, Any] | None, log: Log) -> int:
     asked = int(spec.location.get("threads") or numerics.DEFAULT_THREADS)
     stored = state.get("threads") if state is not None else None
     if stored is None:
+        if state is not None:  # a checkpoint from before runs kept their count: its steps used the pool's
+            log(f"WARNING: the checkpoint does not say how many threads its finished steps ran with; resuming "
+                f"with {asked}: its metrics may differ in the last digits from an uninterrupted run's")
         return asked
     if int(stored) != asked:
         log(f"resuming with {stored} thread(s), the count its finished steps ran with, not the {asked} asked for")
@@ -558,7 +561,8 @@ def _frame(spec: RunSpec, rows: list[MetricRow], device: torch.device, started_a
         bench_version=bench.__version__, git_commit=_git_commit(), host=socket.gethostname(),
         device=torch.cuda.get_device_name(device) if device.type == "cuda" else device.type,
         slurm_job_id=_slurm_job_id(), started_at=started_at, ended_at=_now(), duration_s=float(duration),
-        **versions(device, weights), tail_precision=tail_precision(spec, cls.inputs, device))
+        **versions(device, weights), tail_precision=tail_precision(spec, cls.inputs, device),
+        threads=str(torch.get_num_threads()))  # the run's own (bench.numerics.fix): a sum's order follows it
     for key, value in {**identity, **provenance}.items():
         frame[key] = value
     frame = frame[list(identity) + ["step", "group", "flavour", "metric", "value"] + list(provenance)]

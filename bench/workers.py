@@ -228,10 +228,9 @@ def _stop_requests(pool: ProcessPoolExecutor, inflight: Path) -> Iterator[list[i
     previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
     try:
         yield asked
-    finally:
-        if not asked:  # once stopping, a second signal still ends bench at once, up to its exit
-            for sig, before in previous.items():
-                signal.signal(sig, before)
+    finally:  # the command line installs its own second-signal exit while it winds down (bench.cli)
+        for sig, before in previous.items():
+            signal.signal(sig, before)
 
 
 def _stop(pool: ProcessPoolExecutor, inflight: Path) -> None:

@@ -186,3 +186,22 @@ def test_paper_layouts_show_every_configuration_row(capsys):
                                                                  ["(b) method.epochs=2", "✓", "✗", "40.0", "60.0"]]
     backbones = pd.read_csv(io.StringIO(render_table(scores, "csv", layout="backbones")))
     assert set(backbones["method"]) == {"Baseline · method.epochs=1", "Baseline · method.epochs=2", "Baseline++"}
+
+
+def test_pooled_class_orders_still_keep_configurations_apart(tmp_path):
+    """`--pool-orders` makes each class order a sample of the cell: two configurations that were each
+    run on another order are still two rows (labelled by what differs), never one row of both."""
+    from bench.cli import _expand, build_parser
+    from bench.report.load import load_runs
+
+    dirs = []
+    for order, epochs in ((3, 1), (5, 2)):
+        argv = [*RUN, "--seeds", "0", "--results", str(tmp_path), "--cfg-options", *TINY, f"method.epochs={epochs}",
+                f"split.class_order_seed={order}"]
+        assert main(["run", "--cluster", "debug", *argv]) == 0
+        dirs += [tmp_path / "runs" / s.run_id for s in _expand(build_parser().parse_args(["run", *argv]))[1]]
+    frame, _ = load_runs(dirs, pool_orders=True)
+    assert set(frame["split"]) == {"2-step · class orders"}
+    assert set(frame["label"]) == {ONE, TWO}
+    apart, _ = load_runs(dirs)  # not pooled: each order its own cell, one configuration each
+    assert set(apart["label"]) == {"Baseline"} and len(set(apart["split"])) == 2

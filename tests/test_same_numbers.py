@@ -122,3 +122,19 @@ def test_a_slurm_job_computes_with_the_runs_threads_not_the_nodes_cores(tmp_path
     monkeypatch.setattr(Baseline, "learn", lambda self, step: seen.append(torch.get_num_threads()) or real_learn(self, step))
     assert SlurmRun()(spec.to_json(), str(tmp_path)) == "done"
     assert seen == [numerics.DEFAULT_THREADS] * 2
+
+
+def test_every_thread_pool_a_run_can_reach_is_limited_even_where_it_loads_later():
+    """threadpoolctl limits only the pools already loaded, and K-means' lazy import loads scikit-learn's
+    OpenMP and scipy's OpenBLAS after the runner has set the threads: in a fresh process (as a warm
+    worker's first run), every pool must still be at the run's count once `fix` has run."""
+    import ast
+    import subprocess
+    import sys
+
+    code = ("import torch, threadpoolctl; from bench import numerics; numerics.fix(1, torch.device('cpu')); "
+            "import sklearn.cluster, scipy.linalg; "
+            "print(sorted({(p['internal_api'], p['num_threads']) for p in threadpoolctl.threadpool_info()}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
+    pools = ast.literal_eval(out.strip().splitlines()[-1])
+    assert pools and all(threads == 1 for _, threads in pools), pools

@@ -30,7 +30,16 @@ class Unplaced:
     why: str
 
 
-def load_runs(run_dirs: Iterable[Path], warn: Callable[[str], None] = _warn) -> tuple[pd.DataFrame, list[Unplaced]]:
+ORDER_KEY = "split.class_order_seed"  # a run's class order: with `pool_orders`, a sample like a seed
+
+
+def pooled_split(split: pd.Series) -> pd.Series:
+    """`5-step · order 3` → `5-step · class orders`: every class order one cell (`--pool-orders`)."""
+    return split.astype(str).str.replace(r" · order \d+$", " · class orders", regex=True)
+
+
+def load_runs(run_dirs: Iterable[Path], warn: Callable[[str], None] = _warn,
+              pool_orders: bool = False) -> tuple[pd.DataFrame, list[Unplaced]]:
     """All `metrics.parquet` of the runs that are DONE, concatenated, with each run's `config_hash`
     and its label extended by what differs where one cell holds runs of several configurations
     (`aggregate.config_labels`); and the finished runs that cannot be placed, each named in a warning
@@ -51,6 +60,8 @@ def load_runs(run_dirs: Iterable[Path], warn: Callable[[str], None] = _warn) -> 
             warn(f"skipping run {d.name}: {err}; `bench run` re-runs it")
             continue
         config = flat_config(spec.identity()["config"])
+        if pool_orders:  # the order is then a sample of the cell, not a configuration of its own
+            config.pop(ORDER_KEY, None)
         config_hash = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:12]
         configs[config_hash] = config
         frame["config_hash"] = config_hash
@@ -58,6 +69,8 @@ def load_runs(run_dirs: Iterable[Path], warn: Callable[[str], None] = _warn) -> 
             frame["features"] = _legacy_features(spec)
         if {"method", "preset"} <= set(frame.columns):
             frame["label"] = _current_label(frame)
+        if pool_orders:  # before labelling: rows are told apart within the pooled cell
+            frame["split"] = pooled_split(frame["split"])
         frames.append(frame)
     if not frames:
         return pd.DataFrame(columns=COLUMNS), unplaced
