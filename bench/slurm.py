@@ -10,9 +10,12 @@ requeues it with the same arguments and the runner resumes from the run's last f
 """
 from __future__ import annotations
 
+import atexit
 import json
+import os
 import shutil
 import subprocess
+import sys
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -100,11 +103,36 @@ class SlurmRun(submitit.helpers.Checkpointable):
         try:
             execute(RunSpec.from_json(spec_json), Path(results), echo=True)
         except RunBusy:
+            _end_job_without_teardown()
             return "busy"
-        # No gc.freeze() here: objects it keeps past the interpreter's teardown make triton's nanobind
-        # bindings print ~30 lines of "nanobind: leaked ..." into the job's log; the final collection
-        # it saved (about 1.4 s) is little beside a job's run.
+        _end_job_without_teardown()  # only after success: a failing job keeps its exit status
         return "done"
+
+
+def _end_job_without_teardown() -> None:
+    """In a submitit job process (its `__main__` is submitit's `_submit`; never in a caller running
+    SlurmRun in-process, such as a test), end without the interpreter's teardown once submitit has
+    written the result: `_end_without_teardown` as the first exit handler."""
+    main = sys.modules.get("__main__")
+    if getattr(getattr(main, "__spec__", None), "name", "") == "submitit.core._submit":
+        atexit.register(_end_without_teardown)
+
+
+def _end_without_teardown() -> None:
+    """The job's last exit handler (the first to run): submitit has written the job's result by then, so
+    the process ends without the interpreter's teardown, whose final collection of torch's objects
+    took about 1.4 s of every job (gc.freeze(), which skipped it before, made triton's nanobind
+    bindings print ~30 lines of "nanobind: leaked ..." into the job's log). Only a job that succeeded
+    registers it, so exit status 0 is the one it would have had."""
+    import logging
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(0)
 
 
 # --------------------------------------------------------------------------- manifest

@@ -58,3 +58,21 @@ def test_sacct_output_is_parsed_including_pending_array_ranges(monkeypatch):
     assert len(calls) == 1 and calls[0][-1] == "12,13"  # one batched query
     assert states == {"12_0": "COMPLETED", "12_1": "RUNNING", "12_2": "PENDING", "12_3": "PENDING",
                       "12_4": "PENDING", "13": "CANCELLED"}
+
+
+def test_only_a_submitit_job_process_ends_without_the_interpreters_teardown(monkeypatch):
+    """A job ends with os._exit once submitit has written its result (its teardown took ~1.4 s a job);
+    a caller running SlurmRun in-process (a test, pytest itself) must keep its own exit, status included."""
+    import sys
+    import types
+
+    import bench.slurm as slurm
+
+    registered = []
+    monkeypatch.setattr(slurm.atexit, "register", registered.append)
+    slurm._end_job_without_teardown()
+    assert registered == []  # pytest's __main__ is not submitit's
+    job_main = types.SimpleNamespace(__spec__=types.SimpleNamespace(name="submitit.core._submit"))
+    monkeypatch.setitem(sys.modules, "__main__", job_main)
+    slurm._end_job_without_teardown()
+    assert registered == [slurm._end_without_teardown]
