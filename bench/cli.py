@@ -372,7 +372,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         what = "no failed runs to retry" if args.retry_failed else "nothing to run (--force re-runs them)"
         print(f"grid {grid.name}: {len(done)} of {len(specs)} runs already done, {what}"
               if len(done) < len(specs) else f"grid {grid.name}: all {len(specs)} runs already done, {what}")
-        _print_leaderboard(args.results, specs, (args.backbones or grid.backbones)[0])
+        _print_leaderboard(args.results, specs, _default_backbone(args, grid))
         return 0
     for spec in pending if args.force else ():
         invalidate(args.results, spec)
@@ -386,7 +386,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         outcome = run_specs(pending, args.results, cluster=args.cluster, max_parallel=args.workers)
     busy = f", {len(outcome.busy)} skipped (being run elsewhere)" if outcome.busy else ""
     print(f"{len(outcome.done)} done, {len(outcome.failed)} failed{busy} in {time.monotonic() - start:.1f}s")
-    _print_leaderboard(args.results, specs, (args.backbones or grid.backbones)[0])
+    _print_leaderboard(args.results, specs, _default_backbone(args, grid))
     return _report_failures(args.results, outcome.failed)
 
 
@@ -443,7 +443,7 @@ def _run_slurm(args: argparse.Namespace, grid: Any, specs: Sequence[Any], pendin
     check_writable(args.results)
     if not pending:
         print(f"grid {grid.name}: all {len(specs)} runs already done, nothing to submit")
-        _print_leaderboard(args.results, specs, (args.backbones or grid.backbones)[0])
+        _print_leaderboard(args.results, specs, _default_backbone(args, grid))
         return 0
     for spec in pending if args.force else ():
         invalidate(args.results, spec)
@@ -457,7 +457,7 @@ def _run_slurm(args: argparse.Namespace, grid: Any, specs: Sequence[Any], pendin
         print(f"follow with: bench status --grid {grid.name}" + (f" --results {args.results}" if args.results != DEFAULT_RESULTS else ""))
         return 0
     final = slurm.wait(args.results, specs)
-    _print_leaderboard(args.results, specs, (args.backbones or grid.backbones)[0])
+    _print_leaderboard(args.results, specs, _default_backbone(args, grid))
     failed = [(s, _error_line(args.results, s)) for s in final.states.get("failed", [])]
     return _report_failures(args.results, failed)
 
@@ -497,6 +497,11 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     ids = slurm.cancel(args.results, specs)
     print(f"grid {grid.name}: cancelled {len(ids)} job(s)" + (f": {', '.join(ids)}" if ids else ""))
     return 0
+
+
+def _default_backbone(args: argparse.Namespace, grid: Any) -> str:
+    """The backbone whose rows need no backbone in their label: the first selected, else the grid's first."""
+    return (args.backbones or grid.backbones)[0]
 
 
 def _run_dirs(results: Path, specs: Sequence[Any]) -> list[Path]:
@@ -751,7 +756,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise BenchError(f"no finished runs of grid {grid.name!r} under {args.results}; run `bench run --grid {grid.name}` first")
     out = args.out or Path(args.results) / "reports" / grid.name
     _check_report_dir(out)
-    default_backbone = (args.backbones or grid.backbones)[0]
+    default_backbone = _default_backbone(args, grid)
     labelled = frame.assign(label=[backbone_label(l, b, default_backbone) for l, b in zip(frame["label"], frame["backbone"])])
     # --pool-orders: load_runs made each (class order, seed) one sample of the cell, as mammoth and PyCIL
     # average orders, before it told configurations apart

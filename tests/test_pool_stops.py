@@ -10,7 +10,9 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -30,10 +32,17 @@ def bench(results: Path, *extra: str) -> list[str]:
             "--results", str(results), *extra]
 
 
-def start(results: Path) -> subprocess.Popen:
-    """`bench run` in a session of its own (its pid is the session id its workers inherit), as a shell runs it."""
-    return subprocess.Popen(bench(results), env=ENV, cwd=results, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+@contextmanager
+def started(results: Path) -> Iterator[subprocess.Popen]:
+    """`bench run` in a session of its own (its pid is the session id its workers inherit), as a shell runs
+    it; whatever the test did, nothing of that session outlives it."""
+    proc = subprocess.Popen(bench(results), env=ENV, cwd=results, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
+    try:
+        yield proc
+    finally:
+        kill_session(proc.pid)
+        proc.kill()
 
 
 def started_runs(results: Path) -> set[str]:
@@ -84,8 +93,7 @@ def test_a_stop_request_starts_no_queued_run_and_exits_within_seconds(tmp_path, 
     """Ctrl-C (SIGINT to the process group, as a terminal sends it), SIGINT or SIGTERM to bench alone:
     the two queued runs never start, the two in flight stop, bench exits within seconds with the
     message, and nothing of it stays behind."""
-    proc = start(tmp_path)
-    try:
+    with started(tmp_path) as proc:
         wait_for(lambda: len(started_runs(tmp_path)) == 2)
         wait_for(lambda: list(tmp_path.glob("runs/*/checkpoint.pt")))  # mid-run: the runs are busy
         before = started_runs(tmp_path)
@@ -95,9 +103,6 @@ def test_a_stop_request_starts_no_queued_run_and_exits_within_seconds(tmp_path, 
         out, _ = proc.communicate(timeout=30)
         took = time.monotonic() - sent
         wait_for(lambda: not session(proc.pid), timeout=5)  # the workers and the fork server ended too
-    finally:
-        kill_session(proc.pid)
-        proc.kill()
     assert took < EXIT_S, f"{took:.1f}s\n{out}"
     assert proc.returncode == 128 + sig, out
     assert "interrupted; finished runs are kept" in out and "Traceback" not in out, out
@@ -109,14 +114,10 @@ def test_a_stop_request_starts_no_queued_run_and_exits_within_seconds(tmp_path, 
 
 @pytest.mark.slow
 def test_ctrl_c_leaves_the_runs_in_flight_to_resume_on_the_next_bench_run(tmp_path):
-    proc = start(tmp_path)
-    try:
+    with started(tmp_path) as proc:
         wait_for(lambda: list(tmp_path.glob("runs/*/checkpoint.pt")))
         os.killpg(proc.pid, signal.SIGINT)
         out, _ = proc.communicate(timeout=30)
-    finally:
-        kill_session(proc.pid)
-        proc.kill()
     checkpointed = {path.parent for path in tmp_path.glob("runs/*/checkpoint.pt")}
     assert proc.returncode == 130 and checkpointed, out
     again = subprocess.run(bench(tmp_path), env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=120)
@@ -129,8 +130,7 @@ def test_ctrl_c_leaves_the_runs_in_flight_to_resume_on_the_next_bench_run(tmp_pa
 
 @pytest.mark.slow
 def test_a_second_ctrl_c_exits_at_once(tmp_path):
-    proc = start(tmp_path)
-    try:
+    with started(tmp_path) as proc:
         wait_for(lambda: list(tmp_path.glob("runs/*/checkpoint.pt")))
         os.kill(proc.pid, signal.SIGINT)
         time.sleep(0.05)  # the first is being handled: the runs in flight are unwinding
@@ -139,9 +139,6 @@ def test_a_second_ctrl_c_exits_at_once(tmp_path):
         out, _ = proc.communicate(timeout=30)
         took = time.monotonic() - sent
         wait_for(lambda: not session(proc.pid), timeout=5)
-    finally:
-        kill_session(proc.pid)
-        proc.kill()
     assert took < EXIT_S and proc.returncode == 130, f"{took:.1f}s, status {proc.returncode}\n{out}"
     assert "Traceback" not in out, out
 
@@ -150,8 +147,7 @@ def test_a_second_ctrl_c_exits_at_once(tmp_path):
 def test_sigkill_to_bench_takes_its_workers_with_it(tmp_path):
     """The out-of-memory killer or `kill -9` on bench alone: its warm workers (and their fork server)
     do not go on running the queued runs and then idle for hours."""
-    proc = start(tmp_path)
-    try:
+    with started(tmp_path) as proc:
         wait_for(lambda: len(started_runs(tmp_path)) == 2)
         helpers = set(session(proc.pid)) - {proc.pid}
         assert len(helpers) >= 3  # two workers and the fork server, at least
@@ -160,8 +156,6 @@ def test_sigkill_to_bench_takes_its_workers_with_it(tmp_path):
         proc.wait()
         wait_for(lambda: not session(proc.pid), timeout=5)
         assert started_runs(tmp_path) == before  # nothing went on to the queued runs
-    finally:
-        kill_session(proc.pid)
 
 
 @pytest.mark.slow
