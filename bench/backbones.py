@@ -1,4 +1,4 @@
-"""Feature extractors, registered in `registries.BACKBONES` by family.
+"""Feature extractors, registered in `bench.registries.BACKBONES` by family.
 
 - `pixels`: flattened pixels, each image standardised to zero mean and unit variance. It needs no
   weights and is meaningful on small images such as digits; it learns nothing from data, so it
@@ -19,7 +19,7 @@ from torch import nn
 
 from bench.errors import BenchError, unknown
 from bench.weights import PAPER_BACKBONES, PUBLISHED_FILES, resolve_pretrained  # noqa: F401
-from registries import BACKBONES
+from bench.registries import BACKBONES
 
 
 class Backbone(nn.Module):

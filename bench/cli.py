@@ -200,7 +200,7 @@ def _check_tail_backbones(specs: Sequence[Any]) -> None:
     it unfreezes, is refused before anything runs."""
     from bench.spec import first_trainable_block
     from bench.weights import PAPER_BACKBONES
-    from registries.catalogue import backbone_depth, method_info
+    from bench.registries.catalogue import backbone_depth, method_info
 
     depths: dict[str, int] = {}
     for spec in specs:
@@ -295,7 +295,7 @@ def _check_caches(results: Path, specs: Sequence[Any]) -> None:
 
     from bench.bank import (DATASET_IMAGES, FEATURE_DIMS, TOKENS, bank_bytes_bound, check_cache,
                             default_cache_dir, list_banks)
-    from registries.catalogue import method_info
+    from bench.registries.catalogue import method_info
 
     needed: dict[Path, dict[tuple[Any, ...], int]] = {}
     for spec in specs:
@@ -536,7 +536,7 @@ def _references(frame: Any) -> tuple[str, ...]:
     """The frame's labels of the reference methods (K-means, the Joint methods): marked, never bold, as in
     the paper. Read from the frame, whose labels may name a backbone or a configuration after the method;
     a method no longer registered is not a reference (its runs still report)."""
-    from registries.catalogue import method_info
+    from bench.registries.catalogue import method_info
 
     pairs = frame[["label", "method"]].astype(str).drop_duplicates()
     return tuple(label for label, method in pairs.itertuples(index=False)
@@ -545,12 +545,12 @@ def _references(frame: Any) -> tuple[str, ...]:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from bench.spec import SPLITS, grid_names, load_grid
-    from registries import DATASETS
-    from registries.catalogue import catalogue, method_info, method_names
+    from bench.registries import DATASETS
+    from bench.registries.catalogue import catalogue, method_info, method_names
 
     if args.kind == "methods":
         from bench.spec import _read_config, preset_names
-        from registries import PRESETS_DIR
+        from bench.registries import PRESETS_DIR
 
         for name in method_names():
             info = method_info(name)
@@ -587,7 +587,7 @@ def cmd_data(args: argparse.Namespace) -> int:
     from bench.data import build_dataset
     from bench.data.summary import summary_table
     from bench.spec import n_steps_of
-    from registries import load_all
+    from bench.registries import load_all
 
     load_all()
     options = {}

@@ -184,8 +184,8 @@ def _write_metrics(out: Path, frame: pd.DataFrame) -> None:
 
 
 def _run(spec: RunSpec, out: Path, log: Log) -> None:
-    from methods.base import Step
-    from registries import METHODS
+    from bench.methods.base import Step
+    from bench.registries import METHODS
 
     write_atomic(out / "spec.json", spec.to_json())
     Config(dict(spec.config)).dump(str(out / "config.py"))
@@ -546,7 +546,7 @@ def _frame(spec: RunSpec, rows: list[MetricRow], device: torch.device, started_a
            mapping_images: str, weights: Any = False) -> pd.DataFrame:
     """The run's metrics.parquet: its rows, what identifies the run, and its provenance, including the
     versions that decide its numbers (`bench.provenance`; `weights`: what the backbone was loaded from)."""
-    from registries import METHODS
+    from bench.registries import METHODS
 
     frame = pd.DataFrame([asdict(r) for r in rows])
     cls = METHODS.get(spec.method)

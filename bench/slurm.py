@@ -52,10 +52,10 @@ class Profile:
 
 
 def profile_dirs() -> list[Path]:
-    """`./slurm/profiles` (the user's checkout or working directory) first, then the project's."""
-    import bench
+    """`./slurm/profiles` (the user's checkout or working directory) first, then bench's own."""
+    from bench.resources import resource_dir
 
-    return [Path.cwd() / "slurm" / "profiles", Path(bench.__file__).resolve().parents[1] / "slurm" / "profiles"]
+    return [Path.cwd() / "slurm" / "profiles", resource_dir("slurm_profiles")]
 
 
 def load_profile(name: str) -> Profile:

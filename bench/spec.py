@@ -222,13 +222,13 @@ def n_steps_of(split: str) -> int:
 
 
 def grid_names() -> list[str]:
-    from registries import GRIDS_DIR
+    from bench.registries import GRIDS_DIR
 
     return sorted(p.stem for p in GRIDS_DIR.glob("*.py") if not p.stem.startswith("_"))
 
 
 def load_grid(name: str) -> Grid:
-    from registries import GRIDS_DIR
+    from bench.registries import GRIDS_DIR
 
     path = GRIDS_DIR / f"{name}.py"
     if not path.is_file():
@@ -271,8 +271,8 @@ def _preset(method: str, preset: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The preset's dict and its per-dataset/split overrides: `equations` as written; `code` as its
     changes to `equations`; any other preset as its changes to `code`, its overrides merged over
     `code`'s (a variant of the authors' runs keeps their per-dataset schedules)."""
-    from registries import PRESETS_DIR
-    from registries.catalogue import method_info, method_names
+    from bench.registries import PRESETS_DIR
+    from bench.registries.catalogue import method_info, method_names
 
     info = method_info(method)
     if info is None:
@@ -405,8 +405,8 @@ def expand(grid: Grid, *, methods: Sequence[str] | None = None, datasets: Sequen
     the selection replaces that axis.
     """
     from bench.data import reader_class
-    from registries import DATASETS
-    from registries.catalogue import method_info, method_names
+    from bench.registries import DATASETS
+    from bench.registries.catalogue import method_info, method_names
 
     options = dict(options or {})
     selected = [parse_method(entry) for entry in methods or grid.methods]
@@ -440,7 +440,7 @@ def check_config(method: str, dataset: str, config: Mapping[str, Any], n_steps: 
     keys typed by its `equations` dict (every key), the shared sections by `DEFAULT_SECTIONS`, the dataset's by its reader."""
     from bench.data import reader_class
     from bench.validate import check_dataset_options, check_method, check_sections
-    from registries.catalogue import method_info
+    from bench.registries.catalogue import method_info
 
     check_method(config["method"], load_preset(method, EQUATIONS)[0], method_info(method).hparam_choices, n_steps)
     check_sections(config, DEFAULT_SECTIONS, SECTION_CHOICES)
@@ -448,7 +448,7 @@ def check_config(method: str, dataset: str, config: Mapping[str, Any], n_steps: 
 
 
 def _check_backbone(name: str) -> None:
-    from registries.catalogue import backbone_names
+    from bench.registries.catalogue import backbone_names
 
     if name.split(":", 1)[0] not in backbone_names():
         raise unknown("backbone", name, [*backbone_names(), "timm:<model name>"])

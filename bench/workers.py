@@ -86,7 +86,7 @@ def _warm() -> None:
     a share of the cores: that would make a run's numbers depend on what ran beside it."""
     import torch  # noqa: F401
 
-    import registries
+    import bench.registries as registries
     import bench.runner  # noqa: F401
 
     registries.load_all()

@@ -27,8 +27,8 @@ from bench.preprocess import prepare, to_tensor  # noqa: E402
 from bench.backbones import build_backbone  # noqa: E402
 from bench.data import build_dataset  # noqa: E402
 from bench.features import Encoder, FeatureViews, extract  # noqa: E402
-from methods.blocks import CosineHead, swapped_prediction_loss, train_head_swapped  # noqa: E402
-from methods.loop import cosine_lr  # noqa: E402
+from bench.methods.blocks import CosineHead, swapped_prediction_loss, train_head_swapped  # noqa: E402
+from bench.methods.loop import cosine_lr  # noqa: E402
 from smoke_run import timed_run  # noqa: E402
 
 TINY_VIT = "timm:vit_tiny_patch16_224"

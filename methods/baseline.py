@@ -10,9 +10,9 @@ from typing import Any
 
 import torch
 
-from methods.base import Method, Step
-from methods.blocks import SWAP_REDUCTIONS, CosineHead, train_head_swapped
-from registries import METHODS
+from bench.methods.base import Method, Step
+from bench.methods.blocks import SWAP_REDUCTIONS, CosineHead, train_head_swapped
+from bench.registries import METHODS
 
 
 @METHODS.register_module(name="Baseline")

@@ -19,11 +19,11 @@ from typing import Any
 
 import torch
 
-from methods.base import Step
-from methods.baseline import WithStudent
-from methods.blocks import CosineHead, PrototypeStats, concatenated_head, hard_cross_entropy
-from methods.loop import train_epochs
-from registries import METHODS
+from bench.methods.base import Step
+from bench.methods.baseline import WithStudent
+from bench.methods.blocks import CosineHead, PrototypeStats, concatenated_head, hard_cross_entropy
+from bench.methods.loop import train_epochs
+from bench.registries import METHODS
 
 KTRFR_REDUCTIONS = ("sum", "mean")
 STUDENT_INITS = ("previous_student", "baseline_heads")

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bench.features import FeatureViews
-from methods.loop import train_epochs
+from bench.methods.loop import train_epochs
 
 
 class CosineHead(nn.Module):

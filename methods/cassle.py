@@ -32,11 +32,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from methods.base import REFITTED, Step
-from methods.blocks import SWAP_REDUCTIONS, CosineHead, train_head_swapped
-from methods.loop import train_epochs
-from methods.tails import OneTailHeads, Tail
-from registries import METHODS
+from bench.methods.base import REFITTED, Step
+from bench.methods.blocks import SWAP_REDUCTIONS, CosineHead, train_head_swapped
+from bench.methods.loop import train_epochs
+from bench.methods.tails import OneTailHeads, Tail
+from bench.registries import METHODS
 
 
 def mlp(in_dim: int, hidden: int, out_dim: int) -> nn.Sequential:

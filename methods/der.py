@@ -16,10 +16,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from methods.base import Step
-from methods.buffers import ReservoirBuffer
-from methods.finetuned import FineTunedIL
-from registries import METHODS
+from bench.methods.base import Step
+from bench.methods.buffers import ReservoirBuffer
+from bench.methods.finetuned import FineTunedIL
+from bench.registries import METHODS
 
 
 @METHODS.register_module(name="DER")

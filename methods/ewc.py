@@ -16,9 +16,9 @@ from typing import Any, Iterable
 import torch
 import torch.nn.functional as F
 
-from methods.base import Step
-from methods.finetuned import FineTunedIL
-from registries import METHODS
+from bench.methods.base import Step
+from bench.methods.finetuned import FineTunedIL
+from bench.registries import METHODS
 
 
 def fisher_diagonal(tail: torch.nn.Module, head: torch.nn.Module, batches: Iterable[torch.Tensor],

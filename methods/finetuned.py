@@ -20,10 +20,10 @@ from typing import Any
 
 import torch
 
-from methods.base import REFITTED, Step
-from methods.blocks import SWAP_REDUCTIONS, CosineHead, clustering_scale, swapped_loss
-from methods.loop import train_epochs
-from methods.tails import OneTailHeads, Tail
+from bench.methods.base import REFITTED, Step
+from bench.methods.blocks import SWAP_REDUCTIONS, CosineHead, clustering_scale, swapped_loss
+from bench.methods.loop import train_epochs
+from bench.methods.tails import OneTailHeads, Tail
 
 
 class FineTunedIL(OneTailHeads):

@@ -25,12 +25,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from methods.base import Step
-from methods.blocks import SWAP_REDUCTIONS, CosineHead, PrototypeStats, clustering_scale, swapped_loss
-from methods.loop import step_lr, train_epochs
-from methods.rankstats import pairwise_bce, rank_pair_targets, sigmoid_rampup
-from methods.tails import PairedTails, Tail
-from registries import METHODS
+from bench.methods.base import Step
+from bench.methods.blocks import SWAP_REDUCTIONS, CosineHead, PrototypeStats, clustering_scale, swapped_loss
+from bench.methods.loop import step_lr, train_epochs
+from bench.methods.rankstats import pairwise_bce, rank_pair_targets, sigmoid_rampup
+from bench.methods.tails import PairedTails, Tail
+from bench.registries import METHODS
 
 LABELLINGS = ("rankstats", "sinkhorn")
 SCHEDULES = ("step", "cosine")

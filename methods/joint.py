@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import torch
 
-from methods.base import Step
-from methods.baseline import WithStudent
-from methods.blocks import CosineHead, concatenated_head, hard_cross_entropy
-from methods.loop import train_epochs
-from registries import METHODS
+from bench.methods.base import Step
+from bench.methods.baseline import WithStudent
+from bench.methods.blocks import CosineHead, concatenated_head, hard_cross_entropy
+from bench.methods.loop import train_epochs
+from bench.registries import METHODS
 
 
 @METHODS.register_module(name="Joint (frozen)")

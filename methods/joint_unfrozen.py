@@ -13,12 +13,12 @@ from typing import Any
 
 import torch
 
-from methods.base import Step
-from methods.baseline import Baseline
-from methods.blocks import CosineHead, concatenated_head, hard_cross_entropy, swapped_loss
-from methods.loop import train_epochs
-from methods.tails import PairedTails, Tail, TeacherLabels
-from registries import METHODS
+from bench.methods.base import Step
+from bench.methods.baseline import Baseline
+from bench.methods.blocks import CosineHead, concatenated_head, hard_cross_entropy, swapped_loss
+from bench.methods.loop import train_epochs
+from bench.methods.tails import PairedTails, Tail, TeacherLabels
+from bench.registries import METHODS
 
 Pair = tuple[dict[str, torch.Tensor], torch.Tensor]  # (tail blocks' weights, head weight)
 

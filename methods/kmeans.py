@@ -16,8 +16,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from methods.base import Method, Step
-from registries import METHODS
+from bench.methods.base import Method, Step
+from bench.registries import METHODS
 
 
 @METHODS.register_module(name="K-means")

@@ -19,11 +19,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from methods.base import Step
-from methods.blocks import CosineHead
-from methods.finetuned import FineTunedIL
-from methods.tails import Tail
-from registries import METHODS
+from bench.methods.base import Step
+from bench.methods.blocks import CosineHead
+from bench.methods.finetuned import FineTunedIL
+from bench.methods.tails import Tail
+from bench.registries import METHODS
 
 KD_DIRECTIONS = ("standard", "reversed")
 

@@ -32,11 +32,11 @@ from torch import nn
 
 from bench.features import autocast_for
 from bench.tokens import vit_of
-from methods.base import REFITTED, Step
-from methods.blocks import SWAP_REDUCTIONS, CosineHead, clustering_scale, swapped_loss
-from methods.loop import train_epochs
-from methods.tails import SharesBackbone, Tail, TailMethod
-from registries import METHODS
+from bench.methods.base import REFITTED, Step
+from bench.methods.blocks import SWAP_REDUCTIONS, CosineHead, clustering_scale, swapped_loss
+from bench.methods.loop import train_epochs
+from bench.methods.tails import SharesBackbone, Tail, TailMethod
+from bench.registries import METHODS
 
 # The code's branch norm is `nn.LayerNorm(768)`: PyTorch's default eps, where DINO's norms use 1e-6.
 BRANCH_NORM_EPS = 1e-5

@@ -18,7 +18,7 @@ from torch import nn
 
 from bench.features import autocast_for
 from bench.tokens import first_trainable_block, vit_of
-from methods.base import Method
+from bench.methods.base import Method
 
 
 class SharesBackbone(nn.Module):

@@ -13,7 +13,7 @@ from mmengine.registry import Registry
 
 SCOPE = "bench"
 
-METHODS = Registry("method", scope=SCOPE, locations=["methods"])
+METHODS = Registry("method", scope=SCOPE, locations=["bench.methods"])
 DATASETS = Registry("dataset", scope=SCOPE, locations=["bench.data"])
 BACKBONES = Registry("backbone", scope=SCOPE, locations=["bench.backbones"])
 

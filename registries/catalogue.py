@@ -4,7 +4,7 @@ torch and the backbones timm, 2 to 5 s on a 2-core machine, for a command that a
 
 The catalogue is read off the classes themselves (their `inputs`, `sees_past_steps`, `preset_file`,
 `hparam_choices`; the paper backbones' block counts) the first time it is needed, and kept in a JSON
-file named by a hash of the files that define them (`methods/*.py`, `bench/backbones.py`,
+file named by a hash of the files that define them (`methods/*.py` (bench.methods), `bench/backbones.py`,
 `bench/weights.py`): a changed or added source file makes the next command import them once and
 write a new catalogue. Nothing is written twice by hand, and nothing can go stale.
 """
@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 from bench.storage import write_atomic
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench.resources import HERE, resource_dir
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class MethodInfo:
 
 
 def _sources() -> list[Path]:
-    return sorted((ROOT / "methods").glob("*.py")) + [ROOT / "bench" / "backbones.py", ROOT / "bench" / "weights.py"]
+    return sorted(resource_dir("methods").glob("*.py")) + [HERE / "backbones.py", HERE / "weights.py"]
 
 
 def _fingerprint() -> str:
@@ -49,7 +49,7 @@ def _cache_dir() -> Path:
 def read_classes() -> dict[str, Any]:
     """The catalogue, from the registered classes (imports the methods and the backbones)."""
     from bench.backbones import block_count
-    from registries import BACKBONES, METHODS, load_all
+    from bench.registries import BACKBONES, METHODS, load_all
 
     load_all()
     methods = {name: {"inputs": cls.inputs, "sees_past_steps": bool(cls.sees_past_steps),
@@ -83,7 +83,7 @@ def method_info(name: str) -> MethodInfo | None:
     (not in `methods/`) is read from the registry itself."""
     entry = catalogue()["methods"].get(name)
     if entry is None:
-        from registries import METHODS
+        from bench.registries import METHODS
 
         cls = METHODS.get(name)
         if cls is None:

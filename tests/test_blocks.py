@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from bench.features import FeatureViews
-from methods.blocks import CosineHead, sinkhorn_knopp, soft_cross_entropy, swapped_prediction_loss
-from methods.loop import cosine_lr
+from bench.methods.blocks import CosineHead, sinkhorn_knopp, soft_cross_entropy, swapped_prediction_loss
+from bench.methods.loop import cosine_lr
 
 
 def reference_sinkhorn(logits: torch.Tensor, epsilon: float, n_iters: int) -> torch.Tensor:

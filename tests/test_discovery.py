@@ -9,12 +9,12 @@ import pytest
 import torch
 from torch import nn
 
-from methods.blocks import CosineHead, PrototypeStats
-from methods.frost import FRoST, feature_distance
-from methods.loop import step_lr, train_epochs
-from methods.rankstats import pairwise_bce, rank_pair_targets, sigmoid_rampup
-from methods.restune import BRANCH_NORM_EPS, ResTune, restune_kd
-from registries import METHODS
+from bench.methods.blocks import CosineHead, PrototypeStats
+from bench.methods.frost import FRoST, feature_distance
+from bench.methods.loop import step_lr, train_epochs
+from bench.methods.rankstats import pairwise_bce, rank_pair_targets, sigmoid_rampup
+from bench.methods.restune import BRANCH_NORM_EPS, ResTune, restune_kd
+from bench.registries import METHODS
 from tests.test_incremental import tiny_vit_specs
 
 
@@ -34,7 +34,7 @@ def learn_steps(method, spec, steps: int = 2, start: int = 0):
     from bench.data import build_dataset
     from bench.features import Encoder
     from bench.tokens import LiveTokens, Prefix
-    from methods.base import Step
+    from bench.methods.base import Step
 
     data = build_dataset("synthetic", spec.config["dataset"])
     source = LiveTokens(data.train, Encoder(method.backbone, data, "cpu"), Prefix(method.backbone, method.first_trainable))
@@ -173,7 +173,7 @@ def test_frost_continues_the_backbone_rebuilds_the_joint_head_and_replays_baseli
         starts.append([p.detach().clone() for p in parameters])
         return real_train(parameters, hp, **kw)
 
-    monkeypatch.setattr("methods.frost.train_epochs", spy)
+    monkeypatch.setattr("bench.methods.frost.train_epochs", spy)
     sources = learn_steps(method, spec, steps=2)
     tail0, head0 = method.pairs[0]
     # step 1 starts from step 0's tail, and its joint head from the stored h^0 and the new head's init
@@ -210,7 +210,7 @@ def test_frost_step0_uses_the_task_head_and_kd_reads_the_previous_backbone(monke
     method, _, spec = bound("FRoST", **{"method.epochs": 1})
     distances = []
     real = feature_distance
-    monkeypatch.setattr("methods.frost.feature_distance", lambda a, b: distances.append((a, b)) or real(a, b))
+    monkeypatch.setattr("bench.methods.frost.feature_distance", lambda a, b: distances.append((a, b)) or real(a, b))
     learn_steps(method, spec, steps=1)
     assert method.joint is None and not distances  # step 0: no joint head, no KD
     torch.testing.assert_close(method.logits(torch.zeros(1, 5, 32)), method.task_logits(torch.zeros(1, 5, 32), 0))

@@ -11,12 +11,12 @@ from torch import nn
 
 import bench.runner as runner
 from bench.runner import METRICS, execute
-from methods.base import Step
-from methods.buffers import ReservoirBuffer
-from methods.der import DER
-from methods.ewc import EwC, ewc_penalty, fisher_diagonal
-from methods.lwf import LwF, distillation
-from registries import METHODS
+from bench.methods.base import Step
+from bench.methods.buffers import ReservoirBuffer
+from bench.methods.der import DER
+from bench.methods.ewc import EwC, ewc_penalty, fisher_diagonal
+from bench.methods.lwf import LwF, distillation
+from bench.registries import METHODS
 from tests.helpers import killed_then_resumed, tiny_specs
 from tests.test_pins import digest
 
@@ -85,7 +85,7 @@ def test_the_fisher_is_fused_and_the_anchor_overwritten(monkeypatch):
     method = EwC(2, 0, ewc_lambda=10.0, fisher_alpha=0.5, batch_size=4, unfreeze=1)
     method._tail, method.heads = Scale(1.0), [identity_head(), identity_head()]
     news = iter([{"w": torch.tensor(4.0)}, {"w": torch.tensor(2.0)}])
-    monkeypatch.setattr("methods.ewc.fisher_diagonal", lambda *a: next(news))
+    monkeypatch.setattr("bench.methods.ewc.fisher_diagonal", lambda *a: next(news))
     step = Step(index=0, n_classes=2, offset=0, train=None, tokens=type("T", (), {"batches": lambda self, b: []})())
     method.end_step(step)
     assert method.fisher["w"].item() == 4.0 and method.anchor["w"].item() == 1.0
@@ -239,7 +239,7 @@ def test_every_tail_method_resumes_after_step_1_to_the_same_state(entry, tmp_pat
 # --- a weight and the loss it balances are scaled together -------------------------------------------
 
 def test_clustering_scale_by_hand():
-    from methods.blocks import clustering_scale
+    from bench.methods.blocks import clustering_scale
 
     assert clustering_scale({"swap_reduction": "mean"}) == 1.0
     assert clustering_scale({"swap_reduction": "sum"}) == 2.0  # the two views' means added (Eq. 1)
@@ -254,7 +254,7 @@ def test_a_summed_clustering_loss_takes_its_regulariser_with_it(reduction, expec
     against the code's mean over the two views: summing the views (Eq. 1) doubles both, so the
     regulariser keeps its ratio to the clustering loss (with a swapped loss of 1 per mean and a
     regulariser of 3: 1 + 3 under `mean`, 2 + 6 under `sum`; the review found 2 + 3)."""
-    import methods.finetuned as finetuned
+    import bench.methods.finetuned as finetuned
 
     seen = []
 
@@ -280,7 +280,7 @@ def test_a_fine_tuned_methods_refitted_maps_are_read_through_the_moved_encoder_a
     import numpy as np
 
     from bench.predictions import PREDICTIONS, replay
-    from methods.ewc import EwC
+    from bench.methods.ewc import EwC
 
     events = []
     learn, read = EwC.learn, runner._task_predictions

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import registries.catalogue as catalogue
+import bench.registries.catalogue as catalogue
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,7 +54,7 @@ def test_nothing_to_run_imports_no_torch(tmp_path):
 
 
 def test_the_catalogue_is_what_the_classes_say():
-    from registries import METHODS, load_all
+    from bench.registries import METHODS, load_all
 
     load_all()
     data = catalogue.catalogue()

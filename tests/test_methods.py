@@ -10,11 +10,11 @@ import torch
 from bench.features import FeatureViews
 from bench.runner import METRICS, execute
 from bench.spec import load_preset
-from methods.base import Step
-from methods.baseline_pp import BaselinePlusPlus
-from methods.blocks import CosineHead, PrototypeStats
-from methods.joint import JointFrozen
-from registries import METHODS, load_all
+from bench.methods.base import Step
+from bench.methods.baseline_pp import BaselinePlusPlus
+from bench.methods.blocks import CosineHead, PrototypeStats
+from bench.methods.joint import JointFrozen
+from bench.registries import METHODS, load_all
 from tests.helpers import tiny_specs
 
 load_all()
@@ -114,7 +114,7 @@ def test_baseline_pp_code_preset_stores_the_codes_unbiased_sigma(preset, monkeyp
     two = torch.tensor([[5.0, 1.0], [9.0, 2.0]])  # class 0: the first coordinate is the larger
     ten = torch.rand(10, 2, generator=gen) * torch.tensor([1.0, 3.0]) + torch.tensor([0.0, 4.0])  # class 1
     head = CosineHead.from_weight(torch.eye(2))  # argmax = the larger coordinate: the pseudo-labels above
-    monkeypatch.setattr("methods.baseline.Baseline.learn", lambda self, step: self.heads.append(head))
+    monkeypatch.setattr("bench.methods.baseline.Baseline.learn", lambda self, step: self.heads.append(head))
     params, _ = load_preset("Baseline++", preset)
     method = BaselinePlusPlus(2, 0, **params)
     method.learn(Step(index=0, n_classes=2, offset=0, train=FeatureViews(torch.cat([two, ten]), torch.empty(12, 0, 2))))
@@ -130,7 +130,7 @@ def test_code_presets_train_on_the_authors_views_equations_presets_on_the_papers
     """A preset sets `features` keys too: `Baseline:code` must not train on the paper's views; every
     variant of `code` (`no_cosnorm`, `sinkhorn`) keeps the authors' views."""
     from bench.spec import _read_config, preset_names, resolve_config
-    from registries import PRESETS_DIR
+    from bench.registries import PRESETS_DIR
 
     presets = preset_names(_read_config(str(PRESETS_DIR / f"{METHODS.get(method).preset_file}.py")))
     for preset in presets:
@@ -150,8 +150,8 @@ def test_ktrfr_batch_is_its_own_key_so_baselines_cifar100_override_does_not_reac
 
 
 def test_ktrfr_loss_sums_two_means_in_paper_and_averages_all_rows_in_code():
-    from methods.baseline_pp import ktrfr_loss
-    from methods.blocks import hard_cross_entropy
+    from bench.methods.baseline_pp import ktrfr_loss
+    from bench.methods.blocks import hard_cross_entropy
 
     torch.manual_seed(0)
     current, replay = torch.randn(4, 3), torch.randn(2, 3)
@@ -190,7 +190,7 @@ def test_joint_trains_on_zipped_batches_labelled_by_each_tasks_own_head(monkeypa
     past = FeatureViews(torch.randn(5, 4), torch.randn(5, 2, 4))
     current = FeatureViews(torch.randn(3, 4), torch.randn(3, 2, 4))
     step = Step(index=1, n_classes=3, offset=2, train=current, past=[past])
-    monkeypatch.setattr("methods.joint.torch.cat", spy)
+    monkeypatch.setattr("bench.methods.joint.torch.cat", spy)
     student = joint._joint(step)
     assert student.weight.shape == (5, 4)
     batches = [shapes for shapes in seen if len(shapes) == 4 and len(shapes[0]) == 2]
@@ -213,7 +213,7 @@ def _tokens_of(backbone, spec, first, labels_in):
 
 def test_joint_unfrozen_trains_only_the_last_block_and_resumes(tmp_path):
     from bench.backbones import build_backbone
-    from methods.joint_unfrozen import JointUnfrozen
+    from bench.methods.joint_unfrozen import JointUnfrozen
 
     (spec,) = tiny_specs(methods=["Joint (unfrozen)"], backbone="timm:vit_tiny_patch16_224",
                          **{"method.stage1_epochs": 2, "method.stage2_epochs": 2, "backbone.kwargs.depth": 2})
@@ -243,8 +243,8 @@ def test_joint_unfrozen_stage2_starts_fresh_and_labels_each_steps_images_with_it
     heads, trained on zipped batches of both steps' tokens, each step's rows labelled by its own
     stage-1 (tail, head) pair inside its own class range, on the same prefix tokens."""
     from bench.backbones import build_backbone
-    from methods.joint_unfrozen import JointUnfrozen
-    from methods.tails import Tail
+    from bench.methods.joint_unfrozen import JointUnfrozen
+    from bench.methods.tails import Tail
 
     (spec,) = tiny_specs(methods=["Joint (unfrozen)"], backbone="timm:vit_tiny_patch16_224",
                          **{"backbone.kwargs.depth": 2})
@@ -261,13 +261,13 @@ def test_joint_unfrozen_stage2_starts_fresh_and_labels_each_steps_images_with_it
         torch.nn.init.normal_(trained.blocks[0].mlp.fc2.weight, std=1.0)
         method.stage1.append((trained.trainable_state(), torch.randn(n, 32)))
     initial = []
-    real_train = __import__("methods.joint_unfrozen", fromlist=["x"]).train_epochs
-    monkeypatch.setattr("methods.joint_unfrozen.train_epochs",
+    real_train = __import__("bench.methods.joint_unfrozen", fromlist=["x"]).train_epochs
+    monkeypatch.setattr("bench.methods.joint_unfrozen.train_epochs",
                         lambda params, *a, **k: initial.extend(p.detach().clone() for p in params) or
                         real_train(params, *a, **k))
     calls = []
-    real_loss = __import__("methods.joint_unfrozen", fromlist=["x"]).hard_cross_entropy
-    monkeypatch.setattr("methods.joint_unfrozen.hard_cross_entropy",
+    real_loss = __import__("bench.methods.joint_unfrozen", fromlist=["x"]).hard_cross_entropy
+    monkeypatch.setattr("bench.methods.joint_unfrozen.hard_cross_entropy",
                         lambda logits, y, t: calls.append((logits.shape, y.clone())) or real_loss(logits, y, t))
     step = Step(index=1, n_classes=3, offset=3, train=FeatureViews(torch.randn(36, 32), torch.randn(36, 2, 32)),
                 tokens=current, past_tokens=[past])

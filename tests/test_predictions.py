@@ -74,7 +74,7 @@ def test_nothing_finished_is_one_line(tmp_path, capsys):
 def test_a_resumed_run_stores_the_same_predictions(tmp_path, monkeypatch):
     (spec,) = tiny_specs(methods=["Baseline"], splits=["5-step"], **{"dataset.num_classes": 10})
     whole = execute(spec, tmp_path / "whole")
-    from methods.baseline import Baseline
+    from bench.methods.baseline import Baseline
 
     resumed = killed_then_resumed(spec, tmp_path / "resumed", Baseline, 2, monkeypatch)  # resumes after step 1
     with np.load(whole / PREDICTIONS) as a, np.load(resumed / PREDICTIONS) as b:
@@ -126,7 +126,7 @@ def test_unreadable_metrics_are_rebuilt_from_the_predictions_without_training(fi
                                                                               command, damage):
     """A re-run costs GPU-hours: a finished run whose metrics.parquet is missing or damaged, but whose
     predictions.npz is intact, gets the same metrics back from its predictions, and nothing trains."""
-    from methods.baseline import Baseline
+    from bench.methods.baseline import Baseline
 
     run = next(r for r in finished if '"Baseline"' in (r / "spec.json").read_text())
     original = pd.read_parquet(run / METRICS)
@@ -166,7 +166,7 @@ def test_unreadable_metrics_are_rebuilt_from_the_predictions_without_training(fi
 def test_a_worker_given_the_damaged_run_rebuilds_it_too(finished, tmp_path, monkeypatch):
     """`execute` (what the workers and SLURM jobs call) rebuilds rather than trains as well."""
     from bench.spec import RunSpec
-    from methods.baseline import Baseline
+    from bench.methods.baseline import Baseline
 
     run = next(r for r in finished if '"Baseline"' in (r / "spec.json").read_text())
     original = pd.read_parquet(run / METRICS)

@@ -13,9 +13,9 @@ from bench.data import build_dataset
 from bench.evaluate import TaskLayout
 from bench.features import Encoder, extract
 from bench.runner import execute
-from methods.base import Step
-from methods.kmeans import KMeansReference
-from registries import METHODS
+from bench.methods.base import Step
+from bench.methods.kmeans import KMeansReference
+from bench.registries import METHODS
 from tests.helpers import tiny_specs
 
 SEEN: list[Step] = []

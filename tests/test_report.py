@@ -315,7 +315,7 @@ def test_unknown_layout_lists_the_valid_ones(frame):
 
 
 def test_grid_layouts_are_checked(tmp_path, monkeypatch):
-    import registries
+    import bench.registries as registries
     from bench.errors import BenchError
     from bench.report.layouts import BUILDERS
     from bench.spec import LAYOUTS, load_grid

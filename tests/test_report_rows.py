@@ -147,10 +147,10 @@ def test_a_run_holding_another_runs_metrics_is_named(results, capsys):
 
 
 def test_a_method_no_longer_registered_still_reports(results, capsys, monkeypatch):
-    import registries.catalogue
+    import bench.registries.catalogue
 
-    real = registries.catalogue.method_info
-    monkeypatch.setattr(registries.catalogue, "method_info", lambda name: None if name == "Baseline" else real(name))
+    real = bench.registries.catalogue.method_info
+    monkeypatch.setattr(bench.registries.catalogue, "method_info", lambda name: None if name == "Baseline" else real(name))
     root, _, _ = results
     assert main(["report", "--results", str(root), "--format", "csv"]) == 0
     assert sorted(set(pd.read_csv(root / "reports" / "all" / "table.csv")["method"])) == [ONE, TWO]

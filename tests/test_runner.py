@@ -13,8 +13,8 @@ import torch
 
 from bench.runner import CHECKPOINT, DONE, ERROR, METRICS, execute, run_dir
 from bench.scheduler import run_specs
-from methods.baseline import Baseline
-from registries import METHODS
+from bench.methods.baseline import Baseline
+from bench.registries import METHODS
 from tests.helpers import tiny_specs
 
 SCHEMA = ["run_id", "method", "preset", "label", "dataset", "split", "n_steps", "backbone", "seed",

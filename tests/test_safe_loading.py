@@ -12,7 +12,7 @@ import torch
 
 from bench.data import DatasetError, build_dataset
 from bench.runner import CHECKPOINT, DONE, METRICS, execute, run_dir
-from registries import METHODS, load_all
+from bench.registries import METHODS, load_all
 from tests import fixtures_datasets as fx
 from tests.helpers import killed_then_resumed, tiny_specs
 

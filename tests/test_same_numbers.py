@@ -16,8 +16,8 @@ from bench import numerics
 from bench.cli import main
 from bench.runner import METRICS, execute, run_dir
 from bench.spec import load_preset
-from methods.baseline import Baseline
-from methods.ewc import EwC
+from bench.methods.baseline import Baseline
+from bench.methods.ewc import EwC
 from tests.helpers import TINY, killed_then_resumed, tiny_specs
 from tests.test_incremental import TINY_VIT, tiny_vit_specs
 from tests.test_pins import digest

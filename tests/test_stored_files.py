@@ -13,7 +13,7 @@ import torch
 from bench.cli import main
 from bench.predictions import PREDICTIONS
 from bench.runner import CHECKPOINT, METRICS, execute, rebuild_metrics, run_dir
-from methods.baseline import Baseline
+from bench.methods.baseline import Baseline
 from tests.helpers import tiny_specs
 
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from bench.tokens import Prefix, first_trainable_block
-from methods.loop import train_epochs
-from methods.tails import Tail
+from bench.methods.loop import train_epochs
+from bench.methods.tails import Tail
 
 
 def tiny_vit(name: str = "vit_base_patch16_224", **extra):
@@ -93,7 +93,7 @@ def test_the_epoch_loop_steps_cosine_shuffles_and_zips():
     expected = torch.Generator().manual_seed(0)
     first = [torch.randperm(5, generator=expected), torch.randperm(3, generator=expected)]
     assert seen[0] == [first[0][:2].tolist(), first[1][:2].tolist()]
-    from methods.loop import cosine_lr
+    from bench.methods.loop import cosine_lr
 
     assert opt_lr == [cosine_lr(0, 2, 0.1, 0.001)] * 2 + [0.001] * 2
     torch.testing.assert_close(weight.detach(), torch.tensor([-2 * cosine_lr(0, 2, 0.1, 0.001) - 2 * 0.001]))
@@ -139,7 +139,7 @@ def test_the_runs_tail_precision_reaches_every_trained_block(precision, tmp_path
 
     import bench.runner as runner
     from bench.tokens import vit_of
-    from methods.restune import ResidualEncoder, ResTune
+    from bench.methods.restune import ResidualEncoder, ResTune
     from tests.helpers import tiny_specs
 
     options = {"backbone.kwargs.depth": 2, **({"precision.tails": precision} if precision else {})}
@@ -155,7 +155,7 @@ def test_the_runs_tail_precision_reaches_every_trained_block(precision, tmp_path
         runner.execute(spec, tmp_path)
     (method,) = built
     asked = []
-    for module, block in (("methods.tails", "tail"), ("methods.restune", "branch")):
+    for module, block in (("bench.methods.tails", "tail"), ("bench.methods.restune", "branch")):
         monkeypatch.setattr(f"{module}.autocast_for",
                             lambda device, p, block=block: asked.append((block, p)) or contextlib.nullcontext())
     encoder = ResidualEncoder(method.new_tail(), [method._branch()])

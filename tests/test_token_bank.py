@@ -66,7 +66,7 @@ def grid_bank(n: int = 20, views: int = 3) -> dict[str, np.ndarray]:
 def test_a_teacher_labels_each_stored_view_once_and_the_draws_stay_those_of_two_views():
     """Joint (unfrozen)'s stage 2 on a token bank: the labels of stored views come from a table made
     once, and tokens and labels are what labelling `two_views`' tokens batch by batch gives."""
-    from methods.tails import TeacherLabels
+    from bench.methods.tails import TeacherLabels
 
     calls = []
 
@@ -118,7 +118,7 @@ def test_reading_ahead_gives_the_same_tokens_and_is_used():
 
 
 def test_the_epoch_loop_names_each_next_batch_before_computing_the_current_one():
-    from methods.loop import train_epochs
+    from bench.methods.loop import train_epochs
 
     events = []
 

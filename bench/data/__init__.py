@@ -1,4 +1,4 @@
-"""Dataset readers, registered in `registries.DATASETS` by name.
+"""Dataset readers, registered in `bench.registries.DATASETS` by name.
 
 A reader is a class built with its options (`root` for on-disk datasets) whose `load()` returns a
 `LoadedDataset`. `build_dataset` is the one place that turns a name and options into data.
@@ -19,7 +19,7 @@ __all__ = ["DatasetError", "ImageSet", "LoadedDataset", "build_dataset", "declar
 def reader_class(name: str) -> Any:
     """The reader registered as `name`, or None. The readers registered when this package was
     imported; mmengine's `Registry.get` would also set up its logger, which imports torch."""
-    from registries import DATASETS
+    from bench.registries import DATASETS
 
     return DATASETS.module_dict.get(name)
 
@@ -27,7 +27,7 @@ def reader_class(name: str) -> Any:
 def make_reader(name: str, options: Mapping[str, Any], root: str | None = None,
                 partitions_dir: str | None = None) -> Any:
     """The configured reader; building it reads nothing from disk (`load()` does)."""
-    from registries import DATASETS
+    from bench.registries import DATASETS
 
     cls = reader_class(name)
     if cls is None:

@@ -8,7 +8,7 @@ import numpy as np
 
 from bench.data.base import DatasetError, ImageSet, LoadedDataset
 from bench.data.files import locate
-from registries import DATASETS
+from bench.registries import DATASETS
 
 
 # What the official batches hold besides dicts, lists, strings and ints: numpy arrays (`data`). A pickle

@@ -11,7 +11,7 @@ from bench.data.base import DatasetError, ImageSet, LoadedDataset
 from bench.data.files import locate, read_lines
 from bench.data.partitions import persisted_partition
 from bench.data.tinyimagenet import IMAGENET_MEAN, IMAGENET_STD
-from registries import DATASETS
+from bench.registries import DATASETS
 
 LAYOUT = ("CUB_200_2011/{images.txt, image_class_labels.txt, train_test_split.txt, classes.txt, "
           "images/<NNN.Class_Name>/*.jpg}")

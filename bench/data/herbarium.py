@@ -13,7 +13,7 @@ from bench.data.base import DatasetError, ImageSet, LoadedDataset
 from bench.data.files import locate
 from bench.data.partitions import persisted_partition
 from bench.data.tinyimagenet import IMAGENET_MEAN, IMAGENET_STD
-from registries import DATASETS
+from bench.registries import DATASETS
 
 LAYOUT = "herbarium_19/{small-train/<category>/*.jpg, small-validation/<category>/*.jpg}, 683 category folders each"
 # torchvision ImageFolder's extensions, matched case-insensitively, files found recursively

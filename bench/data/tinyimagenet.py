@@ -8,7 +8,7 @@ import numpy as np
 
 from bench.data.base import DatasetError, ImageSet, LoadedDataset
 from bench.data.files import decode_native, locate, read_lines
-from registries import DATASETS
+from bench.registries import DATASETS
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 LAYOUT = ("tiny-imagenet-200/{wnids.txt, train/<wnid>/images/*.JPEG, val/images/*.JPEG, "

@@ -5,7 +5,7 @@ import numpy as np
 
 from bench.data.base import ImageSet, LoadedDataset
 from bench.errors import BenchError
-from registries import DATASETS
+from bench.registries import DATASETS
 
 
 def stratified_split(labels: np.ndarray, test_fraction: float, seed: int) -> np.ndarray:

@@ -6,12 +6,13 @@ from pathlib import Path
 import pandas as pd
 from tabulate import tabulate
 
+from bench.resources import resource_dir
 from bench.spec import method_label
 
 DATASETS = {"C10": "cifar10", "C100": "cifar100", "T200": "tinyimagenet", "B200": "cub200", "H683": "herbarium19"}
 METHODS = {"Kmeans": "K-means"}
 BACKBONES = {"ResNet50-DINO": "dino-resnet50", "ViT-B/16-DINO": "dino-vitb16", "ViT-B/16-CLIP": "clip-vitb16"}
-PAPER_DIR = Path(__file__).resolve().parents[2] / "results" / "paper"
+PAPER_DIR = resource_dir("paper")
 
 
 def paper_reference(paper_dir: Path = PAPER_DIR, default_backbone: str = "dino-vitb16") -> pd.DataFrame:

@@ -134,7 +134,7 @@ def _legacy_features(spec: RunSpec) -> str:
     from bench.spec import features_protocol
 
     try:
-        from registries import METHODS, load_all
+        from bench.registries import METHODS, load_all
 
         load_all()
         cls = METHODS.get(spec.method)
