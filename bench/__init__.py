@@ -8,7 +8,7 @@ pandas: the commands that run nothing rely on it):
 - the base classes of a plugin: `Method` and `Step` (a method), `DatasetReader` (a dataset reader),
   `Backbone` (a backbone);
 - the registries they register in: `METHODS`, `DATASETS`, `BACKBONES`;
-- `RunSpec` (one run), `BenchError` (every user-facing error).
+- `RunSpec` (one run), `BenchError` (every user-facing error), `method_slug`, `resolve_method`.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ _PUBLIC: dict[str, str] = {
     "DatasetReader": "bench.data.base", "LoadedDataset": "bench.data.base", "ImageSet": "bench.data.base",
     "Backbone": "bench.backbones",
     "METHODS": "bench.registries", "DATASETS": "bench.registries", "BACKBONES": "bench.registries",
-    "RunSpec": "bench.spec",
+    "RunSpec": "bench.spec", "method_slug": "bench.spec", "resolve_method": "bench.spec",
     "BenchError": "bench.errors",
 }
 __all__ = sorted([*_PUBLIC, "report"])

@@ -70,12 +70,12 @@ def finished_selection(results: Path, *, methods: Sequence[str] | None = None, d
     from collections import Counter
 
     from bench.rundir import DONE
-    from bench.spec import Block, Grid, RunSpec, parse_method
+    from bench.spec import Block, Grid, RunSpec
 
     if cfg_options:
         raise BenchError("--cfg-options selects runs of a grid: name it with --grid (without --grid, bench report "
                          "reports every finished run under the results root)")
-    selected = {parse_method(entry) for entry in methods or ()}
+    selected = {_selected_method(entry) for entry in methods or ()}
     specs, directories = [], []
     for directory in sorted((Path(results) / "runs").glob("*/")):
         if not (directory / DONE).exists():
@@ -99,6 +99,17 @@ def finished_selection(results: Path, *, methods: Sequence[str] | None = None, d
           + (f" ({', '.join(dict.fromkeys(s.label for s in specs))} on {', '.join(axis['dataset'])})" if specs else ""))
     grid = Grid(name="all", blocks=(block,), seeds=tuple(sorted({s.seed for s in specs})), cfg={})
     return grid, specs, directories
+
+
+def _selected_method(entry: str) -> tuple[str, str]:
+    """A `--methods` entry of a report without a grid: a name or slug of a registered method, or the name
+    of one no longer registered, whose finished runs still report."""
+    from bench.spec import parse_method, split_method
+
+    try:
+        return parse_method(entry)
+    except BenchError:
+        return split_method(entry)
 
 
 def default_backbone(backbones: Sequence[str] | None, grid: Any) -> str:

@@ -1,6 +1,6 @@
 """The Python API (`bench.run`, `bench.report`, the base classes and registries on `bench`) does what the
 commands do, refuses what they refuse with the same line before anything is written, and `import bench`
-stays light."""
+stays light. Method slugs name the same runs as the methods' names."""
 from __future__ import annotations
 
 import subprocess
@@ -12,10 +12,11 @@ import pytest
 import bench
 from bench.cli import main
 from bench.errors import BenchError
+from bench.spec import expand, load_grid, method_slug, resolve_method
 from tests.helpers import TINY
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY_RUN = dict(grid="smoke", methods=["K-means"], datasets=["synthetic"], splits=["2-step"], seeds=[0],
+TINY_RUN = dict(grid="smoke", methods=["k-means"], datasets=["synthetic"], splits=["2-step"], seeds=[0],
                 backbones=["pixels"], cfg_options=TINY, cluster="debug")
 
 
@@ -58,14 +59,15 @@ def test_run_then_report_on_the_tiny_grid(tmp_path, capsys):
     assert written.out == results / "reports" / "smoke"
     assert written.paths and all(p.exists() for p in written.paths)
     assert set(written.frame["method"]) == {"K-means"}
-    assert bench.report(results=results, format="csv", out=tmp_path / "all").paths  # every finished run
+    # every finished run, selected by a slug
+    assert bench.report(results=results, methods=["k-means"], format="csv", out=tmp_path / "all").paths
 
 
 @pytest.mark.parametrize("change, argv, message", [
     (dict(splits=["3-step"]), ["--splits", "3-step"], "unknown split '3-step'; known: 10-step, 2-step, 5-step"),
     (dict(device="tpu"), ["--device", "tpu"], "--device 'tpu'"),
     (dict(device="cuda:7"), ["--device", "cuda:7"], "--device cuda:7: "),
-    (dict(methods=["K-meanz"]), ["--methods", "K-meanz"], "unknown method 'K-meanz'; known: Baseline, "),
+    (dict(methods=["k-meanz"]), ["--methods", "k-meanz"], "unknown method 'k-meanz'; known: Baseline, "),
     (dict(cluster="nope"), ["--cluster", "nope"], "unknown cluster 'nope'; choose from local, debug, slurm"),
     (dict(workers=0), ["--workers", "0"], "--workers 0: must be an integer >= 1"),
     (dict(cfg_options={**TINY, "method.epochz": 3}), ["--cfg-options", "method.epochz=3"], "no selected method has it"),
@@ -76,7 +78,7 @@ def test_the_api_refuses_what_the_command_refuses_before_writing_anything(tmp_pa
         bench.run(**{**TINY_RUN, **change}, results=results)
     assert message in str(raised.value)
     assert not results.exists()
-    base = ["run", "--grid", "smoke", "--methods", "K-means", "--datasets", "synthetic", "--splits", "2-step",
+    base = ["run", "--grid", "smoke", "--methods", "k-means", "--datasets", "synthetic", "--splits", "2-step",
             "--seeds", "0", "--backbone", "pixels", "--cluster", "debug", "--results", str(results),
             "--cfg-options", *(f"{k}={v}" for k, v in TINY.items())]
     capsys.readouterr()
@@ -90,3 +92,46 @@ def test_report_refuses_an_unknown_format_or_version_column(tmp_path):
         bench.report(results=tmp_path, format="html")
     with pytest.raises(BenchError, match="unknown version column 'colour'; known: "):
         bench.report(results=tmp_path, by="colour")
+
+
+SLUGS = {"Joint (frozen)": "joint-frozen", "Joint (unfrozen)": "joint-unfrozen", "Baseline++": "baseline-pp",
+         "K-means": "k-means", "EwC": "ewc", "LwF": "lwf", "DER": "der", "ResTune": "restune", "FRoST": "frost",
+         "CaSSLe": "cassle", "Baseline": "baseline"}
+
+
+def test_every_method_has_its_slug():
+    from bench.registries.catalogue import method_names
+
+    assert {name: method_slug(name) for name in method_names()} == SLUGS
+    assert all(resolve_method(slug) == name for name, slug in SLUGS.items())
+    assert all(resolve_method(name) == name for name in SLUGS)
+    assert method_slug("  My Method++ v2 !") == "my-method-pp-v2"
+
+
+def test_a_slug_names_the_same_runs_as_the_name(capsys):
+    for name, slug in (("Joint (frozen)", "joint-frozen"), ("Baseline++:equations", "baseline-pp:equations")):
+        by_name = [s.run_id for s in expand(load_grid("smoke"), methods=[name])]
+        by_slug = [s.run_id for s in expand(load_grid("smoke"), methods=[slug])]
+        assert by_name == by_slug and by_name
+    capsys.readouterr()
+    assert main(["run", "--dry-run", "--grid", "demo", "--methods", "joint-frozen"]) == 0
+    via_slug = capsys.readouterr().out
+    assert main(["run", "--dry-run", "--grid", "demo", "--methods", "Joint (frozen)"]) == 0
+    assert capsys.readouterr().out == via_slug and "Joint (frozen) · digits" in via_slug  # labels unchanged
+
+
+def test_two_methods_with_one_slug_are_an_error_naming_both():
+    from bench.methods.base import Method
+    from bench.registries import METHODS
+
+    class Clash(Method):
+        pass
+
+    METHODS.register_module(name="Joint-Frozen", module=Clash, force=True)
+    try:
+        with pytest.raises(BenchError, match=r"methods 'Joint \(frozen\)' and 'Joint-Frozen' have the same slug "
+                                             r"'joint-frozen'"):
+            resolve_method("joint-frozen")
+    finally:
+        METHODS._module_dict.pop("Joint-Frozen")
+    assert resolve_method("joint-frozen") == "Joint (frozen)"

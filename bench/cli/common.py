@@ -12,7 +12,8 @@ from bench.api import DEFAULT_RESULTS
 def add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grid", default="demo", help="grid name (see `bench list grids`); default: demo")
     p.add_argument("--methods", nargs="+", metavar="M",
-                   help="methods to run, optionally with a preset: Baseline:equations (default: code)")
+                   help="methods to run, by name or slug (joint-frozen), optionally with a preset: "
+                        "Baseline:equations (default: code)")
     p.add_argument("--datasets", nargs="+", metavar="D")
     p.add_argument("--splits", nargs="+", metavar="S")
     p.add_argument("--seeds", nargs="+", type=int, metavar="N")

@@ -18,14 +18,15 @@ def command(args: argparse.Namespace) -> int:
     from bench.registries.catalogue import catalogue, method_info, method_names
 
     if args.kind == "methods":
-        from bench.spec import _read_config, preset_names
+        from bench.spec import _read_config, method_slug, method_slugs, preset_names
         from bench.registries import PRESETS_DIR
 
+        method_slugs()  # two methods with one slug: an error naming both, before anything is listed
         for name in method_names():
             info = method_info(name)
             role = "reference, sees past steps" if info.sees_past_steps else "incremental"
             presets = preset_names(_read_config(str(PRESETS_DIR / f"{info.preset_file}.py")))
-            print(f"{name:<18} {info.inputs:<9} {role}; presets: {', '.join(presets)}")
+            print(f"{name:<18} {method_slug(name):<18} {info.inputs:<9} {role}; presets: {', '.join(presets)}")
     elif args.kind == "datasets":
         DATASETS.import_from_location()
         for name, cls in sorted(DATASETS.module_dict.items()):
