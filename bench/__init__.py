@@ -1,5 +1,20 @@
-"""bench: a benchmark harness for class-incremental novel class discovery."""
+"""bench: a benchmark harness for class-incremental novel class discovery.
+
+The public API, imported on first use (PEP 562) so that `import bench` stays light (no torch, timm or
+pandas: the commands that run nothing rely on it):
+
+- `bench.run(...)`, `bench.report(...)`: what `bench run` and `bench report` do (`bench.api`; `bench.report`
+  is also the package of the report's parts, callable);
+- the base classes of a plugin: `Method` and `Step` (a method), `DatasetReader` (a dataset reader),
+  `Backbone` (a backbone);
+- the registries they register in: `METHODS`, `DATASETS`, `BACKBONES`;
+- `RunSpec` (one run), `BenchError` (every user-facing error), `method_slug`, `resolve_method`.
+"""
+from __future__ import annotations
+
+from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 from bench.resources import checkout_root
 
@@ -13,3 +28,29 @@ except PackageNotFoundError:  # running from a checkout that was not pip-install
 # same here, so that it imports its own copies and never an installed checkout's.
 if checkout_root() is not None:
     __path__.append(str(checkout_root()))  # noqa: F821 (a package's __path__)
+
+# public name -> the module that defines it
+_PUBLIC: dict[str, str] = {
+    "run": "bench.api", "RunOutcome": "bench.api", "ReportOutcome": "bench.api",
+    "Method": "bench.methods.base", "Step": "bench.methods.base",
+    "DatasetReader": "bench.data.base", "LoadedDataset": "bench.data.base", "ImageSet": "bench.data.base",
+    "Backbone": "bench.backbones",
+    "METHODS": "bench.registries", "DATASETS": "bench.registries", "BACKBONES": "bench.registries",
+    "RunSpec": "bench.spec", "method_slug": "bench.spec", "resolve_method": "bench.spec",
+    "BenchError": "bench.errors",
+}
+__all__ = sorted([*_PUBLIC, "report"])
+
+
+def __getattr__(name: str) -> Any:
+    if name == "report":  # the subpackage bench.report, callable as bench.api.report (see there why)
+        return import_module("bench.report")
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'bench' has no attribute {name!r}")
+    value = getattr(import_module(_PUBLIC[name]), name)
+    globals()[name] = value  # imported once; later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -248,11 +248,57 @@ def load_grid(name: str) -> Grid:
                 cfg=cfg.get("cfg", {}), dataset_options=cfg.get("dataset_options", {}))
 
 
-def parse_method(entry: str) -> tuple[str, str]:
-    """`Baseline` → (Baseline, code); `Baseline:equations` → (Baseline, equations). The preset is
-    checked against the method's preset file by `load_preset`."""
+def split_method(entry: str) -> tuple[str, str]:
+    """`Baseline` → (Baseline, code); `Baseline:equations` → (Baseline, equations), the name as written."""
     name, _, preset = entry.partition(":")
     return name, preset or DEFAULT_PRESET
+
+
+def parse_method(entry: str) -> tuple[str, str]:
+    """`Baseline:equations` → (Baseline, equations), `baseline-pp` → (Baseline++, code): the registered
+    name (from a name or a slug, `resolve_method`) and the preset, checked against the method's preset
+    file by `load_preset`."""
+    name, preset = split_method(entry)
+    return resolve_method(name), preset
+
+
+def method_slug(name: str) -> str:
+    """A method's name as a shell takes it unquoted: `Joint (frozen)` → `joint-frozen`, `Baseline++` →
+    `baseline-pp`, `K-means` → `k-means`. One rule for bench's methods and plugins' alike: lowercase,
+    `++` → `-pp`, every other run of characters that are not letters or digits → `-`, none at either end."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower().replace("++", "-pp")).strip("-")
+
+
+def method_slugs() -> dict[str, str]:
+    """slug → name of every registered method (the catalogue's and any registered since, e.g. by a
+    plugin). Two methods with one slug could not both be selected by it: an error naming both."""
+    from bench.registries import METHODS
+    from bench.registries.catalogue import method_names
+
+    slugs: dict[str, str] = {}
+    for name in dict.fromkeys([*method_names(), *METHODS.module_dict]):
+        slug = method_slug(name)
+        if slugs.setdefault(slug, name) != name:
+            raise BenchError(f"methods {slugs[slug]!r} and {name!r} have the same slug {slug!r} "
+                             f"(bench.spec.method_slug); rename one of them")
+    return slugs
+
+
+def resolve_method(name: str) -> str:
+    """The registered method `name` means: itself, or the method whose slug it is (any spelling with
+    the same slug: `joint-frozen`, `Joint-Frozen`). The one place names and slugs are resolved."""
+    slugs = method_slugs()
+    if name in slugs.values():
+        return name
+    if method_slug(name) in slugs:
+        return slugs[method_slug(name)]
+    raise unknown_method(name, slugs)
+
+
+def unknown_method(name: str, slugs: Mapping[str, str] | None = None) -> BenchError:
+    """`unknown method 'basline'; known: Baseline, …; slugs: baseline, …`."""
+    slugs = method_slugs() if slugs is None else slugs
+    return BenchError(f"{unknown('method', name, slugs.values())}; slugs: {', '.join(sorted(slugs))}")
 
 
 def preset_names(cfg: Mapping[str, Any]) -> list[str]:
@@ -272,11 +318,11 @@ def _preset(method: str, preset: str) -> tuple[dict[str, Any], dict[str, Any]]:
     changes to `equations`; any other preset as its changes to `code`, its overrides merged over
     `code`'s (a variant of the authors' runs keeps their per-dataset schedules)."""
     from bench.registries import PRESETS_DIR
-    from bench.registries.catalogue import method_info, method_names
+    from bench.registries.catalogue import method_info
 
     info = method_info(method)
     if info is None:
-        raise unknown("method", method, method_names())
+        raise unknown_method(method)
     cfg = copy.deepcopy(_read_config(str(PRESETS_DIR / f"{info.preset_file}.py")))
     if preset not in preset_names(cfg):
         raise unknown(f"preset of {method}", preset, preset_names(cfg))
@@ -406,17 +452,13 @@ def expand(grid: Grid, *, methods: Sequence[str] | None = None, datasets: Sequen
     """
     from bench.data import reader_class
     from bench.registries import DATASETS
-    from bench.registries.catalogue import method_info, method_names
 
     options = dict(options or {})
-    selected = [parse_method(entry) for entry in methods or grid.methods]
-    for method, _ in selected:
-        if method_info(method) is None:
-            raise unknown("method", method, method_names())
+    selected = [parse_method(entry) for entry in methods or grid.methods]  # unknown names refused here
     _check_method_keys(options, selected)
     specs: dict[str, RunSpec] = {}
     for block in grid.blocks:
-        block_methods = [parse_method(m) for m in methods] if methods else [parse_method(m) for m in block.methods]
+        block_methods = selected if methods else [parse_method(m) for m in block.methods]
         for method, preset in block_methods:
             for dataset in datasets or block.datasets:
                 if reader_class(dataset) is None:

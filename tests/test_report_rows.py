@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.cli import _print_leaderboard, main
+from bench.cli import main
+from bench.outcomes import print_leaderboard
 from bench.report.aggregate import final_scores
 from bench.report.load import load_metrics
 
@@ -24,11 +25,12 @@ ONE, TWO = "Baseline · method.epochs=1", "Baseline · method.epochs=2"
 
 def _run(results: Path, epochs: int, seeds: list[str]) -> list[Path]:
     """Tiny Baseline runs with `method.epochs=epochs`: their directories."""
-    from bench.cli import _expand, build_parser
+    from bench.cli import build_parser
+    from bench.cli.common import expand
 
     argv = [*RUN, "--seeds", *seeds, "--results", str(results), "--cfg-options", *TINY, f"method.epochs={epochs}"]
     assert main(["run", "--cluster", "debug", *argv]) == 0
-    _, specs = _expand(build_parser().parse_args(["run", *argv]))
+    _, specs = expand(build_parser().parse_args(["run", *argv]))
     return [results / "runs" / s.run_id for s in specs]
 
 
@@ -70,7 +72,7 @@ def test_the_leaderboard_keeps_configurations_apart(results, capsys):
 
     root, one, two = results
     specs = [RunSpec.from_json((d / "spec.json").read_text()) for d in one + two]
-    _print_leaderboard(root, specs, "pixels")
+    print_leaderboard(root, specs, "pixels")
     lines = capsys.readouterr().out.splitlines()
     shown = {l.split("|")[3].strip(): l.split("|")[7].strip() for l in lines if "Baseline" in l}
     assert shown == {ONE: "2", TWO: "1"}  # label → seeds
@@ -165,7 +167,7 @@ def test_the_leaderboard_keeps_backbones_apart_and_marks_references(tmp_path, ca
     specs = expand(load_grid("smoke"), methods=["K-means"], backbones=["pixels", "dino-resnet50"], seeds=[0])
     for spec in specs:
         fake_run(tmp_path, spec, 30.0 if spec.backbone == "pixels" else 70.0)
-    _print_leaderboard(tmp_path, specs, "pixels")
+    print_leaderboard(tmp_path, specs, "pixels")
     shown = {l.split("|")[3].strip(): l.split("|")[4].strip() for l in capsys.readouterr().out.splitlines()
              if "K-means" in l}
     assert shown == {"K-means (reference)": "30.0", "K-means · dino-resnet50 (reference)": "70.0"}
@@ -191,7 +193,8 @@ def test_paper_layouts_show_every_configuration_row(capsys):
 def test_pooled_class_orders_still_keep_configurations_apart(tmp_path):
     """`--pool-orders` makes each class order a sample of the cell: two configurations that were each
     run on another order are still two rows (labelled by what differs), never one row of both."""
-    from bench.cli import _expand, build_parser
+    from bench.cli import build_parser
+    from bench.cli.common import expand
     from bench.report.load import load_runs
 
     dirs = []
@@ -199,7 +202,7 @@ def test_pooled_class_orders_still_keep_configurations_apart(tmp_path):
         argv = [*RUN, "--seeds", "0", "--results", str(tmp_path), "--cfg-options", *TINY, f"method.epochs={epochs}",
                 f"split.class_order_seed={order}"]
         assert main(["run", "--cluster", "debug", *argv]) == 0
-        dirs += [tmp_path / "runs" / s.run_id for s in _expand(build_parser().parse_args(["run", *argv]))[1]]
+        dirs += [tmp_path / "runs" / s.run_id for s in expand(build_parser().parse_args(["run", *argv]))[1]]
     frame, _ = load_runs(dirs, pool_orders=True)
     assert set(frame["split"]) == {"2-step · class orders"}
     assert set(frame["label"]) == {ONE, TWO}

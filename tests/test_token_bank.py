@@ -245,11 +245,12 @@ def test_runs_without_the_token_bank_keep_their_ids():
 
 
 def test_the_command_line_sets_reading_ahead_as_a_machine_setting():
-    from bench.cli import _expand, build_parser
+    from bench.cli import build_parser
+    from bench.cli.common import expand
 
     def spec_of(*extra):
         args = build_parser().parse_args(["run", "--grid", "smoke", "--methods", "EwC", *extra])
-        return _expand(args)[1][0]
+        return expand(args)[1][0]
 
     default, off, on = spec_of(), spec_of("--read-ahead", "off"), spec_of("--read-ahead", "on")
     assert "read_ahead" not in default.location  # the runner's default: on for a GPU only

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Sequence
+from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -107,3 +107,15 @@ class LoadedDataset:
 
         return replace(self, class_names=[self.class_names[c] for c in order], train=relabel(self.train),
                        test=relabel(self.test), val=relabel(self.val), extra={**self.extra, "class_order": order.tolist()})
+
+
+@runtime_checkable
+class DatasetReader(Protocol):
+    """What a dataset reader registered in `bench.registries.DATASETS` implements: a class built with its
+    options (`root` for on-disk data, `partitions_dir` where a reader persists a split it draws) whose
+    `load()` returns the data. Building one reads nothing; it may also offer `check()` (locate the files
+    without loading them, called before any run starts) and a `num_classes` known without reading the data.
+    Readers need not subclass it: bench calls these by name (`bench.data.make_reader`)."""
+
+    def load(self) -> LoadedDataset:
+        ...

@@ -1,8 +1,10 @@
 """`bench report`: load → aggregate → render. Pure functions over the long metrics table."""
 from __future__ import annotations
 
+import sys
+import types
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
@@ -58,3 +60,17 @@ def steps_figures(frame: pd.DataFrame, out_dir: Path, prefix: str, order: Mappin
         splits = list(dict.fromkeys(accuracy.loc[accuracy["dataset"] == dataset, "split"].astype(str)))
         paths += steps_plot(accuracy, forgetting, dataset, splits, Path(out_dir) / f"{prefix}_{dataset}")
     return paths
+
+
+class _CallableReportPackage(types.ModuleType):
+    """`bench.report` is both this package (what tables and plots are made of) and the API call
+    `bench.report(...)` (`bench.api.report`, what `bench report` does): once a subpackage is imported,
+    Python makes it its parent's attribute, so the two can only share the name if the package is callable."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from bench.api import report
+
+        return report(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableReportPackage

@@ -1,0 +1,342 @@
+"""bench's Python API: `bench.run(...)` and `bench.report(...)` do what `bench run` and `bench report` do,
+with the same checks before anything runs (`bench.preflight`), the same progress lines on stdout and
+the same `BenchError` for bad input; the commands are these functions behind an argument parser.
+
+    import bench
+    outcome = bench.run(grid="smoke", methods=["baseline", "k-means"], cluster="debug", results="out")
+    written = bench.report(grid="smoke", results="out", format="markdown")
+
+Importing this module imports nothing heavy: each call imports what it needs.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from bench.errors import BenchError, unknown
+from bench.outcomes import (error_line, print_leaderboard, reference_labels, report_failures, run_dirs,
+                            warn_mixed_versions)
+from bench.preflight import (check_caches, check_cluster, check_device, check_inputs, check_report_dir, check_splits,
+                             check_tail_backbones, check_timm_models)
+from bench.provenance import VERSION_COLUMNS
+from bench.selection import default_backbone, expand_selection, finished_selection, parse_options
+
+DEFAULT_RESULTS = Path("results")
+REPORT_FORMATS = {"latex": "tex", "markdown": "md", "csv": "csv"}  # format -> file suffix
+PathLike = str | os.PathLike[str]
+Options = Mapping[str, Any] | Sequence[str]  # {"method.epochs": 3} or ["method.epochs=3"], as on the command line
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What `bench.run` did. `exit_code` is the command's exit status: 0 when every run it started
+    finished (or, with `dry_run` or SLURM without `wait`, when everything was planned or submitted)."""
+
+    grid: str
+    results: Path
+    specs: tuple[Any, ...]  # every selected run (RunSpec)
+    already_done: tuple[Any, ...]  # done before this call
+    pending: tuple[Any, ...]  # what ran, was submitted, or would run (dry_run)
+    done: tuple[Any, ...] = ()  # finished by this call (local clusters, or SLURM with wait)
+    failed: tuple[tuple[Any, str], ...] = ()  # (spec, first line of its error)
+    busy: tuple[Any, ...] = ()  # skipped: being run elsewhere
+    jobs: tuple[tuple[str, int, str], ...] = ()  # SLURM: (job id, runs, resources) of each job array
+    exit_code: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+@dataclass(frozen=True)
+class ReportOutcome:
+    """What `bench.report` wrote: the files (tables, plots, comparisons) in `out`, and the metrics frame
+    (one row per run, step and metric) they were made from."""
+
+    grid: str
+    out: Path
+    paths: tuple[Path, ...]
+    frame: Any = field(repr=False)
+
+
+def _options(options: Options | None, option: str = "--cfg-options") -> dict[str, Any]:
+    if options is None:
+        return {}
+    if isinstance(options, Mapping):
+        return dict(options)
+    if isinstance(options, str):
+        raise BenchError(f"{option}: give a dict or a list of key=value strings, not the string {options!r}")
+    return parse_options(options)
+
+
+def run(grid: str = "demo", *, methods: Sequence[str] | None = None, datasets: Sequence[str] | None = None,
+        splits: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
+        backbones: Sequence[str] | None = None, results: PathLike = DEFAULT_RESULTS, data_root: PathLike | None = None,
+        cache_dir: PathLike | None = None, cfg_options: Options | None = None, cluster: str = "local",
+        workers: int | None = None, device: str | None = None, threads: int | None = None,
+        read_ahead: bool | None = None, weights_dir: PathLike | None = None, force: bool = False,
+        retry_failed: bool = False, dry_run: bool = False, profile: str = "default",
+        slurm_options: Options | None = None, wait: bool = False) -> RunOutcome:
+    """Run a grid, as `bench run` does: the selection's runs not yet done, on `cluster` (local worker
+    processes, debug in this process, or SLURM job arrays with `profile`). Every check (names, splits,
+    devices, backbones, data and weight files, cache space) is made before anything is written."""
+    started = time.monotonic()  # the SLURM plan's time includes expanding the grid
+    from bench.rundir import DONE, ERROR, check_writable, invalidate, is_done, run_dir, unreadable
+
+    results = Path(results)
+    check_cluster(cluster, workers, threads)
+    check_device(device, cluster)
+    loaded, specs = expand_selection(grid, methods=methods, datasets=datasets, splits=splits, seeds=seeds,
+                                     backbones=backbones, cfg_options=_options(cfg_options), data_root=data_root,
+                                     cache_dir=cache_dir, device=device, read_ahead=read_ahead, threads=threads,
+                                     weights_dir=weights_dir)
+    check_splits(specs)
+    check_tail_backbones(specs)
+    check_timm_models(specs)
+    done = [s for s in specs if is_done(results, s)]
+    for spec in specs if not dry_run else ():
+        out = run_dir(results, spec)
+        if spec not in done and (out / DONE).exists() and _rebuild_metrics(out):
+            done.append(spec)
+    finished = {s.run_id for s in done}
+    for spec in specs:
+        out = run_dir(results, spec)
+        if spec.run_id not in finished and (out / DONE).exists():  # marked done, but cannot be read back
+            bad = "; ".join(f"{out / name}: {why}" for name, why in unreadable(out).items())
+            print(f"bench: warning: run {spec.run_id} ({spec.describe()}) is marked done but cannot be read back "
+                  f"({bad}); it runs again, its damaged files kept aside in the run directory", file=sys.stderr)
+    if force:
+        pending = specs
+    elif retry_failed:
+        pending = [s for s in specs if s.run_id not in finished and (run_dir(results, s) / ERROR).exists()]
+    else:
+        pending = [s for s in specs if s.run_id not in finished]
+    if not dry_run:
+        check_inputs(pending)
+        check_caches(results, pending)
+    outcome = RunOutcome(loaded.name, results, tuple(specs), tuple(done), tuple(pending))
+    shown_backbone = default_backbone(backbones, loaded)
+    if cluster == "slurm":
+        return _run_slurm(outcome, loaded, profile, slurm_options, force=force, dry_run=dry_run, wait=wait,
+                          started=started, shown_backbone=shown_backbone)
+    if dry_run:
+        print(f"grid {loaded.name}: {len(specs)} runs, {len(done)} done, {len(pending)} would run")
+        for spec in pending:
+            print(f"  {spec.run_id}  {spec.describe()}")
+        return outcome
+    check_writable(results)
+    if not pending:
+        what = "no failed runs to retry" if retry_failed else "nothing to run (--force re-runs them)"
+        print(f"grid {loaded.name}: {len(done)} of {len(specs)} runs already done, {what}"
+              if len(done) < len(specs) else f"grid {loaded.name}: all {len(specs)} runs already done, {what}")
+        print_leaderboard(results, specs, shown_backbone)
+        return outcome
+    for spec in pending if force else ():
+        invalidate(results, spec)
+    print(f"grid {loaded.name}: {len(specs)} runs, {len(specs) - len(pending)} already done, "
+          f"running {len(pending)} on {cluster}")
+    start = time.monotonic()
+    from bench.scheduler import run_specs
+    from bench.workers import sigterm_stops
+
+    with sigterm_stops():  # a closed session's or `timeout`'s SIGTERM stops the runs as Ctrl-C does
+        ran = run_specs(pending, results, cluster=cluster, max_parallel=workers)
+    busy = f", {len(ran.busy)} skipped (being run elsewhere)" if ran.busy else ""
+    print(f"{len(ran.done)} done, {len(ran.failed)} failed{busy} in {time.monotonic() - start:.1f}s")
+    print_leaderboard(results, specs, shown_backbone)
+    return _with(outcome, done=tuple(ran.done), failed=tuple(ran.failed), busy=tuple(ran.busy),
+                 exit_code=report_failures(results, ran.failed))
+
+
+def _with(outcome: RunOutcome, **changes: Any) -> RunOutcome:
+    from dataclasses import replace
+
+    return replace(outcome, **changes)
+
+
+def _rebuild_metrics(out: Path) -> bool:
+    """A finished run whose metrics.parquet alone is unreadable gets it back from its stored
+    predictions, here and now (seconds on the CPU), instead of running again (GPU-hours)."""
+    from bench.predictions import PREDICTIONS
+    from bench.rundir import METRICS, RunBusy, unreadable
+
+    if set(unreadable(out)) != {METRICS} or not (out / PREDICTIONS).exists():
+        return False  # nothing to rebuild from: no torch imported for it
+    from bench.runner import rebuild_metrics
+
+    try:
+        why = rebuild_metrics(out)
+    except RunBusy:
+        return False
+    if why is not None:
+        print(f"bench: warning: run {out.name}: {out / METRICS} could not be read ({why}); rebuilt from its "
+              f"{PREDICTIONS} without running again, the damaged file kept aside in the run directory", file=sys.stderr)
+    return why is not None
+
+
+def _run_slurm(outcome: RunOutcome, grid: Any, profile_name: str, slurm_options: Options | None, *, force: bool,
+               dry_run: bool, wait: bool, started: float, shown_backbone: str) -> RunOutcome:
+    from bench import slurm
+    from bench.rundir import check_writable, invalidate
+
+    results, specs, pending = outcome.results, list(outcome.specs), list(outcome.pending)
+    profile = slurm.load_profile(profile_name)
+    overrides = _options(slurm_options)
+    chunks = slurm.plan(pending, profile, overrides)
+    if dry_run:
+        print(f"grid {grid.name}: {len(specs)} runs, {len(specs) - len(pending)} done, {len(pending)} would be "
+              f"submitted as {len(chunks)} job array(s) with profile {profile.name} "
+              f"(planned in {time.monotonic() - started:.2f}s)")
+        for params, members in chunks:
+            print(f"  array of {len(members):>4} runs: {slurm._summary(params)}")
+        return outcome
+    check_writable(results)
+    if not pending:
+        print(f"grid {grid.name}: all {len(specs)} runs already done, nothing to submit")
+        print_leaderboard(results, specs, shown_backbone)
+        return outcome
+    for spec in pending if force else ():
+        invalidate(results, spec)
+    sub = slurm.submit(pending, results, profile, overrides, grid.name)
+    submitted = sum(n for _, n, _ in sub.arrays)
+    print(f"grid {grid.name}: submitted {submitted} runs in {len(sub.arrays)} job array(s) "
+          f"({sub.skipped_active} already queued or running) in {time.monotonic() - started:.1f}s")
+    for job_id, n, summary in sub.arrays:
+        print(f"  job {job_id}: {n} runs ({summary})")
+    outcome = _with(outcome, jobs=tuple((str(j), n, s) for j, n, s in sub.arrays))
+    if not wait:
+        print(f"follow with: bench status --grid {grid.name}" + (f" --results {results}" if results != DEFAULT_RESULTS else ""))
+        return outcome
+    final = slurm.wait(results, specs)
+    print_leaderboard(results, specs, shown_backbone)
+    failed = [(s, error_line(results, s)) for s in final.states.get("failed", [])]
+    return _with(outcome, done=tuple(final.states.get("done", [])), failed=tuple(failed),
+                 exit_code=report_failures(results, failed))
+
+
+def report(grid: str | None = None, *, methods: Sequence[str] | None = None, datasets: Sequence[str] | None = None,
+           splits: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
+           backbones: Sequence[str] | None = None, results: PathLike = DEFAULT_RESULTS,
+           data_root: PathLike | None = None, cache_dir: PathLike | None = None, cfg_options: Options | None = None,
+           format: str = "latex", out: PathLike | None = None, pool_orders: bool = False, by: str | None = None,
+           compare: Sequence[str] | None = None) -> ReportOutcome:
+    """Tables and plots of finished runs, as `bench report` writes them: of a grid's selection, or without
+    `grid` of every finished run under `results`. `compare`: ["paper"], or two method labels."""
+    if format not in REPORT_FORMATS:
+        raise unknown("report format", format, REPORT_FORMATS)
+    if by is not None and by not in VERSION_COLUMNS:
+        raise unknown("version column", by, VERSION_COLUMNS)
+    if isinstance(compare, str):
+        compare = [compare]
+    results = Path(results)
+    from bench.report import steps_figures, write_report
+    from bench.report.aggregate import backbone_label, final_scores, split_by
+    from bench.report.load import load_runs
+    from bench.report.table import render_table
+    from bench.storage import write_atomic
+
+    if grid:
+        loaded, specs = expand_selection(grid, methods=methods, datasets=datasets, splits=splits, seeds=seeds,
+                                         backbones=backbones, cfg_options=_options(cfg_options), data_root=data_root,
+                                         cache_dir=cache_dir)
+        directories = run_dirs(results, specs)
+    else:
+        loaded, specs, directories = finished_selection(results, methods=methods, datasets=datasets, splits=splits,
+                                                        seeds=seeds, backbones=backbones,
+                                                        cfg_options=_options(cfg_options))
+    frame, unplaced = load_runs(directories, pool_orders=pool_orders)
+    if not len(frame):
+        if not grid:
+            raise BenchError(f"no finished runs under {results} match the selection; `bench run` makes some")
+        raise BenchError(f"no finished runs of grid {loaded.name!r} under {results}; run `bench run --grid {loaded.name}` first")
+    out = Path(out) if out else results / "reports" / loaded.name
+    check_report_dir(out)
+    shown_backbone = default_backbone(backbones, loaded)
+    labelled = frame.assign(label=[backbone_label(l, b, shown_backbone) for l, b in zip(frame["label"], frame["backbone"])])
+    # pool_orders: load_runs made each (class order, seed) one sample of the cell, as mammoth and PyCIL
+    # average orders, before it told configurations apart
+    labels = _row_order(labelled, specs)
+    if by:  # each label's rows by version, next to each other in the labels' order
+        labelled = split_by(labelled, by, VERSION_COLUMNS)
+        labels = [split for label in labels for split in sorted(set(labelled["label"]))
+                  if split.startswith(f"{label} · {by}=")]
+    warn_mixed_versions(labelled)
+    order = {"split": list(dict.fromkeys(s.split_label for s in specs)),
+             "dataset": list(dict.fromkeys(s.dataset for s in specs)), "label": labels}
+    references = reference_labels(labelled)
+    paths = write_report(labelled, out, format, title=f"grid {loaded.name}", order=order,
+                         exclude_from_best=references)
+    suffix = REPORT_FORMATS[format]
+    for block in loaded.blocks if len(loaded.blocks) > 1 else ():
+        mine = sorted((s for s in specs if block.contains(s)), key=block.position)
+        part = labelled[labelled["run_id"].isin({s.run_id for s in mine})]
+        if block.name and len(part):
+            path = out / f"table_{block.name}.{suffix}"
+            block_order = {**order, "label": _row_order(part, mine)}
+            write_atomic(path, render_table(final_scores(part, block_order), format, layout=block.layout,
+                                            exclude_from_best=references, caption=f"grid {loaded.name}, {block.name}."))
+            paths.append(path)
+            paths += steps_figures(part, out, f"steps_{block.name}", block_order)  # the appendix's figures
+    if compare and list(compare) != ["paper"]:
+        paths.append(_compare_methods(labelled, list(compare), out, suffix))
+    elif compare:
+        from bench.report.compare import compare as compare_with, paper_reference, render_compare
+
+        # score the relabelled frame, so that runs of different backbones are never averaged together,
+        # then give the rows their method label back: the backbone is a column of its own
+        scores = final_scores(labelled, order)
+        scores["label"] = scores["label"].astype(str).str.split(" · ").str[0]
+        table = compare_with(scores, paper_reference(default_backbone="dino-vitb16"))
+        path = out / f"compare_paper.{suffix}"
+        write_atomic(path, render_compare(table, format))
+        paths.append(path)
+    n_finished = frame["run_id"].nunique() + len(unplaced)
+    left_out = (f", {len(unplaced)} of them in no row ({', '.join(u.run for u in unplaced)}: see the warnings above)"
+                if unplaced else "")
+    print(f"report of grid {loaded.name}: {n_finished}/{len(directories)} runs finished{left_out}; "
+          f"wrote {len(paths)} files to {out}")
+    for path in paths:
+        print(f"  {path}")
+    return ReportOutcome(loaded.name, out, tuple(paths), labelled)
+
+
+def _row_order(frame: Any, specs: Sequence[Any]) -> list[str]:
+    """The frame's row labels in the order of the runs they hold (`specs`, the grid's order): one
+    method's rows (its backbones, configurations) stay together."""
+    label_of = dict(zip(frame["run_id"], frame["label"].astype(str)))
+    return list(dict.fromkeys(label_of[s.run_id] for s in specs if s.run_id in label_of))
+
+
+def _compare_methods(frame: Any, labels: Sequence[str], out: Path, suffix: str) -> Path:
+    """`bench report --compare A B`: A − B per cell over the seeds both ran, with its 95% CI."""
+    from tabulate import tabulate
+
+    from bench.report.aggregate import seed_values
+    from bench.report.stats import paired_differences
+    from bench.storage import write_atomic
+
+    values = seed_values(frame)
+    known = list(dict.fromkeys(values["label"]))
+    if len(labels) != 2 or any(label not in known for label in labels):
+        raise BenchError(f"--compare takes `paper` or two method labels of the report; got {' '.join(labels)}; "
+                         f"labels: {', '.join(known)}")
+    first, second = labels
+    table = paired_differences(values, first, second)
+    path = out / f"compare_{first}_vs_{second}.{suffix}".replace(" ", "_").replace("/", "_")
+    if suffix == "csv":
+        write_atomic(path, table.to_csv(index=False, float_format="%.4f"))
+    else:
+        rows = [(r.split, r.dataset, r.metric, r.n, f"{r.diff:+.1f}",
+                 "--" if r.n < 2 else f"{r.ci_low:+.1f} … {r.ci_high:+.1f}",
+                 "yes" if r.beyond_noise else "no") for r in table.itertuples()]
+        text = tabulate(rows, headers=("split", "dataset", "metric", "shared seeds", f"{first} − {second}", "95% CI",
+                                       "beyond noise"), tablefmt="latex_booktabs" if suffix == "tex" else "github",
+                        disable_numparse=True)
+        write_atomic(path, text + "\n")
+        print(text)
+    return path
+

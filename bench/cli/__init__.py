@@ -1,0 +1,10 @@
+"""The `bench` command: one module per command (`run`, `status`, `cancel`, `report`, `metrics`, `listing`
+for `bench list`, `data`, `cache`), what they share in `common`, the entry point in `main`.
+
+Each command parses its options and calls the Python API (`bench.api`) or the library; the checks
+before anything runs live there (`bench.preflight`), so the command line and the API refuse the same
+input with the same one-line error.
+"""
+from bench.cli.main import build_parser, main
+
+__all__ = ["build_parser", "main"]

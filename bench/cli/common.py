@@ -1,0 +1,45 @@
+"""What several commands share: the selection options (`--grid`, `--methods` …, where the results and
+data are) and turning them into the keyword arguments of `bench.selection` / `bench.api`."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from bench.api import DEFAULT_RESULTS
+
+
+def add_selection(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--grid", default="demo", help="grid name (see `bench list grids`); default: demo")
+    p.add_argument("--methods", nargs="+", metavar="M",
+                   help="methods to run, by name or slug (joint-frozen), optionally with a preset: "
+                        "Baseline:equations (default: code)")
+    p.add_argument("--datasets", nargs="+", metavar="D")
+    p.add_argument("--splits", nargs="+", metavar="S")
+    p.add_argument("--seeds", nargs="+", type=int, metavar="N")
+    p.add_argument("--backbone", nargs="+", dest="backbones", metavar="B",
+                   help="backbone(s): pixels, timm:<model> (e.g. timm:vit_base_patch16_224.dino)")
+    p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="results root (default: ./results)")
+    p.add_argument("--data-root", help="directory holding the datasets (else $BENCH_DATA_ROOT)")
+    p.add_argument("--cache-dir", help="feature-bank cache (else $BENCH_CACHE_DIR, else <results>/cache)")
+    p.add_argument("--cfg-options", nargs="+", default=[], metavar="K=V",
+                   help="override config keys, e.g. method.epochs=10 features.views=4")
+
+
+def selection(args: argparse.Namespace) -> dict[str, Any]:
+    """The selection options as keyword arguments of `bench.api.run` / `report`; `--cfg-options` as the
+    `k=v` strings given, which the API parses where the command always has (after the cluster checks)."""
+    return {"methods": args.methods, "datasets": args.datasets, "splits": args.splits, "seeds": args.seeds,
+            "backbones": args.backbones, "data_root": args.data_root, "cache_dir": args.cache_dir,
+            "cfg_options": args.cfg_options}
+
+
+def expand(args: argparse.Namespace) -> tuple[Any, list[Any]]:
+    """The grid and run specs the selection options of `bench run`, `status`, `cancel`, `metrics` name."""
+    from bench.selection import expand_selection, parse_options
+
+    read_ahead = getattr(args, "read_ahead", None)
+    return expand_selection(args.grid, **{**selection(args), "cfg_options": parse_options(args.cfg_options)},
+                            device=getattr(args, "device", None),
+                            read_ahead=None if read_ahead is None else read_ahead == "on",
+                            threads=getattr(args, "threads", None), weights_dir=getattr(args, "weights_dir", None))

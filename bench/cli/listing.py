@@ -1,0 +1,54 @@
+"""`bench list KIND`: what is registered (methods with their slugs, datasets, splits, backbones, grids)."""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+LIST_KINDS = ("methods", "datasets", "splits", "backbones", "grids")
+
+
+def add_parser(sub: Any) -> None:
+    lst = sub.add_parser("list", help="show what is registered")
+    lst.add_argument("kind", choices=LIST_KINDS)
+
+
+def command(args: argparse.Namespace) -> int:
+    from bench.spec import SPLITS, grid_names, load_grid
+    from bench.registries import DATASETS
+    from bench.registries.catalogue import catalogue, method_info, method_names
+
+    if args.kind == "methods":
+        from bench.spec import _read_config, method_slug, method_slugs, preset_names
+        from bench.registries import PRESETS_DIR
+
+        method_slugs()  # two methods with one slug: an error naming both, before anything is listed
+        for name in method_names():
+            info = method_info(name)
+            role = "reference, sees past steps" if info.sees_past_steps else "incremental"
+            presets = preset_names(_read_config(str(PRESETS_DIR / f"{info.preset_file}.py")))
+            print(f"{name:<18} {method_slug(name):<18} {info.inputs:<9} {role}; presets: {', '.join(presets)}")
+    elif args.kind == "datasets":
+        DATASETS.import_from_location()
+        for name, cls in sorted(DATASETS.module_dict.items()):
+            print(f"{name:<14} {_first_doc_line(cls)}")
+    elif args.kind == "splits":
+        for name, n in SPLITS.items():
+            print(f"{name:<9} {n} tasks of contiguous classes in the dataset's canonical order")
+    elif args.kind == "backbones":
+        for name, doc in sorted(catalogue()["backbone_docs"].items()):
+            shown = "timm:<model name>" if name == "timm" else name
+            print(f"{shown:<20} {doc}")
+    else:
+        from bench.spec import expand
+
+        for name in grid_names():
+            g = load_grid(name)
+            n = len(expand(g))
+            print(f"{name:<8} {n:>4} runs: {', '.join(g.methods)} on {', '.join(g.datasets)}; "
+                  f"{', '.join(g.splits)}; {', '.join(g.backbones)}; seeds {', '.join(map(str, g.seeds))}")
+    return 0
+
+
+def _first_doc_line(obj: Any) -> str:
+    return (obj.__doc__ or "").strip().splitlines()[0] if obj.__doc__ else ""
+

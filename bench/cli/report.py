@@ -1,0 +1,34 @@
+"""`bench report`: tables and plots of finished runs (bench.api.report behind the options)."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from bench.cli.common import add_selection, selection
+from bench.provenance import VERSION_COLUMNS
+
+
+def add_parser(sub: Any) -> None:
+    rep = sub.add_parser("report", help="tables and plots of a grid's finished runs")
+    add_selection(rep)
+    rep.set_defaults(grid=None)  # no grid named: every finished run under the results root
+    rep.add_argument("--format", default="latex", choices=("latex", "markdown", "csv"))
+    rep.add_argument("--out", type=Path, help="output directory (default: <results>/reports/<grid>, "
+                     "or <results>/reports/all without --grid)")
+    rep.add_argument("--pool-orders", action="store_true",
+                     help="average runs of different class orders (split.class_order_seed) together, with the seeds")
+    rep.add_argument("--by", choices=VERSION_COLUMNS, metavar="COLUMN",
+                     help="split every row by a version column of the runs (one of: %(choices)s), so that runs "
+                          "of different versions are never averaged together")
+    rep.add_argument("--compare", nargs="+", metavar="WHAT",
+                     help="paper: the paper's numbers beside the measured ones; A B: the paired difference of two "
+                          "methods (labels as the tables show them) over the seeds they share")
+
+
+def command(args: argparse.Namespace) -> int:
+    from bench.api import report
+
+    report(args.grid, **selection(args), results=args.results, format=args.format, out=args.out,
+           pool_orders=args.pool_orders, by=args.by, compare=args.compare)
+    return 0

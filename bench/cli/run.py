@@ -1,0 +1,43 @@
+"""`bench run`: run a grid's runs not yet done (bench.api.run behind the options)."""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from bench.cli.common import add_selection, selection
+
+
+def add_parser(sub: Any) -> None:
+    run = sub.add_parser("run", help="run a grid (default: the embedded demo grid, locally)")
+    add_selection(run)
+    run.add_argument("--cluster", default="local",
+                     help="local (warm worker processes, default), debug (in-process) or slurm (job arrays)")
+    run.add_argument("--workers", "--jobs", dest="workers", type=int, default=None,
+                     help="--cluster local: warm worker processes, i.e. runs at a time (default: one per available core)")
+    run.add_argument("--device", help="cpu, cuda, cuda:1 … (default: cuda if available); checked on this machine, except for --cluster slurm, whose jobs run on its nodes")
+    run.add_argument("--threads", type=int, default=None,
+                     help="CPU compute threads of each run (default 1, whatever the machine); part of what decides "
+                          "its numbers, so a resumed run keeps the count it started with")
+    run.add_argument("--read-ahead", choices=("on", "off"),
+                     help="token bank: gather the next batch's stored views in a background thread "
+                          "(default: on for a GPU, off for a CPU; changes no result)")
+    run.add_argument("--weights-dir", help="directory holding the paper backbones' published weight files "
+                     "(dino_vitbase16_pretrain.pth, dino_resnet50_pretrain.pth, ViT-B-16.pt; else $BENCH_WEIGHTS_DIR)")
+    run.add_argument("--force", action="store_true", help="re-run runs that are already done")
+    run.add_argument("--retry-failed", action="store_true", help="run only the runs that failed")
+    run.add_argument("--dry-run", action="store_true", help="print what would run, run nothing")
+    run.add_argument("--profile", default="default", help="SLURM resource profile in slurm/profiles/ (default: default)")
+    run.add_argument("--slurm-options", nargs="+", default=[], metavar="K=V",
+                     help="override profile keys, e.g. slurm_partition=gpu timeout_min=600")
+    run.add_argument("--wait", action="store_true", help="with --cluster slurm: follow the jobs until they end")
+
+
+def command(args: argparse.Namespace) -> int:
+    from bench.api import run
+    outcome = run(args.grid, **selection(args), results=args.results, cluster=args.cluster, workers=args.workers,
+                  device=args.device, threads=args.threads,
+                  read_ahead=None if args.read_ahead is None else args.read_ahead == "on",
+                  weights_dir=args.weights_dir, force=args.force, retry_failed=args.retry_failed,
+                  dry_run=args.dry_run, profile=args.profile, slurm_options=args.slurm_options,
+                  wait=args.wait)
+    return outcome.exit_code

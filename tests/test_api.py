@@ -1,0 +1,137 @@
+"""The Python API (`bench.run`, `bench.report`, the base classes and registries on `bench`) does what the
+commands do, refuses what they refuse with the same line before anything is written, and `import bench`
+stays light. Method slugs name the same runs as the methods' names."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import bench
+from bench.cli import main
+from bench.errors import BenchError
+from bench.spec import expand, load_grid, method_slug, resolve_method
+from tests.helpers import TINY
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY_RUN = dict(grid="smoke", methods=["k-means"], datasets=["synthetic"], splits=["2-step"], seeds=[0],
+                backbones=["pixels"], cfg_options=TINY, cluster="debug")
+
+
+def test_import_bench_imports_nothing_heavy():
+    code = ("import sys, bench; bench.BenchError; bench.RunSpec; bench.METHODS; bench.run; "
+            "print(sorted(m for m in ('torch', 'timm', 'pandas', 'sklearn', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_the_public_names_are_the_plugin_base_classes_and_registries():
+    from bench.backbones import Backbone
+    from bench.data.base import DatasetReader
+    from bench.methods.base import Method, Step
+    from bench.registries import BACKBONES, DATASETS, METHODS, load_all
+
+    assert (bench.Method, bench.Step, bench.Backbone, bench.DatasetReader) == (Method, Step, Backbone, DatasetReader)
+    assert (bench.METHODS, bench.DATASETS, bench.BACKBONES) == (METHODS, DATASETS, BACKBONES)
+    assert set(bench.__all__) <= set(dir(bench))
+    for name in bench.__all__:
+        assert getattr(bench, name) is not None
+    load_all()
+    assert all(isinstance(cls.__new__(cls), DatasetReader) for cls in DATASETS.module_dict.values())
+    with pytest.raises(AttributeError):
+        bench.no_such_name
+
+
+def test_run_then_report_on_the_tiny_grid(tmp_path, capsys):
+    results = tmp_path / "results"
+    outcome = bench.run(**TINY_RUN, results=results)
+    assert outcome.ok and outcome.grid == "smoke" and len(outcome.specs) == 1
+    assert [s.run_id for s in outcome.done] == [s.run_id for s in outcome.specs]
+    assert (results / "runs" / outcome.specs[0].run_id / "DONE").exists()
+    again = bench.run(**TINY_RUN, results=results)  # as the command: nothing left to run
+    assert again.ok and again.pending == () and len(again.already_done) == 1
+    assert "nothing to run" in capsys.readouterr().out
+
+    written = bench.report(grid="smoke", methods=["K-means"], datasets=["synthetic"], splits=["2-step"], seeds=[0],
+                           backbones=["pixels"], cfg_options=TINY, results=results, format="markdown")
+    assert written.out == results / "reports" / "smoke"
+    assert written.paths and all(p.exists() for p in written.paths)
+    assert set(written.frame["method"]) == {"K-means"}
+    # every finished run, selected by a slug
+    assert bench.report(results=results, methods=["k-means"], format="csv", out=tmp_path / "all").paths
+
+
+@pytest.mark.parametrize("change, argv, message", [
+    (dict(splits=["3-step"]), ["--splits", "3-step"], "unknown split '3-step'; known: 10-step, 2-step, 5-step"),
+    (dict(device="tpu"), ["--device", "tpu"], "--device 'tpu'"),
+    (dict(device="cuda:7"), ["--device", "cuda:7"], "--device cuda:7: "),
+    (dict(methods=["k-meanz"]), ["--methods", "k-meanz"], "unknown method 'k-meanz'; known: Baseline, "),
+    (dict(cluster="nope"), ["--cluster", "nope"], "unknown cluster 'nope'; choose from local, debug, slurm"),
+    (dict(workers=0), ["--workers", "0"], "--workers 0: must be an integer >= 1"),
+    (dict(cfg_options={**TINY, "method.epochz": 3}), ["--cfg-options", "method.epochz=3"], "no selected method has it"),
+])
+def test_the_api_refuses_what_the_command_refuses_before_writing_anything(tmp_path, capsys, change, argv, message):
+    results = tmp_path / "results"
+    with pytest.raises(BenchError) as raised:
+        bench.run(**{**TINY_RUN, **change}, results=results)
+    assert message in str(raised.value)
+    assert not results.exists()
+    base = ["run", "--grid", "smoke", "--methods", "k-means", "--datasets", "synthetic", "--splits", "2-step",
+            "--seeds", "0", "--backbone", "pixels", "--cluster", "debug", "--results", str(results),
+            "--cfg-options", *(f"{k}={v}" for k, v in TINY.items())]
+    capsys.readouterr()
+    assert main(base + argv) == 2
+    assert capsys.readouterr().err.strip() == f"bench: error: {raised.value}"
+    assert not results.exists()
+
+
+def test_report_refuses_an_unknown_format_or_version_column(tmp_path):
+    with pytest.raises(BenchError, match="unknown report format 'html'; known: csv, latex, markdown"):
+        bench.report(results=tmp_path, format="html")
+    with pytest.raises(BenchError, match="unknown version column 'colour'; known: "):
+        bench.report(results=tmp_path, by="colour")
+
+
+SLUGS = {"Joint (frozen)": "joint-frozen", "Joint (unfrozen)": "joint-unfrozen", "Baseline++": "baseline-pp",
+         "K-means": "k-means", "EwC": "ewc", "LwF": "lwf", "DER": "der", "ResTune": "restune", "FRoST": "frost",
+         "CaSSLe": "cassle", "Baseline": "baseline"}
+
+
+def test_every_method_has_its_slug():
+    from bench.registries.catalogue import method_names
+
+    assert {name: method_slug(name) for name in method_names()} == SLUGS
+    assert all(resolve_method(slug) == name for name, slug in SLUGS.items())
+    assert all(resolve_method(name) == name for name in SLUGS)
+    assert method_slug("  My Method++ v2 !") == "my-method-pp-v2"
+
+
+def test_a_slug_names_the_same_runs_as_the_name(capsys):
+    for name, slug in (("Joint (frozen)", "joint-frozen"), ("Baseline++:equations", "baseline-pp:equations")):
+        by_name = [s.run_id for s in expand(load_grid("smoke"), methods=[name])]
+        by_slug = [s.run_id for s in expand(load_grid("smoke"), methods=[slug])]
+        assert by_name == by_slug and by_name
+    capsys.readouterr()
+    assert main(["run", "--dry-run", "--grid", "demo", "--methods", "joint-frozen"]) == 0
+    via_slug = capsys.readouterr().out
+    assert main(["run", "--dry-run", "--grid", "demo", "--methods", "Joint (frozen)"]) == 0
+    assert capsys.readouterr().out == via_slug and "Joint (frozen) · digits" in via_slug  # labels unchanged
+
+
+def test_two_methods_with_one_slug_are_an_error_naming_both():
+    from bench.methods.base import Method
+    from bench.registries import METHODS
+
+    class Clash(Method):
+        pass
+
+    METHODS.register_module(name="Joint-Frozen", module=Clash, force=True)
+    try:
+        with pytest.raises(BenchError, match=r"methods 'Joint \(frozen\)' and 'Joint-Frozen' have the same slug "
+                                             r"'joint-frozen'"):
+            resolve_method("joint-frozen")
+    finally:
+        METHODS._module_dict.pop("Joint-Frozen")
+    assert resolve_method("joint-frozen") == "Joint (frozen)"
