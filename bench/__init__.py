@@ -3,8 +3,8 @@
 The public API, imported on first use (PEP 562) so that `import bench` stays light (no torch, timm or
 pandas: the commands that run nothing rely on it):
 
-- `bench.run(...)`, `bench.report(...)`: what `bench run` and `bench report` do (`bench.api`; `bench.report`
-  is also the package of the report's parts, callable);
+- `bench.run(...)`, `bench.report(...)`: what `bench run` and `bench report` do (`bench.api`; the
+  report's parts are `bench.reporting`);
 - the base classes of a plugin: `Method` and `Step` (a method), `DatasetReader` (a dataset reader),
   `Backbone` (a backbone);
 - the registries they register in: `METHODS`, `DATASETS`, `BACKBONES`;
@@ -31,7 +31,7 @@ if checkout_root() is not None:
 
 # public name -> the module that defines it
 _PUBLIC: dict[str, str] = {
-    "run": "bench.api", "RunOutcome": "bench.api", "ReportOutcome": "bench.api",
+    "run": "bench.api", "report": "bench.api", "RunOutcome": "bench.api", "ReportOutcome": "bench.api",
     "Method": "bench.methods.base", "Step": "bench.methods.base",
     "DatasetReader": "bench.data.base", "LoadedDataset": "bench.data.base", "ImageSet": "bench.data.base",
     "Backbone": "bench.backbones",
@@ -39,12 +39,10 @@ _PUBLIC: dict[str, str] = {
     "RunSpec": "bench.spec", "method_slug": "bench.spec", "resolve_method": "bench.spec",
     "BenchError": "bench.errors",
 }
-__all__ = sorted([*_PUBLIC, "report"])
+__all__ = sorted(_PUBLIC)
 
 
 def __getattr__(name: str) -> Any:
-    if name == "report":  # the subpackage bench.report, callable as bench.api.report (see there why)
-        return import_module("bench.report")
     if name not in _PUBLIC:
         raise AttributeError(f"module 'bench' has no attribute {name!r}")
     value = getattr(import_module(_PUBLIC[name]), name)

@@ -233,10 +233,10 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
     if isinstance(compare, str):
         compare = [compare]
     results = Path(results)
-    from bench.report import steps_figures, write_report
-    from bench.report.aggregate import backbone_label, final_scores, split_by
-    from bench.report.load import load_runs
-    from bench.report.table import render_table
+    from bench.reporting import steps_figures, write_report
+    from bench.reporting.aggregate import backbone_label, final_scores, split_by
+    from bench.reporting.load import load_runs
+    from bench.reporting.table import render_table
     from bench.storage import write_atomic
 
     if grid:
@@ -284,7 +284,7 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
     if compare and list(compare) != ["paper"]:
         paths.append(_compare_methods(labelled, list(compare), out, suffix))
     elif compare:
-        from bench.report.compare import compare as compare_with, paper_reference, render_compare
+        from bench.reporting.compare import compare as compare_with, paper_reference, render_compare
 
         # score the relabelled frame, so that runs of different backbones are never averaged together,
         # then give the rows their method label back: the backbone is a column of its own
@@ -315,8 +315,8 @@ def _compare_methods(frame: Any, labels: Sequence[str], out: Path, suffix: str) 
     """`bench report --compare A B`: A − B per cell over the seeds both ran, with its 95% CI."""
     from tabulate import tabulate
 
-    from bench.report.aggregate import seed_values
-    from bench.report.stats import paired_differences
+    from bench.reporting.aggregate import seed_values
+    from bench.reporting.stats import paired_differences
     from bench.storage import write_atomic
 
     values = seed_values(frame)

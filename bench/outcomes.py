@@ -46,9 +46,9 @@ def run_dirs(results: Path, specs: Sequence[Any]) -> list[Path]:
 
 
 def print_leaderboard(results: Path, specs: Sequence[Any], default_backbone: str) -> None:
-    from bench.report.aggregate import backbone_label, final_scores
-    from bench.report.load import load_metrics
-    from bench.report.table import leaderboard
+    from bench.reporting.aggregate import backbone_label, final_scores
+    from bench.reporting.load import load_metrics
+    from bench.reporting.table import leaderboard
 
     frame = load_metrics(run_dirs(results, specs))
     if len(frame):
@@ -61,7 +61,7 @@ def print_leaderboard(results: Path, specs: Sequence[Any], default_backbone: str
 
 def warn_mixed_versions(frame: Any) -> None:
     """A warning per table cell that averages runs of different versions (torch, CUDA, weights...)."""
-    from bench.report.aggregate import mixed_versions
+    from bench.reporting.aggregate import mixed_versions
 
     for line in mixed_versions(frame, VERSION_COLUMNS):
         print(f"bench: warning: {line}", file=sys.stderr)

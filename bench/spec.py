@@ -35,7 +35,7 @@ from mmengine.config import Config
 from bench.errors import BenchError, unknown
 
 SPLITS: dict[str, int] = {"2-step": 2, "5-step": 5, "10-step": 10}
-# How `bench report` lays out a block's table (bench/report/layouts.py builds each); named here so
+# How `bench report` lays out a block's table (bench/reporting/layouts.py builds each); named here so
 # that reading a grid checks the name without importing the report's plotting stack.
 LAYOUTS: dict[str, str] = {"comparison": "Tab. 5: one row per method", "references": "Tab. 2: references first",
                            "ablation": "Tab. 3: rows (a)-(d), CosNorm and KTRFR marks",

@@ -53,9 +53,9 @@ def test_run_skip_rerun_and_report(capsys, tmp_path):
     assert all(m.split(":")[0] in table for m in SMOKE_METHODS)
 
     # every table layout renders the smoke grid's results, and compiles where pdflatex is
-    from bench.report.aggregate import final_scores
-    from bench.report.load import load_metrics
-    from bench.report.table import render_table
+    from bench.reporting.aggregate import final_scores
+    from bench.reporting.load import load_metrics
+    from bench.reporting.table import render_table
     from bench.spec import LAYOUTS
     from tests.test_report import compile_latex
 

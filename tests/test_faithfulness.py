@@ -38,15 +38,15 @@ def test_kmeans_reports_one_match_sample_weighted_A_and_task_agnostic_F(capsys, 
     assert table.loc[("K-means", "A"), "mean"] == pytest.approx(summary[("w", "A_sample")], abs=1e-3)
     assert table.loc[("K-means", "A"), "source"] == "w/A_sample"
     # and in Tab. 2's layout, where the paper's K-means F lives
-    from bench.report.aggregate import final_scores
-    from bench.report.table import render_table
+    from bench.reporting.aggregate import final_scores
+    from bench.reporting.table import render_table
 
     tab2 = pd.read_csv(__import__("io").StringIO(render_table(final_scores(frame), "csv", layout="references")))
     assert tab2.set_index("metric").loc["F", "mean"] == pytest.approx(summary[("wo", "F")], abs=1e-3)
 
 
 def test_a_methods_reported_flavour_is_read_per_metric():
-    from bench.report.aggregate import final_scores, step_curves
+    from bench.reporting.aggregate import final_scores, step_curves
 
     rows = [dict(step=1, group="summary", flavour=f, metric=m, value=v) for (f, m), v in
             {("wo", "A"): 3.0, ("wo", "A_sample"): 4.0, ("w", "A"): 70.0, ("w", "A_sample"): 72.0,

@@ -17,7 +17,7 @@ import torchvision
 
 from bench import provenance
 from bench.provenance import VERSION_COLUMNS, weights_sha256
-from bench.report.aggregate import final_scores, mixed_versions, split_by
+from bench.reporting.aggregate import final_scores, mixed_versions, split_by
 from tests.test_cli import fake_run, run
 
 ROOT = Path(__file__).resolve().parent.parent

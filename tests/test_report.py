@@ -9,10 +9,10 @@ import subprocess
 import pandas as pd
 import pytest
 
-from bench.report import write_report
-from bench.report.aggregate import backbone_label, final_scores, step_curves
-from bench.report.plots import method_colour
-from bench.report.table import escape_latex, leaderboard, render_table
+from bench.reporting import write_report
+from bench.reporting.aggregate import backbone_label, final_scores, step_curves
+from bench.reporting.plots import method_colour
+from bench.reporting.table import escape_latex, leaderboard, render_table
 
 
 def frame_of(entries):
@@ -137,7 +137,7 @@ def test_colours_are_fixed_per_method():
 
 
 def test_compare_with_the_papers_numbers():
-    from bench.report.compare import compare, paper_reference, render_compare
+    from bench.reporting.compare import compare, paper_reference, render_compare
 
     ref = paper_reference()
     assert set(ref["metric"]) == {"A", "F"}
@@ -169,7 +169,7 @@ def test_the_paper_grid_has_a_block_per_table():
     assert sorted({s.backbone for s in tab4}) == ["clip-vitb16", "dino-resnet50", "dino-vitb16"]
     assert len(expand(load_grid("full"))) == 348
     # Tab. 5 and the appendix's table list the paper's rows in the paper's order
-    from bench.report.compare import PAPER_DIR
+    from bench.reporting.compare import PAPER_DIR
 
     for block, csv in ((0, "table5_sota_comparison.csv"), (4, "appendix_table_cassle.csv")):
         assert list(grid.blocks[block].methods) == list(dict.fromkeys(pd.read_csv(PAPER_DIR / csv)["method"]))
@@ -177,7 +177,7 @@ def test_the_paper_grid_has_a_block_per_table():
 
 def test_every_cell_of_the_paper_grid_has_the_papers_numbers_to_compare_with():
     """`bench report --compare paper` on the paper grid: every run's A and F has a number from the paper."""
-    from bench.report.compare import paper_reference
+    from bench.reporting.compare import paper_reference
     from bench.spec import expand, load_grid
 
     reference = paper_reference().set_index(["split", "dataset", "label", "backbone", "metric"])["paper"]
@@ -317,7 +317,7 @@ def test_unknown_layout_lists_the_valid_ones(frame):
 def test_grid_layouts_are_checked(tmp_path, monkeypatch):
     import bench.registries as registries
     from bench.errors import BenchError
-    from bench.report.layouts import BUILDERS
+    from bench.reporting.layouts import BUILDERS
     from bench.spec import LAYOUTS, load_grid
 
     assert set(LAYOUTS) == set(BUILDERS)
@@ -356,7 +356,7 @@ def test_the_appendix_table_puts_the_compared_method_first_then_a_rule(cassle_fr
 def test_forgetting_after_every_step_by_hand():
     """a_0 is the task-specific accuracy on task 0 after step 0; after step k the forgetting is a_0
     minus the accuracy on task 0 in the flavour of the method's reported F."""
-    from bench.report.aggregate import step_forgetting
+    from bench.reporting.aggregate import step_forgetting
 
     rows = []
     for seed, (a0, wo, w) in enumerate([(90.0, [80.0, 70.0], [85.0, 60.0]), (94.0, [84.0, 64.0], [0.0, 0.0])]):
@@ -387,7 +387,7 @@ def test_layouts_compile(layout, frame, ablation_frame, cassle_frame, tmp_path):
 # --- seed statistics ------------------------------------------------------------------------------------
 
 def test_confidence_interval_by_hand():
-    from bench.report.stats import ci95_half_width
+    from bench.reporting.stats import ci95_half_width
 
     # values 1, 2, 3: std 1; Student's t at 0.975 with 2 degrees of freedom is 4.302653
     assert ci95_half_width(1.0, 3) == pytest.approx(4.302653 / 3 ** 0.5, rel=1e-6)
@@ -400,7 +400,7 @@ def test_confidence_interval_by_hand():
 
 
 def test_paired_differences_over_shared_seeds_by_hand():
-    from bench.report.stats import paired_differences
+    from bench.reporting.stats import paired_differences
 
     rows = [("A", 0, 5.0), ("A", 1, 7.0), ("A", 2, 6.0), ("B", 0, 4.0), ("B", 1, 5.0), ("B", 2, 6.0), ("B", 3, 9.0),
             ("C", 0, 15.0), ("C", 1, 16.0), ("C", 2, 18.0)]
@@ -416,7 +416,7 @@ def test_paired_differences_over_shared_seeds_by_hand():
 
 
 def test_separable_by_hand():
-    from bench.report.stats import separable
+    from bench.reporting.stats import separable
 
     half = 4.302653 / 3 ** 0.5  # differences with sample std 1 over 3 seeds
     assert separable({0: 3.0, 1: 4.0, 2: 5.0, 7: 0.0}, {0: 2.0, 1: 2.0, 2: 2.0}) is (2.0 > half)  # d = 1, 2, 3
@@ -462,7 +462,7 @@ def test_the_runner_up_is_the_closest_by_its_unrounded_mean_and_missing_values_a
     nan = final_scores(frame_of([(label, "C10", "2-step", seed, "wo", s(a, 0.0), [a]) for label, seed, a in
                                  [("Best", 0, 51.0), ("Best", 1, 51.1), ("Gone", 0, float("nan")), ("Gone", 1, float("nan"))]]))
     assert "†" not in render_table(nan, "markdown")  # a runner-up without values: nothing to test against
-    from bench.report.stats import separable
+    from bench.reporting.stats import separable
 
     assert separable({0: 1.0, 1: float("nan"), 2: 2.0}, {0: 0.0, 1: 0.0, 2: 0.0}) is False  # 2 valid seeds: d = 1, 2
     assert separable({0: 1.0, 1: float("nan")}, {0: 0.0, 1: 0.0}) is None
@@ -488,7 +488,7 @@ def test_compare_two_methods_from_the_command_line(tmp_path, capsys):
 def test_runs_recorded_under_the_old_preset_names_land_in_todays_rows(preset, old_label, label, tmp_path):
     """Before `code` became the default, the authors' configuration was labelled "[code]" and the paper's
     text was the default `paper`: reports label a run from its method and preset as they are named now."""
-    from bench.report.load import load_metrics
+    from bench.reporting.load import load_metrics
     from bench.runner import METRICS, execute
     from tests.helpers import tiny_specs
 

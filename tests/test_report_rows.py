@@ -13,8 +13,8 @@ import pytest
 
 from bench.cli import main
 from bench.outcomes import print_leaderboard
-from bench.report.aggregate import final_scores
-from bench.report.load import load_metrics
+from bench.reporting.aggregate import final_scores
+from bench.reporting.load import load_metrics
 
 TINY = ["features.views=2", "dataset.num_classes=6", "dataset.image_size=8", "dataset.train_per_class=12",
         "dataset.test_per_class=6"]
@@ -84,7 +84,7 @@ def test_runs_that_differ_only_in_their_seed_keep_the_plain_label(results):
 
 
 def test_the_fewest_keys_that_tell_configurations_apart():
-    from bench.report.aggregate import distinguishing_keys
+    from bench.reporting.aggregate import distinguishing_keys
 
     a = {"method.epochs": 3, "method.lr": 0.1, "features.views": 2}
     b = {"method.epochs": 60, "method.lr": 0.01, "features.views": 2}  # lr changes along with epochs
@@ -97,7 +97,7 @@ def test_the_fewest_keys_that_tell_configurations_apart():
 def test_labels_are_computed_per_cell():
     """Only the cell that holds two configurations gets labels that say so; equal texts of unequal
     values (1 and "1") are told apart by the configuration's hash."""
-    from bench.report.aggregate import config_labels
+    from bench.reporting.aggregate import config_labels
 
     frame = pd.DataFrame({"label": ["Baseline"] * 4 + ["K-means"] * 2, "dataset": ["digits"] * 6,
                           "split": ["2-step", "2-step", "5-step", "5-step", "2-step", "2-step"],
@@ -176,7 +176,7 @@ def test_the_leaderboard_keeps_backbones_apart_and_marks_references(tmp_path, ca
 def test_paper_layouts_show_every_configuration_row(capsys):
     """Tab. 3 and Tab. 4 name rows by method and backbone: two configurations of one are two rows,
     each saying which it is (the ablation's letters stay the paper's)."""
-    from bench.report.table import render_table
+    from bench.reporting.table import render_table
     from tests.test_report import frame_of, md_rows, s
 
     entries = [(label, "C10", "5-step", 0, "wo", s(a, 100.0 - a), [90, a])
@@ -195,7 +195,7 @@ def test_pooled_class_orders_still_keep_configurations_apart(tmp_path):
     run on another order are still two rows (labelled by what differs), never one row of both."""
     from bench.cli import build_parser
     from bench.cli.common import expand
-    from bench.report.load import load_runs
+    from bench.reporting.load import load_runs
 
     dirs = []
     for order, epochs in ((3, 1), (5, 2)):

@@ -11,8 +11,8 @@ from typing import Literal, Sequence
 import pandas as pd
 from tabulate import tabulate
 
-from bench.report.layouts import NO, YES, Shape, axes, shape_of
-from bench.report.stats import separable
+from bench.reporting.layouts import NO, YES, Shape, axes, shape_of
+from bench.reporting.stats import separable
 
 METRICS = ("F", "A")  # column order within a dataset, as in the paper
 LOWER_IS_BETTER = {"F"}

@@ -21,7 +21,7 @@ def paper_reference(paper_dir: Path = PAPER_DIR, default_backbone: str = "dino-v
     for name in ("table2_reference_methods.csv", "table5_sota_comparison.csv", "appendix_table_cassle.csv"):
         t = pd.read_csv(paper_dir / name)
         frames.append(t.assign(label=t["method"].replace(METHODS), backbone=default_backbone))
-    from bench.report.layouts import ABLATION_ROWS  # layouts imports this module: import on use
+    from bench.reporting.layouts import ABLATION_ROWS  # layouts imports this module: import on use
 
     rows = {f"({chr(ord('a') + i)})": method_label(*row) for i, row in enumerate(ABLATION_ROWS)}
     t3 = pd.read_csv(paper_dir / "table3_self_ablation.csv")
@@ -49,7 +49,7 @@ def compare(scores: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
 def render_compare(table: pd.DataFrame, fmt: str) -> str:
     if fmt == "csv":
         return table.to_csv(index=False, float_format="%.4f")
-    from bench.report.table import source_text
+    from bench.reporting.table import source_text
 
     rows = []
     for r in table.to_dict("records"):

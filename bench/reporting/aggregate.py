@@ -7,7 +7,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from bench.report.stats import ci95_half_width
+from bench.reporting.stats import ci95_half_width
 
 KEYS = ["split", "dataset", "label"]
 

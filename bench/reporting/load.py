@@ -11,7 +11,7 @@ from typing import Callable, Iterable
 import pandas as pd
 
 from bench.errors import first_line
-from bench.report.aggregate import config_labels, flat_config
+from bench.reporting.aggregate import config_labels, flat_config
 from bench.spec import RunSpec
 
 COLUMNS = ["run_id", "method", "preset", "label", "dataset", "split", "n_steps", "backbone", "seed",

@@ -10,7 +10,7 @@ from typing import Callable, Mapping, Sequence
 
 import pandas as pd
 
-from bench.report.compare import BACKBONES
+from bench.reporting.compare import BACKBONES
 from bench.spec import DEFAULT_PRESET, method_label
 
 YES, NO = "✓", "✗"  # the renderers draw these marks (LaTeX: \checkmark and $\times$)

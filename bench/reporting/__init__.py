@@ -1,15 +1,13 @@
 """`bench report`: load → aggregate → render. Pure functions over the long metrics table."""
 from __future__ import annotations
 
-import sys
-import types
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import pandas as pd
 
-from bench.report.aggregate import final_scores, step_curves, step_forgetting
-from bench.report.table import escape_latex, render_table
+from bench.reporting.aggregate import final_scores, step_curves, step_forgetting
+from bench.reporting.table import escape_latex, render_table
 from bench.storage import write_atomic
 
 SUFFIX = {"latex": "tex", "markdown": "md", "csv": "csv"}
@@ -22,7 +20,7 @@ def write_report(frame: pd.DataFrame, out_dir: Path, fmt: str, title: str,
         raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(SUFFIX)}")
     if frame.empty:
         raise ValueError("no finished runs to report")
-    from bench.report.plots import curve_plot, radar_plot  # matplotlib: only where figures are drawn
+    from bench.reporting.plots import curve_plot, radar_plot  # matplotlib: only where figures are drawn
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -51,7 +49,7 @@ def steps_figures(frame: pd.DataFrame, out_dir: Path, prefix: str, order: Mappin
                   accuracy: pd.DataFrame | None = None) -> list[Path]:
     """The appendix's figures: per dataset, per-step accuracy and forgetting of every method, one row
     per split (`<prefix>_<dataset>.png/.pdf`); `accuracy`: the frame's `step_curves`, if already computed."""
-    from bench.report.plots import steps_plot
+    from bench.reporting.plots import steps_plot
 
     accuracy = step_curves(frame, order) if accuracy is None else accuracy
     forgetting = step_forgetting(frame, order)
@@ -60,17 +58,3 @@ def steps_figures(frame: pd.DataFrame, out_dir: Path, prefix: str, order: Mappin
         splits = list(dict.fromkeys(accuracy.loc[accuracy["dataset"] == dataset, "split"].astype(str)))
         paths += steps_plot(accuracy, forgetting, dataset, splits, Path(out_dir) / f"{prefix}_{dataset}")
     return paths
-
-
-class _CallableReportPackage(types.ModuleType):
-    """`bench.report` is both this package (what tables and plots are made of) and the API call
-    `bench.report(...)` (`bench.api.report`, what `bench report` does): once a subpackage is imported,
-    Python makes it its parent's attribute, so the two can only share the name if the package is callable."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from bench.api import report
-
-        return report(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableReportPackage
