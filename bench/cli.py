@@ -60,7 +60,7 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bench", description="class-iNCD benchmark harness")
-    sub = parser.add_subparsers(dest="command", metavar="{run,status,cancel,report,metrics,list,data,cache}")
+    sub = parser.add_subparsers(dest="command", metavar="{run,status,cancel,report,metrics,list,data,cache,new,check}")
 
     run = sub.add_parser("run", help="run a grid (default: the embedded demo grid, locally)")
     _add_selection(run)
@@ -128,7 +128,34 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--compare", nargs="+", metavar="WHAT",
                      help="paper: the paper's numbers beside the measured ones; A B: the paired difference of two "
                           "methods (labels as the tables show them) over the seeds they share")
+    _add_kit_commands(sub)
     return parser
+
+
+def _add_kit_commands(sub: Any) -> None:
+    """`bench new` (bench.scaffold) and `bench check` (bench.conformance)."""
+    new = sub.add_parser("new", help="write a new method or dataset reader, with its preset and a test, to start from")
+    new.add_argument("kind", choices=("method", "dataset"))
+    new.add_argument("name", help="its registered name: letters, digits, '-' or '_' (e.g. proto-head)")
+    new.add_argument("--dir", type=Path, required=True, help="the folder to write into (created if missing)")
+    check = sub.add_parser("check", help="run the conformance kit: does a method obey the protocol?")
+    check.add_argument("kind", choices=("method",))
+    check.add_argument("name", help="a registered method (see `bench list methods`)")
+
+
+def cmd_new(args: argparse.Namespace) -> int:
+    from bench.scaffold import new
+
+    for path in new(args.kind, args.name, args.dir):
+        print(f"wrote {path}")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """One line per check; exit status 1 when any fails."""
+    from bench.conformance import check_method
+
+    return 0 if check_method(args.name, echo=lambda line: print(line, flush=True)) else 1
 
 
 def _expand(args: argparse.Namespace) -> tuple[Any, list[Any]]:
@@ -899,7 +926,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(["run", *argv])
     try:
         commands = {"run": cmd_run, "status": cmd_status, "cancel": cmd_cancel, "list": cmd_list,
-                    "report": cmd_report, "cache": cmd_cache, "data": cmd_data, "metrics": cmd_metrics}
+                    "report": cmd_report, "cache": cmd_cache, "data": cmd_data, "metrics": cmd_metrics,
+                    "new": cmd_new, "check": cmd_check}
         return commands[args.command](args)
     except BenchError as err:
         print(f"bench: error: {err}", file=sys.stderr)
