@@ -81,13 +81,18 @@ def _runner() -> Any:
 
 @contextmanager
 def _patched(owner: Any, name: str, value: Any) -> Iterator[None]:
-    """`owner.name = value` for the duration, restored whatever happens."""
-    old = getattr(owner, name)
+    """`owner.name = value` for the duration, restored whatever happens. An attribute a class only
+    inherited is removed again, not pinned: a later change to the parent's must still reach it."""
+    own = name in vars(owner)
+    old = vars(owner)[name] if own else None
     setattr(owner, name, value)
     try:
         yield
     finally:
-        setattr(owner, name, old)
+        if own:
+            setattr(owner, name, old)
+        else:
+            delattr(owner, name)
 
 
 class _Killed(BaseException):

@@ -52,7 +52,10 @@ def test_every_method_and_the_template_pass_the_kit(method: str, tmp_path: Path,
         # the template's own test, as `bench new` wrote it, runs the kit on the template
         written = new("method", TEMPLATE, tmp_path / "plugin")
         generated_test = import_file(next(p for p in written if p.name.startswith("test_")))
-        generated_test.test_kit_template_obeys_the_protocol(tmp_path / "kit")  # asserts that no check fails
+        try:
+            generated_test.test_kit_template_obeys_the_protocol(tmp_path / "kit")  # asserts that no check fails
+        finally:  # registered only for this test: a catalogue written later must not list it
+            METHODS.module_dict.pop(TEMPLATE, None)
         return
     checks = list(run_checks(method, tmp_path, bank))
     assert len(checks) == CHECKS and not failed(checks), [c.line() for c in checks]
@@ -130,6 +133,15 @@ def test_an_unseeded_method_fails_the_same_seed_check_and_the_command_says_so(re
     assert "PASS presets validate" in lines
 
 
+def test_the_kit_leaves_the_method_classes_as_they_were(tmp_path: Path, bank: Path) -> None:
+    from bench.methods.baseline_pp import BaselinePlusPlus
+
+    before = {name: dict(vars(cls)) for name, cls in (("Baseline++", BaselinePlusPlus), ("Baseline", Baseline))}
+    assert "bind" not in before["Baseline++"]  # inherited (Method.bind): the kit must not pin a copy there
+    list(run_checks("Baseline++", tmp_path, bank))
+    assert {"Baseline++": dict(vars(BaselinePlusPlus)), "Baseline": dict(vars(Baseline))} == before
+
+
 def test_the_spy_finds_labels_and_earlier_steps_in_a_step() -> None:
     from bench.data.base import ImageSet
 
@@ -153,8 +165,8 @@ def test_a_preset_file_without_equations_fails_presets_validate(tmp_path: Path) 
     written = new("method", "kit-no-equations", tmp_path)
     preset = next(p for p in written if p.parent.name == "presets")
     preset.write_text(preset.read_text().replace("equations = dict(", "paper = dict("))
-    import_file(written[0])
     try:
+        import_file(written[0])
         checks = list(run_checks("kit-no-equations", tmp_path / "kit"))
     finally:
         METHODS.module_dict.pop("kit-no-equations", None)
@@ -169,10 +181,10 @@ def test_a_preset_file_without_equations_fails_presets_validate(tmp_path: Path) 
 def test_new_dataset_writes_a_reader_whose_test_passes(tmp_path: Path) -> None:
     written = new("dataset", "kit-npz", tmp_path)
     assert [p.relative_to(tmp_path).as_posix() for p in written] == ["kit_npz.py", "test_kit_npz.py"]
-    generated_test = import_file(written[1])
     (tmp_path / "one").mkdir()
     (tmp_path / "two").mkdir()
     try:
+        generated_test = import_file(written[1])
         generated_test.test_kit_npz_reads_its_format(tmp_path / "one")
         generated_test.test_kit_npz_says_what_is_missing(tmp_path / "two")
     finally:
