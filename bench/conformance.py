@@ -6,7 +6,9 @@ real runner on tiny data (the smoke grid's synthetic images and tiny ViT, one ep
 line each:
 
 - `presets validate`: every preset of its preset file (`equations` and `code` required) resolves and
-  passes bench's config validation (`bench.spec.check_config`), as `bench run` would check it;
+  passes bench's config validation (`bench.spec.check_config`), as `bench run` would check it: with
+  its own values, with each per-dataset/split override (for the datasets registered now) and as the
+  kit's tiny run;
 - `runs on the smoke grid (features|tokens)`: a run finishes on what the method declares it reads;
 - `no labels reach it`: no Step it is given carries a label (a `labels` field with a class in it);
 - `no earlier step's data reach it`: `past` and `past_tokens` are empty, unless the method declares
@@ -238,18 +240,35 @@ def short_options(method: str) -> dict[str, Any]:
 
 
 def _specs(method: str, preset: str | None = None, options: Mapping[str, Any] | None = None,
-           location: Mapping[str, Any] | None = None) -> list[Any]:
+           location: Mapping[str, Any] | None = None, dataset: str = DATASET, split: str = SPLIT) -> list[Any]:
     from bench.spec import expand, load_grid
 
     entry = method if preset is None else f"{method}:{preset}"
-    return expand(load_grid(GRID), methods=[entry], datasets=[DATASET], splits=[SPLIT], seeds=[SEED],
+    return expand(load_grid(GRID), methods=[entry], datasets=[dataset], splits=[split], seeds=[SEED],
                   options=dict(options or {}), location=dict(location or {}))
+
+
+def _override_targets(cfg: Mapping[str, Any], presets: list[str]) -> list[tuple[str, str, str]]:
+    """(preset, dataset, split) of every per-dataset/split override a preset file has (keys `dataset`,
+    `dataset/split` or `*/split`), for the datasets registered now (another's reader may not be loaded)."""
+    from bench.data import reader_class
+    from bench.spec import SPLITS
+
+    targets = []
+    for preset, by_key in cfg.get("overrides", {}).items():
+        for key in by_key if preset in presets else ():
+            dataset, _, split = key.partition("/")
+            dataset = DATASET if dataset == "*" else dataset
+            if reader_class(dataset) is not None and (split or SPLIT) in SPLITS:
+                targets.append((preset, dataset, split or SPLIT))
+    return targets
 
 
 def check_presets(method: str) -> Check:
     """Every preset of the method's file resolves and validates on the kit's run."""
     from bench.registries.catalogue import method_info
-    from bench.spec import DEFAULT_PRESET, EQUATIONS, _read_config, preset_names, preset_path
+    from bench.spec import (DEFAULT_PRESET, EQUATIONS, _read_config, check_config, n_steps_of, preset_names,
+                            preset_path, resolve_config)
 
     name = "presets validate"
     try:
@@ -262,11 +281,18 @@ def check_presets(method: str) -> Check:
         if missing:
             return Check(name, False, f"{path.name} lacks {' and '.join(missing)} (required); it has: "
                                       f"{', '.join(presets) or 'no preset'}")
-        for preset in presets:
-            try:
-                _specs(method, preset, short_options(method))
+        targets = [(preset, DATASET, SPLIT) for preset in presets]
+        # a per-dataset/split override is validated where it applies
+        targets += _override_targets(_read_config(str(path)), presets)
+        for preset, dataset, split in targets:
+            try:  # the preset's own values (a grid's `cfg` would hide them), then as the kit runs it
+                config = resolve_config(method, preset, dataset, split, {}, {})
+                check_config(method, dataset, config, n_steps_of(split))
+                _specs(method, preset, short_options(method) if dataset == DATASET else {}, dataset=dataset,
+                       split=split)
             except BenchError as err:
-                return Check(name, False, f"preset {preset!r}: {err}")
+                where = "" if (dataset, split) == (DATASET, SPLIT) else f" on {dataset} {split}"
+                return Check(name, False, f"preset {preset!r}{where}: {err}")
         return Check(name, True)
     except Exception as err:
         return Check(name, False, first_line(err))

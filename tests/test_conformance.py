@@ -176,6 +176,19 @@ def test_a_preset_file_without_equations_fails_presets_validate(tmp_path: Path) 
                if name != "presets validate")
 
 
+def test_an_override_with_a_bad_value_fails_presets_validate(tmp_path: Path) -> None:
+    written = new("method", "kit-bad-override", tmp_path)
+    preset = next(p for p in written if p.parent.name == "presets")
+    preset.write_text(preset.read_text() + 'overrides = dict(code={"cifar10/5-step": dict(epochs=0)})\n')
+    try:
+        import_file(written[0])
+        checks = list(run_checks("kit-bad-override", tmp_path / "kit"))
+    finally:
+        METHODS.module_dict.pop("kit-bad-override", None)
+    assert failed(checks)["presets validate"] == ("preset 'code' on cifar10 5-step: bad config value method.epochs=0: "
+                                                  "must be an integer >= 1")
+
+
 # -- bench new --
 
 def test_new_dataset_writes_a_reader_whose_test_passes(tmp_path: Path) -> None:
