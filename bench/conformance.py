@@ -31,7 +31,7 @@ import random
 import shutil
 import tempfile
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
@@ -108,14 +108,10 @@ class _Spy:
     step, checks that the method's state round-trips into a fresh instance."""
 
     cls: type
-    kill_at: int | None = None
-    label_fields: list[str] | None = None
-    past_fields: list[str] | None = None
-    roundtrip_errors: list[str] | None = None
-    steps: int = 0
-
-    def __post_init__(self) -> None:
-        self.label_fields, self.past_fields, self.roundtrip_errors = [], [], []
+    kill_at: int | None = None  # the step (0-based) as which the run is killed
+    label_fields: list[str] = field(default_factory=list)
+    past_fields: list[str] = field(default_factory=list)
+    roundtrip_errors: list[str] = field(default_factory=list)
 
     @contextmanager
     def installed(self) -> Iterator[None]:
@@ -131,7 +127,6 @@ class _Spy:
                 raise _Killed(f"killed as step {step.index + 1} starts")
             spy.inspect(step)
             real_learn(method, step)
-            spy.steps += 1
             spy.roundtrip(method, step)
 
         with _patched(self.cls, "bind", bind), _patched(self.cls, "learn", learn):

@@ -28,6 +28,7 @@ import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from mmengine.config import Config
@@ -267,12 +268,11 @@ def _read_config(path: str) -> dict[str, Any]:
     return Config.fromfile(path).to_dict()
 
 
-def preset_path(method: str, preset_file: str) -> "Path":
+def preset_path(method: str, preset_file: str) -> Path:
     """Where a method's preset file is: bench's own `registries/presets/`, else `presets/` beside the
     file that defines the method (a method written outside bench, e.g. by `bench new method`)."""
     import inspect
     import sys
-    from pathlib import Path
 
     from bench.registries import METHODS, PRESETS_DIR
 
