@@ -28,6 +28,7 @@ import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from mmengine.config import Config
@@ -313,17 +314,36 @@ def _read_config(path: str) -> dict[str, Any]:
     return Config.fromfile(path).to_dict()
 
 
+def preset_path(method: str, preset_file: str) -> Path:
+    """Where a method's preset file is: bench's own `registries/presets/`, else `presets/` beside the
+    file that defines the method (a method written outside bench, e.g. by `bench new method`)."""
+    import inspect
+    import sys
+
+    from bench.registries import METHODS, PRESETS_DIR
+
+    own = PRESETS_DIR / f"{preset_file}.py"
+    if own.is_file():  # first: a light command must not import the methods (registries/catalogue.py)
+        return own
+    cls = METHODS.get(method)
+    # the defining file: its module's, or (a module imported from a path without a sys.modules entry)
+    # that of a function of its class body
+    module_file = getattr(sys.modules.get(getattr(cls, "__module__", "")), "__file__", None)
+    code_files = [inspect.getsourcefile(f) for f in vars(cls).values() if inspect.isfunction(f)] if cls else []
+    source = module_file or next((f for f in code_files if f), None)
+    return own if source is None else Path(source).parent / "presets" / f"{preset_file}.py"
+
+
 def _preset(method: str, preset: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The preset's dict and its per-dataset/split overrides: `equations` as written; `code` as its
     changes to `equations`; any other preset as its changes to `code`, its overrides merged over
     `code`'s (a variant of the authors' runs keeps their per-dataset schedules)."""
-    from bench.registries import PRESETS_DIR
     from bench.registries.catalogue import method_info
 
     info = method_info(method)
     if info is None:
         raise unknown_method(method)
-    cfg = copy.deepcopy(_read_config(str(PRESETS_DIR / f"{info.preset_file}.py")))
+    cfg = copy.deepcopy(_read_config(str(preset_path(method, info.preset_file))))
     if preset not in preset_names(cfg):
         raise unknown(f"preset of {method}", preset, preset_names(cfg))
     layers = {EQUATIONS: [EQUATIONS], DEFAULT_PRESET: [EQUATIONS, DEFAULT_PRESET]}.get(

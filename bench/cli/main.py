@@ -14,19 +14,19 @@ import sys
 import threading
 from typing import Any, Callable, Sequence
 
-from bench.cli import cache, cancel, data, listing, metrics, report, run, status
+from bench.cli import cache, cancel, check, data, listing, metrics, new, report, run, status
 from bench.errors import BenchError, disk_full
 from bench.outcomes import DISK_FULL
 from bench.preflight import shortened
 
 # in the order `bench --help` lists them; each module adds its parser and runs its command
 COMMANDS = {"run": run, "status": status, "cancel": cancel, "list": listing, "data": data, "cache": cache,
-            "metrics": metrics, "report": report}
+            "metrics": metrics, "report": report, "new": new, "check": check}
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bench", description="class-iNCD benchmark harness")
-    sub = parser.add_subparsers(dest="command", metavar="{run,status,cancel,report,metrics,list,data,cache}")
+    sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
     for module in COMMANDS.values():
         module.add_parser(sub)
     return parser

@@ -1,0 +1,229 @@
+"""The conformance kit (`bench check method`) and the templates (`bench new`): every built-in method
+and the template pass the kit; methods that break the protocol fail the check that says so."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pytest
+import torch
+
+from bench.cli import main
+from bench.conformance import TINY_OPTIONS, Check, _Spy, run_checks
+from bench.errors import BenchError
+from bench.features import FeatureViews
+from bench.methods.base import Step
+from bench.methods.baseline import Baseline
+from bench.registries import DATASETS, METHODS, load_all
+from bench.scaffold import new
+
+load_all()
+BUILT_IN = sorted(name for name in METHODS.module_dict if not name.startswith("_"))
+TEMPLATE = "kit-template"
+CHECKS = 8  # lines `bench check method` prints for any method
+
+
+@pytest.fixture(scope="module")
+def bank(tmp_path_factory: Any) -> Path:
+    """One feature bank for every method's kit: they all run the same tiny smoke data."""
+    return tmp_path_factory.mktemp("bank")
+
+
+def import_file(path: Path) -> Any:
+    """Import a generated file by path, as its own test does (what `--include DIR` will do)."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def failed(checks: list[Check]) -> dict[str, str]:
+    return {c.name: c.reason for c in checks if not c.ok}
+
+
+@pytest.mark.parametrize("method", [*BUILT_IN, TEMPLATE])
+def test_every_method_and_the_template_pass_the_kit(method: str, tmp_path: Path, bank: Path) -> None:
+    if method == TEMPLATE:
+        # the template's own test, as `bench new` wrote it, runs the kit on the template
+        written = new("method", TEMPLATE, tmp_path / "plugin")
+        generated_test = import_file(next(p for p in written if p.name.startswith("test_")))
+        try:
+            generated_test.test_kit_template_obeys_the_protocol(tmp_path / "kit")  # asserts that no check fails
+        finally:  # registered only for this test: a catalogue written later must not list it
+            METHODS.module_dict.pop(TEMPLATE, None)
+        return
+    checks = list(run_checks(method, tmp_path, bank))
+    assert len(checks) == CHECKS and not failed(checks), [c.line() for c in checks]
+
+
+# -- methods that break the protocol, each in one way --
+
+class LabelPeeker(Baseline):
+    """Reads the training labels behind the runner's back (it loads the dataset itself) and lets them
+    decide its task-specific answer: no Step carries a label, only the permuted run can tell."""
+
+    def learn(self, step: Step) -> None:
+        super().learn(step)
+        import bench.runner
+
+        options = {k.split(".", 1)[1]: v for k, v in TINY_OPTIONS.items() if k.startswith("dataset.")}
+        labels = bench.runner.build_dataset("synthetic", options).train.labels
+        self.peeked = int(labels[0])
+
+    @torch.no_grad()
+    def task_logits(self, x: torch.Tensor, task: int) -> torch.Tensor:
+        scores = torch.zeros(len(x), self.heads[task].weight.shape[0])
+        scores[:, self.peeked % scores.shape[1]] = 1.0
+        return scores
+
+
+class Forgetful(Baseline):
+    """Its state_dict loses the last step's head: a reloaded instance answers differently."""
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        state["heads"] = [*state["heads"][:-1], torch.zeros_like(state["heads"][-1])]
+        return state
+
+
+class Unseeded(Baseline):
+    """Answers with noise drawn from the operating system: the same seed gives other numbers."""
+
+    @torch.no_grad()
+    def task_logits(self, x: torch.Tensor, task: int) -> torch.Tensor:
+        gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+        return torch.rand(len(x), self.heads[task].weight.shape[0], generator=gen)
+
+
+@pytest.fixture
+def registered() -> Iterator[None]:
+    names = {"_kit-label-peeker": LabelPeeker, "_kit-forgetful": Forgetful, "_kit-unseeded": Unseeded}
+    for name, cls in names.items():
+        METHODS.register_module(name=name, module=cls, force=True)
+    yield
+    for name in names:
+        METHODS.module_dict.pop(name, None)
+
+
+def test_a_method_that_reads_labels_fails_the_permuted_labels_check(registered: None, tmp_path: Path,
+                                                                    bank: Path) -> None:
+    bad = failed(list(run_checks("_kit-label-peeker", tmp_path, bank)))
+    assert "its outputs ignore the training labels" in bad and "no labels reach it" not in bad
+    assert "differ with the labels permuted" in bad["its outputs ignore the training labels"]
+
+
+def test_a_state_dict_that_loses_state_fails_round_trip_and_resume(registered: None, tmp_path: Path,
+                                                                   bank: Path) -> None:
+    bad = failed(list(run_checks("_kit-forgetful", tmp_path, bank)))
+    assert set(bad) == {"state_dict round-trips", "a killed run resumes to identical metrics"}, bad
+    assert "logits of the reloaded instance differs" in bad["state_dict round-trips"]
+
+
+def test_an_unseeded_method_fails_the_same_seed_check_and_the_command_says_so(registered: None, capsys: Any,
+                                                                              bank: Path) -> None:
+    assert main(["check", "method", "_kit-unseeded"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == CHECKS and all(line.startswith(("PASS ", "FAIL ")) for line in lines)
+    assert any(line.startswith("FAIL the same seed gives the same numbers: ") for line in lines)
+    assert "PASS presets validate" in lines
+
+
+def test_the_kit_leaves_the_method_classes_as_they_were(tmp_path: Path, bank: Path) -> None:
+    from bench.methods.baseline_pp import BaselinePlusPlus
+
+    before = {name: dict(vars(cls)) for name, cls in (("Baseline++", BaselinePlusPlus), ("Baseline", Baseline))}
+    assert "bind" not in before["Baseline++"]  # inherited (Method.bind): the kit must not pin a copy there
+    list(run_checks("Baseline++", tmp_path, bank))
+    assert {"Baseline++": dict(vars(BaselinePlusPlus)), "Baseline": dict(vars(Baseline))} == before
+
+
+def test_the_spy_finds_labels_and_earlier_steps_in_a_step() -> None:
+    from bench.data.base import ImageSet
+
+    class Holder:  # a token source that kept the labels of its images
+        def __init__(self) -> None:
+            self.images = ImageSet(np.zeros((2, 4, 4, 3), np.uint8), np.array([0, 1]))
+
+    x = torch.zeros(2, 3)
+    step = Step(index=1, n_classes=2, offset=2, train=FeatureViews(x, x[:, None]), past=[FeatureViews(x, x[:, None])],
+                tokens=Holder())
+    spy = _Spy(Baseline)
+    spy.inspect(step)
+    assert spy.label_fields == ["step 2.tokens.images.labels"]
+    assert spy.past_fields == ["step 2.past holds 1 step(s)"]
+    clean = _Spy(Baseline)
+    clean.inspect(Step(index=0, n_classes=2, offset=0, train=FeatureViews(x, x[:, None])))
+    assert clean.label_fields == [] and clean.past_fields == []
+
+
+def test_a_preset_file_without_equations_fails_presets_validate(tmp_path: Path) -> None:
+    written = new("method", "kit-no-equations", tmp_path)
+    preset = next(p for p in written if p.parent.name == "presets")
+    preset.write_text(preset.read_text().replace("equations = dict(", "paper = dict("))
+    try:
+        import_file(written[0])
+        checks = list(run_checks("kit-no-equations", tmp_path / "kit"))
+    finally:
+        METHODS.module_dict.pop("kit-no-equations", None)
+    assert len(checks) == CHECKS
+    assert failed(checks)["presets validate"].startswith("kit_no_equations.py lacks equations (required)")
+    assert all(reason.startswith(("its presets", "not run")) for name, reason in failed(checks).items()
+               if name != "presets validate")
+
+
+def test_an_override_with_a_bad_value_fails_presets_validate(tmp_path: Path) -> None:
+    written = new("method", "kit-bad-override", tmp_path)
+    preset = next(p for p in written if p.parent.name == "presets")
+    preset.write_text(preset.read_text() + 'overrides = dict(code={"cifar10/5-step": dict(epochs=0)})\n')
+    try:
+        import_file(written[0])
+        checks = list(run_checks("kit-bad-override", tmp_path / "kit"))
+    finally:
+        METHODS.module_dict.pop("kit-bad-override", None)
+    assert failed(checks)["presets validate"] == ("preset 'code' on cifar10 5-step: bad config value method.epochs=0: "
+                                                  "must be an integer >= 1")
+
+
+# -- bench new --
+
+def test_new_dataset_writes_a_reader_whose_test_passes(tmp_path: Path) -> None:
+    written = new("dataset", "kit-npz", tmp_path)
+    assert [p.relative_to(tmp_path).as_posix() for p in written] == ["kit_npz.py", "test_kit_npz.py"]
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    try:
+        generated_test = import_file(written[1])
+        generated_test.test_kit_npz_reads_its_format(tmp_path / "one")
+        generated_test.test_kit_npz_says_what_is_missing(tmp_path / "two")
+    finally:
+        DATASETS.module_dict.pop("kit-npz", None)
+
+
+@pytest.mark.parametrize("name, says", [
+    ("a b", "bad name 'a b': use 1 to 40 letters, digits, '-' or '_', starting with a letter"),
+    ("1st", "bad name '1st'"), ("class", "'class' is a Python keyword"),
+    ("baseline", "a method named 'Baseline' is already registered"),
+])
+def test_new_refuses_bad_names(name: str, says: str, tmp_path: Path) -> None:
+    with pytest.raises(BenchError, match=says.replace("(", r"\(").replace(")", r"\)")):
+        new("method", name, tmp_path)
+    assert not any(tmp_path.iterdir())
+
+
+def test_new_never_overwrites_and_writes_nothing_then(tmp_path: Path, capsys: Any) -> None:
+    (tmp_path / "presets").mkdir()
+    (tmp_path / "presets" / "mine.py").write_text("# someone's work\n")
+    assert main(["new", "method", "mine", "--dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"bench: error: {tmp_path / 'presets' / 'mine.py'} exists; bench new never overwrites a file "
+                   f"(remove it or choose another name or --dir)")
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["mine.py", "presets"]  # nothing else written
+    assert (tmp_path / "presets" / "mine.py").read_text() == "# someone's work\n"
+    assert main(["new", "dataset", "mine", "--dir", str(tmp_path / "data")]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"wrote {tmp_path / 'data' / 'mine.py'}",
+                                                    f"wrote {tmp_path / 'data' / 'test_mine.py'}"]
