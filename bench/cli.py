@@ -128,6 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--compare", nargs="+", metavar="WHAT",
                      help="paper: the paper's numbers beside the measured ones; A B: the paired difference of two "
                           "methods (labels as the tables show them) over the seeds they share")
+    for command in sub.choices.values():  # every command sees the same plugins (bench.plugins)
+        command.add_argument("--include", action="append", default=[], metavar="DIR",
+                             help="a folder of plugins (methods, datasets, backbones; presets/, grids/), "
+                                  "repeatable; added to $BENCH_INCLUDE")
     return parser
 
 
@@ -550,12 +554,11 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     if args.kind == "methods":
         from bench.spec import _read_config, preset_names
-        from bench.registries import PRESETS_DIR
 
         for name in method_names():
             info = method_info(name)
             role = "reference, sees past steps" if info.sees_past_steps else "incremental"
-            presets = preset_names(_read_config(str(PRESETS_DIR / f"{info.preset_file}.py")))
+            presets = preset_names(_read_config(str(info.preset_path())))
             print(f"{name:<18} {info.inputs:<9} {role}; presets: {', '.join(presets)}")
     elif args.kind == "datasets":
         DATASETS.import_from_location()
@@ -898,6 +901,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         args = parser.parse_args(["run", *argv])
     try:
+        from bench.plugins import activate
+
+        activate(args.include)
         commands = {"run": cmd_run, "status": cmd_status, "cancel": cmd_cancel, "list": cmd_list,
                     "report": cmd_report, "cache": cmd_cache, "data": cmd_data, "metrics": cmd_metrics}
         return commands[args.command](args)

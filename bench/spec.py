@@ -222,16 +222,17 @@ def n_steps_of(split: str) -> int:
 
 
 def grid_names() -> list[str]:
-    from bench.registries import GRIDS_DIR
+    """Bench's grids and the plugins' (`bench.plugins`)."""
+    from bench.plugins import config_files
 
-    return sorted(p.stem for p in GRIDS_DIR.glob("*.py") if not p.stem.startswith("_"))
+    return sorted(config_files("grids"))
 
 
 def load_grid(name: str) -> Grid:
-    from bench.registries import GRIDS_DIR
+    from bench.plugins import config_files
 
-    path = GRIDS_DIR / f"{name}.py"
-    if not path.is_file():
+    path = config_files("grids").get(name)
+    if path is None:
         raise unknown("grid", name, grid_names())
     cfg = Config.fromfile(str(path)).to_dict()
 
@@ -271,13 +272,12 @@ def _preset(method: str, preset: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The preset's dict and its per-dataset/split overrides: `equations` as written; `code` as its
     changes to `equations`; any other preset as its changes to `code`, its overrides merged over
     `code`'s (a variant of the authors' runs keeps their per-dataset schedules)."""
-    from bench.registries import PRESETS_DIR
     from bench.registries.catalogue import method_info, method_names
 
     info = method_info(method)
     if info is None:
         raise unknown("method", method, method_names())
-    cfg = copy.deepcopy(_read_config(str(PRESETS_DIR / f"{info.preset_file}.py")))
+    cfg = copy.deepcopy(_read_config(str(info.preset_path())))
     if preset not in preset_names(cfg):
         raise unknown(f"preset of {method}", preset, preset_names(cfg))
     layers = {EQUATIONS: [EQUATIONS], DEFAULT_PRESET: [EQUATIONS, DEFAULT_PRESET]}.get(
