@@ -75,9 +75,10 @@ def resolve(include: Iterable[str | Path] = ()) -> tuple[Path, ...]:
 def use(dirs: Iterable[str | Path], *, warn: bool = True) -> None:
     """This process's plugin folders are exactly `dirs` (a worker or a job is told, never guesses).
     Modules already imported stay registered; the method catalogue is read again for the new set."""
-    global _dirs, _warn
+    global _dirs, _warn, _done_for
     _dirs = tuple(Path(d).resolve() for d in dirs)
     _warn = warn
+    _done_for = None  # the folders are looked at again: a file added since is imported by `load`
     from bench.registries import catalogue
 
     catalogue.catalogue.cache_clear()

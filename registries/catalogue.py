@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from bench.errors import BenchError
 from bench.storage import write_atomic
 
 from bench.resources import HERE, resource_dir
@@ -82,7 +83,14 @@ def read_classes() -> dict[str, Any]:
 
     load_all()
     methods = {name: _entry(cls) for name, cls in METHODS.module_dict.items()}
-    depths = {name: block_count(name, {}) for name in BACKBONES.module_dict if name != "timm"}
+    depths = {}
+    for name in BACKBONES.module_dict:
+        if name == "timm":
+            continue
+        try:
+            depths[name] = block_count(name, {})
+        except BenchError:  # a plugin's backbone that needs options: asked again (and said) where it is used
+            pass
     return {"methods": methods, "backbones": sorted(BACKBONES.module_dict), "depths": depths,
             "backbone_docs": {name: ((cls.__doc__ or "").strip().splitlines() or [cls.__name__])[0]
                               for name, cls in BACKBONES.module_dict.items()}}

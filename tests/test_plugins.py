@@ -70,6 +70,16 @@ backbone = "pixels"
 dataset_options = dict(synthetic=dict(num_classes=4, image_size=4, train_per_class=10, test_per_class=5))
 '''
 
+DATASET = '''
+from bench.data.toy import Synthetic
+from bench.registries import DATASETS
+
+
+@DATASETS.register_module(name="planted")
+class Planted(Synthetic):
+    """bench's synthetic images under a plugin's name."""
+'''
+
 
 def write_plugin(folder: Path, name: str = "Toy means", preset: str = "toy_means", grid: str = "toy_grid",
                  file: str = "toy_method.py", max_iter: int = 20) -> Path:
@@ -128,6 +138,16 @@ def test_a_plugin_folder_is_listed_and_runs_in_process(capsys, tmp_path):
     assert code == 0, err
     assert "1 done, 0 failed" in out and "Toy means" in out
     assert run_config(results, "Toy means")["method"]["max_iter"] == 20  # its own preset file's `code`
+
+    # a dataset reader from a plugin, on bench's own K-means
+    (folder / "toy_data.py").write_text(DATASET)
+    code, out, _ = run(capsys, "list", "datasets", "--include", str(folder))
+    assert code == 0 and any(line.split()[:1] == ["planted"] for line in out.splitlines()), out
+    code, out, err = run(capsys, "run", "--include", str(folder), "--grid", "toy_grid", "--methods", "K-means",
+                         "--datasets", "planted", "--cfg-options", "dataset.num_classes=4", "dataset.image_size=4",
+                         "--cluster", "debug", "--results", str(results))
+    assert code == 0, err
+    assert "1 done, 0 failed" in out and "K-means · planted · 2-step" in out
 
     # without the folder, neither its method nor its grid exists
     code, _, err = run(capsys, "run", "--grid", "toy_grid", "--dry-run", "--results", str(results))
