@@ -217,9 +217,12 @@ def load() -> list[PluginFailure]:
             for path in sorted(folder.glob("*.py")):
                 if not path.name.startswith("_"):
                     todo.append((str(path), str(path), path))
+        todo = [item for item in todo if item[0] not in _loaded]
+        if todo:  # bench's own entries first: a plugin taking one of their names fails, never bench
+            from bench.registries import load_all
+
+            load_all()  # its registries' call back into `load` returns at once (`_loading`)
         for key, source, what in todo:
-            if key in _loaded:
-                continue
             _loaded.add(key)
             try:
                 if isinstance(what, Path):

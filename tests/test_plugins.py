@@ -163,6 +163,32 @@ def test_a_plugin_runs_on_the_local_workers(capsys, tmp_path):
     assert "1 done, 0 failed" in out
     assert list((results / "submitit").iterdir())  # through the worker pool, not in this process
 
+    # the same process, another plugin set: a pool of its own, whose workers import that set
+    other = write_plugin(tmp_path / "other", name="Toy other", preset="toy_other", grid="grid_other")
+    code, out, err = run(capsys, "run", "--include", str(other), "--grid", "grid_other", "--cluster", "local",
+                         "--workers", "1", "--results", str(results))
+    assert code == 0, err
+    assert "1 done, 0 failed" in out
+
+
+def test_a_plugin_never_takes_a_name_of_benchs(capsys, tmp_path):
+    folder = tmp_path / "plugin"
+    folder.mkdir()
+    (folder / "taker.py").write_text(METHOD.format(name="K-means", preset="kmeans_mine"))
+    # whatever asks first (a dataset lookup imports the plugins), bench's K-means stays and the plugin fails
+    code, _, err = run(capsys, "run", "--include", str(folder), "--methods", "K-means", "--datasets", "nowhere",
+                       "--dry-run", "--results", str(tmp_path / "results"))
+    assert code == 2 and "unknown dataset 'nowhere'" in err
+    assert f"plugin {folder / 'taker.py'} not loaded: KeyError" in err
+    # in a fresh interpreter, where a dataset lookup is the first to import the plugins, and a plugin
+    # that imports no part of bench's backbones takes the name of one
+    (folder / "pixels.py").write_text("from bench.registries import BACKBONES\n\n"
+                                      "BACKBONES.register_module(name='pixels', module=type('Mine', (), {}))\n")
+    code = (f"from bench import plugins; plugins.use([{str(folder)!r}]); from bench.data import reader_class; "
+            "reader_class('nowhere'); from bench.registries import BACKBONES; print(BACKBONES.get('pixels').__module__)")
+    out = bench_in_subprocess(code, {"PYTHONPATH": str(ROOT)}, tmp_path)
+    assert out.splitlines()[-1] == "bench.backbones"
+
 
 def test_bench_include_is_include_and_adds_to_it(capsys, tmp_path, monkeypatch):
     # two folders whose files have the same name: each its own module
