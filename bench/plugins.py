@@ -129,14 +129,23 @@ def _module_path(name: str) -> Path | None:
     return None
 
 
+def _package_dir(module: str) -> Path | None:
+    """The package folder of an entry point's module (`a.b` → `a/`, `a` → `a/` for a package); None for
+    a single-file top-level module, whose folder is site-packages itself: neither its presets nor its grids."""
+    path = _module_path(module)
+    if path is None or ("." not in module and path.name != "__init__.py"):
+        return None
+    return path.parent.resolve()
+
+
 def roots() -> list[Path]:
     """Every folder whose `presets/` and `grids/` are plugins': the include folders, then each entry
     point module's package folder."""
     found = list(active_dirs())
     for ep in _entry_points():
-        path = _module_path(ep.module)
-        if path is not None and path.parent.resolve() not in found:
-            found.append(path.parent.resolve())
+        folder = _package_dir(ep.module)
+        if folder is not None and folder not in found:
+            found.append(folder)
     return found
 
 
@@ -147,9 +156,8 @@ def sources() -> list[Path]:
     for folder in active_dirs():
         files += sorted(folder.glob("*.py")) + [p for kind in KINDS for p in sorted((folder / kind).glob("*.py"))]
     for ep in _entry_points():
-        path = _module_path(ep.module)
-        if path is not None:
-            files += sorted(path.parent.rglob("*.py"))
+        folder, path = _package_dir(ep.module), _module_path(ep.module)
+        files += sorted(folder.rglob("*.py")) if folder is not None else [path] if path is not None else []
     return list(dict.fromkeys(files))
 
 

@@ -253,11 +253,14 @@ def test_a_plugin_grid_or_preset_never_shadows_benchs(capsys, tmp_path):
     assert code == 2 and str(folder / "presets" / "kmeans.py") in line and str(PRESETS_DIR / "kmeans.py") in line
 
 
-def bench_in_subprocess(code: str, env: dict[str, str], cwd: Path) -> str:
-    """Python `code` in a fresh interpreter (a command as a user runs it); its stdout."""
+def bench_in_subprocess(code: str, env: dict[str, str], cwd: Path, stderr: list[str] | None = None) -> str:
+    """Python `code` in a fresh interpreter (a command as a user runs it); its stdout (its stderr's
+    lines appended to `stderr`)."""
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd,
                           env={**os.environ, "HF_HUB_OFFLINE": "1", **env}, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
+    if stderr is not None:
+        stderr += done.stderr.splitlines()
     return done.stdout
 
 
@@ -326,6 +329,7 @@ version = "0.1"
 
 [project.entry-points."bench.plugins"]
 toyplug = "toyplug.bench_plugin"
+broken = "toyplug.broken"
 
 [tool.setuptools]
 packages = ["toyplug"]
@@ -340,6 +344,7 @@ def test_an_installed_entry_point_package_runs_on_the_local_workers(tmp_path):
     (package / "toyplug").mkdir(parents=True)
     (package / "pyproject.toml").write_text(PYPROJECT)
     (package / "toyplug" / "__init__.py").write_text("")
+    (package / "toyplug" / "broken.py").write_text("raise RuntimeError('this plugin is broken')\n")
     write_plugin(package / "toyplug", name="Toy entry", preset="toy_entry", grid="toy_entry_grid",
                  file="bench_plugin.py", max_iter=5)
     site = tmp_path / "site"
@@ -356,7 +361,11 @@ def test_an_installed_entry_point_package_runs_on_the_local_workers(tmp_path):
                      '--results', {str(results)!r}]) == 0
     """)
     env = {"XDG_CACHE_HOME": str(tmp_path / "xdg-cache"), "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
-    out = bench_in_subprocess(code, env, tmp_path)
+    err: list[str] = []
+    out = bench_in_subprocess(code, env, tmp_path, err)
     assert any(line.startswith("Toy entry") for line in out.splitlines())
     assert "1 done, 0 failed" in out
+    # the broken entry point: one line, once (the workers load quietly), naming its installed file
+    assert [line for line in err if "plugin" in line] == [
+        f"bench: warning: plugin {site / 'toyplug' / 'broken.py'} not loaded: RuntimeError: this plugin is broken"]
     assert run_config(results, "Toy entry")["method"]["max_iter"] == 5  # the package's own preset
