@@ -73,6 +73,14 @@ def _options(options: Options | None, option: str = "--cfg-options") -> dict[str
     return parse_options(options)
 
 
+def _use_plugins(include: Sequence[PathLike] | None) -> None:
+    """Plugin folders given to the API, as `--include` gives them to a command (`bench.plugins`)."""
+    if include is not None:
+        from bench.plugins import activate
+
+        activate(include)
+
+
 def run(grid: str = "demo", *, methods: Sequence[str] | None = None, datasets: Sequence[str] | None = None,
         splits: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
         backbones: Sequence[str] | None = None, results: PathLike = DEFAULT_RESULTS, data_root: PathLike | None = None,
@@ -80,11 +88,14 @@ def run(grid: str = "demo", *, methods: Sequence[str] | None = None, datasets: S
         workers: int | None = None, device: str | None = None, threads: int | None = None,
         read_ahead: bool | None = None, weights_dir: PathLike | None = None, force: bool = False,
         retry_failed: bool = False, dry_run: bool = False, profile: str = "default",
-        slurm_options: Options | None = None, wait: bool = False) -> RunOutcome:
+        slurm_options: Options | None = None, wait: bool = False,
+        include: Sequence[PathLike] | None = None) -> RunOutcome:
     """Run a grid, as `bench run` does: the selection's runs not yet done, on `cluster` (local worker
     processes, debug in this process, or SLURM job arrays with `profile`). Every check (names, splits,
-    devices, backbones, data and weight files, cache space) is made before anything is written."""
+    devices, backbones, data and weight files, cache space) is made before anything is written.
+    `include`: plugin folders, as `--include` (with $BENCH_INCLUDE's; None: those already in use)."""
     started = time.monotonic()  # the SLURM plan's time includes expanding the grid
+    _use_plugins(include)
     from bench.rundir import DONE, ERROR, check_writable, invalidate, is_done, run_dir, unreadable
 
     results = Path(results)
@@ -223,9 +234,11 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
            backbones: Sequence[str] | None = None, results: PathLike = DEFAULT_RESULTS,
            data_root: PathLike | None = None, cache_dir: PathLike | None = None, cfg_options: Options | None = None,
            format: str = "latex", out: PathLike | None = None, pool_orders: bool = False, by: str | None = None,
-           compare: Sequence[str] | None = None) -> ReportOutcome:
+           compare: Sequence[str] | None = None, include: Sequence[PathLike] | None = None) -> ReportOutcome:
     """Tables and plots of finished runs, as `bench report` writes them: of a grid's selection, or without
-    `grid` of every finished run under `results`. `compare`: ["paper"], or two method labels."""
+    `grid` of every finished run under `results`. `compare`: ["paper"], or two method labels.
+    `include`: plugin folders, as for `run`."""
+    _use_plugins(include)
     if format not in REPORT_FORMATS:
         raise unknown("report format", format, REPORT_FORMATS)
     if by is not None and by not in VERSION_COLUMNS:

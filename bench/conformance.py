@@ -263,12 +263,12 @@ def check_presets(method: str) -> Check:
     """Every preset of the method's file resolves and validates on the kit's run."""
     from bench.registries.catalogue import method_info
     from bench.spec import (DEFAULT_PRESET, EQUATIONS, _read_config, check_config, n_steps_of, preset_names,
-                            preset_path, resolve_config)
+                            resolve_config)
 
     name = "presets validate"
     try:
         info = method_info(method)
-        path = preset_path(method, info.preset_file)
+        path = info.preset_path()
         if not path.is_file():
             return Check(name, False, f"no preset file {path}")
         presets = preset_names(_read_config(str(path)))

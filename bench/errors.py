@@ -21,6 +21,15 @@ def disk_full(err: BaseException) -> bool:
         words in str(err) for words in ("No space left on device", "Disk quota exceeded", "file write failed"))
 
 
+PLUGGABLE = ("method", "dataset", "backbone")  # what a plugin that failed to import might have provided
+
+
 def unknown(kind: str, name: str, known: Iterable[str]) -> BenchError:
-    """`unknown method 'basline'; known: Baseline, K-means`."""
-    return BenchError(f"unknown {kind} {name!r}; known: {', '.join(sorted(known, key=str.lower))}")
+    """`unknown method 'basline'; known: Baseline, K-means`, and for a name a plugin may provide, what
+    each plugin that failed to import said (`; plugin /x/my.py not loaded: NameError: ...`)."""
+    note = ""
+    if kind in PLUGGABLE:
+        from bench.plugins import failure_note
+
+        note = failure_note()
+    return BenchError(f"unknown {kind} {name!r}; known: {', '.join(sorted(known, key=str.lower))}{note}")

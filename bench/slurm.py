@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import submitit
 from mmengine.config import Config
 
+from bench import plugins
 from bench.errors import BenchError, unknown
 from bench.rundir import ERROR, RunBusy, is_done, run_dir
 from bench.spec import RunSpec
@@ -92,10 +93,20 @@ def validate_params(params: Mapping[str, Any]) -> None:
 
 class SlurmRun(submitit.helpers.Checkpointable):
     """One run as a SLURM job. Requeued with the same arguments on timeout or preemption; the
-    runner's per-step checkpoint makes the requeued job continue where this one stopped."""
+    runner's per-step checkpoint makes the requeued job continue where this one stopped.
+
+    It carries the plugin folders of the command that submitted it (`include`, pickled with it and
+    with a requeue) and imports them, and its environment's entry points, before the run."""
+
+    def __init__(self, include: Sequence[str] = ()) -> None:
+        self.include = tuple(str(d) for d in include)
 
     def __call__(self, spec_json: str, results: str) -> str:
+        from bench import plugins
         from bench.runner import execute
+
+        plugins.use(self.include)
+        plugins.load()  # a broken plugin: one warning line in the job's log, and the run says which name
 
         # the run's compute threads are its own (`--threads`, set by the runner), not the node's cores;
         # what else sizes itself from the machine (image decoding) asks `numerics.available_cores()`,
@@ -292,7 +303,8 @@ def _submit_array(executor: submitit.AutoExecutor, members: Sequence[RunSpec], r
     chatter = io.StringIO()  # submitit echoes sbatch's stderr before raising: keep it for the one line
     try:
         with contextlib.redirect_stderr(chatter), executor.batch():
-            return [executor.submit(SlurmRun(), s.to_json(), str(Path(results).resolve())) for s in members]
+            job = SlurmRun(plugins.active_dirs())
+            return [executor.submit(job, s.to_json(), str(Path(results).resolve())) for s in members]
     except submitit.core.utils.FailedJobError as err:
         said = [line.strip() for line in (str(err) or chatter.getvalue()).splitlines() if line.strip()]
         reason = (said[-1] if said else "no reason given").removeprefix("sbatch: error: ")

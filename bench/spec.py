@@ -223,16 +223,17 @@ def n_steps_of(split: str) -> int:
 
 
 def grid_names() -> list[str]:
-    from bench.registries import GRIDS_DIR
+    """Bench's grids and the plugins' (`bench.plugins`)."""
+    from bench.plugins import config_files
 
-    return sorted(p.stem for p in GRIDS_DIR.glob("*.py") if not p.stem.startswith("_"))
+    return sorted(config_files("grids"))
 
 
 def load_grid(name: str) -> Grid:
-    from bench.registries import GRIDS_DIR
+    from bench.plugins import config_files
 
-    path = GRIDS_DIR / f"{name}.py"
-    if not path.is_file():
+    path = config_files("grids").get(name)
+    if path is None:
         raise unknown("grid", name, grid_names())
     cfg = Config.fromfile(str(path)).to_dict()
 
@@ -314,26 +315,6 @@ def _read_config(path: str) -> dict[str, Any]:
     return Config.fromfile(path).to_dict()
 
 
-def preset_path(method: str, preset_file: str) -> Path:
-    """Where a method's preset file is: bench's own `registries/presets/`, else `presets/` beside the
-    file that defines the method (a method written outside bench, e.g. by `bench new method`)."""
-    import inspect
-    import sys
-
-    from bench.registries import METHODS, PRESETS_DIR
-
-    own = PRESETS_DIR / f"{preset_file}.py"
-    if own.is_file():  # first: a light command must not import the methods (registries/catalogue.py)
-        return own
-    cls = METHODS.get(method)
-    # the defining file: its module's, or (a module imported from a path without a sys.modules entry)
-    # that of a function of its class body
-    module_file = getattr(sys.modules.get(getattr(cls, "__module__", "")), "__file__", None)
-    code_files = [inspect.getsourcefile(f) for f in vars(cls).values() if inspect.isfunction(f)] if cls else []
-    source = module_file or next((f for f in code_files if f), None)
-    return own if source is None else Path(source).parent / "presets" / f"{preset_file}.py"
-
-
 def _preset(method: str, preset: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The preset's dict and its per-dataset/split overrides: `equations` as written; `code` as its
     changes to `equations`; any other preset as its changes to `code`, its overrides merged over
@@ -343,7 +324,7 @@ def _preset(method: str, preset: str) -> tuple[dict[str, Any], dict[str, Any]]:
     info = method_info(method)
     if info is None:
         raise unknown_method(method)
-    cfg = copy.deepcopy(_read_config(str(preset_path(method, info.preset_file))))
+    cfg = copy.deepcopy(_read_config(str(info.preset_path())))
     if preset not in preset_names(cfg):
         raise unknown(f"preset of {method}", preset, preset_names(cfg))
     layers = {EQUATIONS: [EQUATIONS], DEFAULT_PRESET: [EQUATIONS, DEFAULT_PRESET]}.get(

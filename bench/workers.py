@@ -96,11 +96,16 @@ _stopping = False  # this worker was interrupted: it starts no further run
 _in_run = False  # a run is executing in this worker: an interrupt unwinds it
 
 
-def _start_worker(parent: int) -> None:
-    """Each worker, first: it ends with bench (pid `parent`), an interrupt stops it; then `_warm`."""
+def _start_worker(parent: int, include: tuple[str, ...]) -> None:
+    """Each worker, first: it ends with bench (pid `parent`), an interrupt stops it; it takes bench's
+    plugin folders `include` (told, never read from an environment the fork server may have had
+    before); then `_warm`, which imports them and the entry points."""
+    from bench import plugins
+
     die_with_parent()  # its parent is the fork server, which dies with bench (bench.forkserver_lifeline)
     watch(parent)
     signal.signal(signal.SIGINT, _on_interrupt)
+    plugins.use(include, warn=False)  # bench has warned of a broken plugin once; a failed run says it again
     _warm()
 
 
@@ -176,9 +181,12 @@ def _pass(specs: list[RunSpec], results: Path, workers: int, inflight: Path,
         # the fork server's parent-death signal fires when the thread that starts it ends: only the
         # main thread (which starts it in submit) lives as long as bench
         context.set_forkserver_preload(["__main__", "bench.forkserver_lifeline"])
+    from bench.plugins import active_dirs
+
     left: list[RunSpec] = []
+    # a pool per pass, for this command's plugins: no pool outlives the plugin set it was started with
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_start_worker,
-                               initargs=(os.getpid(),))
+                               initargs=(os.getpid(), tuple(str(d) for d in active_dirs())))
     with _stop_requests(pool, inflight) as asked:
         started = time.monotonic()
         futures = {pool.submit(_execute, s.to_json(), str(results), str(inflight)): s for s in specs}

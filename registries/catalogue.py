@@ -5,8 +5,10 @@ torch and the backbones timm, 2 to 5 s on a 2-core machine, for a command that a
 The catalogue is read off the classes themselves (their `inputs`, `sees_past_steps`, `preset_file`,
 `hparam_choices`; the paper backbones' block counts) the first time it is needed, and kept in a JSON
 file named by a hash of the files that define them (`methods/*.py` (bench.methods), `bench/backbones.py`,
-`bench/weights.py`): a changed or added source file makes the next command import them once and
-write a new catalogue. Nothing is written twice by hand, and nothing can go stale.
+`bench/weights.py`, and the plugins' files and entry points, `bench.plugins.sources`): a changed or added
+source file makes the next command import them once and write a new catalogue. Nothing is written
+twice by hand, and nothing can go stale. While a plugin fails to import, no catalogue is written: its
+fix (a file, or a dependency installed) must be seen by the next command.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from bench.errors import BenchError
 from bench.storage import write_atomic
 
 from bench.resources import HERE, resource_dir
@@ -29,6 +32,13 @@ class MethodInfo:
     sees_past_steps: bool
     preset_file: str
     hparam_choices: Mapping[str, tuple[Any, ...]]
+    preset_dir: str | None = None  # the `presets/` beside a plugin method's file; None: bench's own
+
+    def preset_path(self) -> Path:
+        """The method's preset file: beside the file that defines it, else among bench's own presets."""
+        from bench.registries import PRESETS_DIR
+
+        return Path(self.preset_dir or PRESETS_DIR) / f"{self.preset_file}.py"
 
 
 def _sources() -> list[Path]:
@@ -36,10 +46,30 @@ def _sources() -> list[Path]:
 
 
 def _fingerprint() -> str:
+    from bench import plugins
+
     digest = hashlib.sha1()
     for path in _sources():
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    # plugins by their full paths: a plugin method's preset folder is kept as an absolute path
+    digest.update(plugins.fingerprint_text().encode() + b"\0")
+    for path in plugins.sources():
+        digest.update(str(path).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
+
+
+def _entry(cls: Any) -> dict[str, Any]:
+    import inspect
+
+    from bench.plugins import preset_dir
+
+    try:
+        defined_in: str | None = inspect.getfile(cls)
+    except (TypeError, OSError):  # a class made at run time has no file
+        defined_in = None
+    return {"inputs": cls.inputs, "sees_past_steps": bool(cls.sees_past_steps), "preset_file": cls.preset_file,
+            "hparam_choices": {k: list(v) for k, v in cls.hparam_choices.items()},
+            "preset_dir": preset_dir(defined_in, cls.preset_file)}
 
 
 def _cache_dir() -> Path:
@@ -52,11 +82,15 @@ def read_classes() -> dict[str, Any]:
     from bench.registries import BACKBONES, METHODS, load_all
 
     load_all()
-    methods = {name: {"inputs": cls.inputs, "sees_past_steps": bool(cls.sees_past_steps),
-                      "preset_file": cls.preset_file,
-                      "hparam_choices": {k: list(v) for k, v in cls.hparam_choices.items()}}
-               for name, cls in METHODS.module_dict.items()}
-    depths = {name: block_count(name, {}) for name in BACKBONES.module_dict if name != "timm"}
+    methods = {name: _entry(cls) for name, cls in METHODS.module_dict.items()}
+    depths = {}
+    for name in BACKBONES.module_dict:
+        if name == "timm":
+            continue
+        try:
+            depths[name] = block_count(name, {})
+        except BenchError:  # a plugin's backbone that needs options: asked again (and said) where it is used
+            pass
     return {"methods": methods, "backbones": sorted(BACKBONES.module_dict), "depths": depths,
             "backbone_docs": {name: ((cls.__doc__ or "").strip().splitlines() or [cls.__name__])[0]
                               for name, cls in BACKBONES.module_dict.items()}}
@@ -69,7 +103,11 @@ def catalogue() -> dict[str, Any]:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         pass
+    from bench.plugins import failures
+
     data = read_classes()
+    if failures():  # not kept: the next command imports again, and sees the plugin fixed or warns again
+        return data
     try:  # a read-only home only costs the next command the imports again
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, json.dumps(data, indent=1, sort_keys=True))
@@ -88,10 +126,9 @@ def method_info(name: str) -> MethodInfo | None:
         cls = METHODS.get(name)
         if cls is None:
             return None
-        entry = {"inputs": cls.inputs, "sees_past_steps": cls.sees_past_steps, "preset_file": cls.preset_file,
-                 "hparam_choices": cls.hparam_choices}
+        entry = _entry(cls)
     return MethodInfo(entry["inputs"], bool(entry["sees_past_steps"]), entry["preset_file"],
-                      {k: tuple(v) for k, v in entry["hparam_choices"].items()})
+                      {k: tuple(v) for k, v in entry["hparam_choices"].items()}, entry.get("preset_dir"))
 
 
 def method_names() -> list[str]:

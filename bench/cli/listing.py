@@ -19,13 +19,12 @@ def command(args: argparse.Namespace) -> int:
 
     if args.kind == "methods":
         from bench.spec import _read_config, method_slug, method_slugs, preset_names
-        from bench.registries import PRESETS_DIR
 
         method_slugs()  # two methods with one slug: an error naming both, before anything is listed
         for name in method_names():
             info = method_info(name)
             role = "reference, sees past steps" if info.sees_past_steps else "incremental"
-            presets = preset_names(_read_config(str(PRESETS_DIR / f"{info.preset_file}.py")))
+            presets = preset_names(_read_config(str(info.preset_path())))
             print(f"{name:<18} {method_slug(name):<18} {info.inputs:<9} {role}; presets: {', '.join(presets)}")
     elif args.kind == "datasets":
         DATASETS.import_from_location()

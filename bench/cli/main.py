@@ -29,6 +29,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
     for module in COMMANDS.values():
         module.add_parser(sub)
+    for command in sub.choices.values():  # every command sees the same plugins (bench.plugins)
+        command.add_argument("--include", action="append", default=[], metavar="DIR",
+                             help="a folder of plugins (methods, datasets, backbones; presets/, grids/), "
+                                  "repeatable; added to $BENCH_INCLUDE")
     return parser
 
 
@@ -105,6 +109,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         args = parser.parse_args(["run", *argv])
     try:
+        from bench.plugins import activate
+
+        activate(args.include)
         command: Callable[[argparse.Namespace], int] = COMMANDS[args.command].command
         return command(args)
     except BenchError as err:

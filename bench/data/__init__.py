@@ -18,9 +18,13 @@ __all__ = ["DatasetError", "ImageSet", "LoadedDataset", "build_dataset", "declar
 
 def reader_class(name: str) -> Any:
     """The reader registered as `name`, or None. The readers registered when this package was
-    imported; mmengine's `Registry.get` would also set up its logger, which imports torch."""
+    imported; mmengine's `Registry.get` would also set up its logger, which imports torch. A name
+    bench has not imports the plugins (`bench.plugins`), which may register it."""
+    from bench.plugins import load
     from bench.registries import DATASETS
 
+    if name not in DATASETS.module_dict:
+        load()
     return DATASETS.module_dict.get(name)
 
 

@@ -1,0 +1,371 @@
+"""Plugins (bench.plugins): methods, presets and grids from a folder (`--include DIR`, BENCH_INCLUDE) or an
+installed package's `bench.plugins` entry points reach every place a run happens, the catalogue follows
+their files, and a broken one is one warning line while everything else works."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from bench import plugins
+from bench.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+PIP = Path(sys.executable).with_name("pip")
+
+# a features-based method with its own preset file, as a user writes one outside bench
+METHOD = '''
+from typing import Any
+
+import torch
+
+from bench.methods.base import Method, Step
+from bench.registries import METHODS
+
+
+@METHODS.register_module(name={name!r})
+class ToyMeans(Method):
+    """Per step, k-means centroids of the step's plain features; logits are negative distances."""
+
+    preset_file = {preset!r}
+
+    def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
+        super().__init__(feature_dim, seed, **hparams)
+        self.centroids: list[torch.Tensor] = []
+
+    def learn(self, step: Step) -> None:
+        from sklearn.cluster import KMeans
+
+        km = KMeans(n_clusters=step.n_classes, n_init=1, max_iter=self.hparams["max_iter"],
+                    random_state=self.seed * 1000 + step.index)
+        km.fit(step.train.plain.float().cpu().numpy())
+        self.centroids.append(torch.as_tensor(km.cluster_centers_, dtype=torch.float32))
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        return -torch.cdist(x.float(), torch.cat(self.centroids))
+
+    def task_logits(self, x: torch.Tensor, task: int) -> torch.Tensor:
+        return -torch.cdist(x.float(), self.centroids[task])
+
+    def state_dict(self) -> dict[str, Any]:
+        return {{"centroids": self.centroids}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.centroids = list(state["centroids"])
+'''
+PRESET = "equations = dict(max_iter=100)\ncode = dict(max_iter={max_iter})\n"
+GRID = '''methods = [{name!r}]
+datasets = ["synthetic"]
+splits = ["2-step"]
+seeds = [0]
+backbone = "pixels"
+dataset_options = dict(synthetic=dict(num_classes=4, image_size=4, train_per_class=10, test_per_class=5))
+'''
+
+DATASET = '''
+from bench.data.toy import Synthetic
+from bench.registries import DATASETS
+
+
+@DATASETS.register_module(name="planted")
+class Planted(Synthetic):
+    """bench's synthetic images under a plugin's name."""
+'''
+
+
+def write_plugin(folder: Path, name: str = "Toy means", preset: str = "toy_means", grid: str = "toy_grid",
+                 file: str = "toy_method.py", max_iter: int = 20) -> Path:
+    """A plugin folder: a method file, its preset file in presets/, a grid in grids/."""
+    (folder / "presets").mkdir(parents=True, exist_ok=True)
+    (folder / "grids").mkdir(exist_ok=True)
+    (folder / file).write_text(METHOD.format(name=name, preset=preset))
+    (folder / "presets" / f"{preset}.py").write_text(PRESET.format(max_iter=max_iter))
+    (folder / "grids" / f"{grid}.py").write_text(GRID.format(name=name))
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def fresh_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Each test as a fresh process would see it: no plugin registered, its own catalogue cache."""
+    from bench.registries import BACKBONES, DATASETS, METHODS
+    from bench.registries import catalogue
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+    monkeypatch.delenv(plugins.ENV, raising=False)
+    yield
+    for registry in (METHODS, DATASETS, BACKBONES):
+        for name, cls in list(registry.module_dict.items()):
+            if cls.__module__.startswith("bench_plugin_"):
+                del registry._module_dict[name]
+    for module in [m for m in sys.modules if m.startswith("bench_plugin_")]:
+        del sys.modules[module]
+    plugins.reset()
+    catalogue.catalogue.cache_clear()
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_config(results: Path, method: str) -> dict[str, Any]:
+    """The resolved config of the one finished run of `method` under `results`."""
+    specs = [json.loads(p.read_text()) for p in (results / "runs").glob("*/spec.json")]
+    (spec,) = [s for s in specs if s["method"] == method]
+    return spec["config"]
+
+
+def test_a_plugin_folder_is_listed_and_runs_in_process(capsys, tmp_path):
+    folder = write_plugin(tmp_path / "plugin")
+    code, out, err = run(capsys, "list", "methods", "--include", str(folder))
+    assert code == 0 and not err
+    assert any(line.startswith("Toy means") and "presets: code, equations" in line for line in out.splitlines())
+    code, out, _ = run(capsys, "list", "grids", "--include", str(folder))
+    assert code == 0 and "toy_grid" in out and "smoke" in out
+
+    results = tmp_path / "results"
+    code, out, err = run(capsys, "run", "--include", str(folder), "--grid", "toy_grid", "--cluster", "debug",
+                         "--results", str(results))
+    assert code == 0, err
+    assert "1 done, 0 failed" in out and "Toy means" in out
+    assert run_config(results, "Toy means")["method"]["max_iter"] == 20  # its own preset file's `code`
+
+    # a dataset reader from a plugin, on bench's own K-means
+    (folder / "toy_data.py").write_text(DATASET)
+    code, out, _ = run(capsys, "list", "datasets", "--include", str(folder))
+    assert code == 0 and any(line.split()[:1] == ["planted"] for line in out.splitlines()), out
+    code, out, err = run(capsys, "run", "--include", str(folder), "--grid", "toy_grid", "--methods", "K-means",
+                         "--datasets", "planted", "--cfg-options", "dataset.num_classes=4", "dataset.image_size=4",
+                         "--cluster", "debug", "--results", str(results))
+    assert code == 0, err
+    assert "1 done, 0 failed" in out and "K-means · planted · 2-step" in out
+
+    # without the folder, neither its method nor its grid exists
+    code, _, err = run(capsys, "run", "--grid", "toy_grid", "--dry-run", "--results", str(results))
+    assert code == 2 and "unknown grid 'toy_grid'" in err
+
+
+def test_a_plugin_runs_on_the_local_workers(capsys, tmp_path):
+    folder = write_plugin(tmp_path / "plugin")
+    results = tmp_path / "results"
+    code, out, err = run(capsys, "run", "--include", str(folder), "--grid", "toy_grid", "--cluster", "local",
+                         "--workers", "1", "--results", str(results))
+    assert code == 0, err
+    assert "1 done, 0 failed" in out
+    assert list((results / "submitit").iterdir())  # through the worker pool, not in this process
+
+    # the same process, another plugin set: a pool of its own, whose workers import that set
+    other = write_plugin(tmp_path / "other", name="Toy other", preset="toy_other", grid="grid_other")
+    code, out, err = run(capsys, "run", "--include", str(other), "--grid", "grid_other", "--cluster", "local",
+                         "--workers", "1", "--results", str(results))
+    assert code == 0, err
+    assert "1 done, 0 failed" in out
+
+
+def test_a_plugin_never_takes_a_name_of_benchs(capsys, tmp_path):
+    folder = tmp_path / "plugin"
+    folder.mkdir()
+    (folder / "taker.py").write_text(METHOD.format(name="K-means", preset="kmeans_mine"))
+    # whatever asks first (a dataset lookup imports the plugins), bench's K-means stays and the plugin fails
+    code, _, err = run(capsys, "run", "--include", str(folder), "--methods", "K-means", "--datasets", "nowhere",
+                       "--dry-run", "--results", str(tmp_path / "results"))
+    assert code == 2 and "unknown dataset 'nowhere'" in err
+    assert f"plugin {folder / 'taker.py'} not loaded: KeyError" in err
+    # in a fresh interpreter, where a dataset lookup is the first to import the plugins, and a plugin
+    # that imports no part of bench's backbones takes the name of one
+    (folder / "pixels.py").write_text("from bench.registries import BACKBONES\n\n"
+                                      "BACKBONES.register_module(name='pixels', module=type('Mine', (), {}))\n")
+    code = (f"from bench import plugins; plugins.use([{str(folder)!r}]); from bench.data import reader_class; "
+            "reader_class('nowhere'); from bench.registries import BACKBONES; print(BACKBONES.get('pixels').__module__)")
+    out = bench_in_subprocess(code, {"PYTHONPATH": str(ROOT)}, tmp_path)
+    assert out.splitlines()[-1] == "bench.backbones"
+
+
+def test_bench_include_is_include_and_adds_to_it(capsys, tmp_path, monkeypatch):
+    # two folders whose files have the same name: each its own module
+    first = write_plugin(tmp_path / "one", name="Toy one", preset="toy_one", grid="grid_one")
+    second = write_plugin(tmp_path / "two", name="Toy two", preset="toy_two", grid="grid_two", max_iter=7)
+    monkeypatch.setenv(plugins.ENV, str(first))
+    code, out, err = run(capsys, "list", "methods", "--include", str(second))
+    assert code == 0 and not err and "Toy one" in out and "Toy two" in out
+    results = tmp_path / "results"
+    code, out, err = run(capsys, "run", "--grid", "grid_two", "--cluster", "debug", "--results", str(results),
+                         "--include", str(second))
+    assert code == 0, err
+    assert run_config(results, "Toy two")["method"]["max_iter"] == 7
+    monkeypatch.setenv(plugins.ENV, os.pathsep.join([str(first), str(second)]))
+    code, out, err = run(capsys, "run", "--grid", "grid_one", "--methods", "Toy one", "Toy two", "--dry-run",
+                         "--results", str(results))
+    assert code == 0, err
+    assert "1 done, 1 would run" in out
+
+    code, _, err = run(capsys, "list", "grids", "--include", str(tmp_path / "nowhere"))
+    assert code == 2 and len(err.splitlines()) == 1 and "nowhere: not a directory" in err
+
+
+def test_a_broken_plugin_is_one_warning_and_its_name_one_error(capsys, tmp_path):
+    folder = write_plugin(tmp_path / "plugin")
+    (folder / "broken.py").write_text("from bench.registries import METHODS\n\nfoo\n")
+    (folder / "needs.py").write_text("import a_module_nobody_installed\n")
+    (folder / "_helper.py").write_text("this is not python\n")  # `_` files are the plugin's own, never imported
+    code, out, err = run(capsys, "list", "methods", "--include", str(folder))
+    assert code == 0 and "Toy means" in out
+    assert err.splitlines() == [
+        f"bench: warning: plugin {folder / 'broken.py'} not loaded: NameError: name 'foo' is not defined",
+        f"bench: warning: plugin {folder / 'needs.py'} not loaded: "
+        "ModuleNotFoundError: No module named 'a_module_nobody_installed'"]
+
+    results = tmp_path / "results"
+    code, out, err = run(capsys, "run", "--include", str(folder), "--grid", "toy_grid", "--cluster", "debug",
+                         "--results", str(results))
+    assert code == 0 and "1 done, 0 failed" in out  # everything else works
+
+    code, _, err = run(capsys, "run", "--include", str(folder), "--methods", "Broken", "--dry-run",
+                       "--results", str(results))
+    assert code == 2 and "Traceback" not in err
+    (line,) = err.splitlines()
+    assert line.startswith("bench: error: unknown method 'Broken'; known: ")
+    assert f"plugin {folder / 'broken.py'} not loaded: NameError: name 'foo' is not defined" in line
+
+
+def test_a_plugin_grid_or_preset_never_shadows_benchs(capsys, tmp_path):
+    from bench.registries import GRIDS_DIR, PRESETS_DIR
+
+    folder = write_plugin(tmp_path / "plugin")
+    (folder / "grids" / "smoke.py").write_text(GRID.format(name="Toy means"))
+    code, _, err = run(capsys, "list", "grids", "--include", str(folder))
+    (line,) = err.splitlines()
+    assert code == 2 and str(folder / "grids" / "smoke.py") in line and str(GRIDS_DIR / "smoke.py") in line
+
+    (folder / "grids" / "smoke.py").unlink()
+    (folder / "presets" / "kmeans.py").write_text(PRESET.format(max_iter=1))
+    code, _, err = run(capsys, "list", "methods", "--include", str(folder))
+    (line,) = err.splitlines()
+    assert code == 2 and str(folder / "presets" / "kmeans.py") in line and str(PRESETS_DIR / "kmeans.py") in line
+
+
+def bench_in_subprocess(code: str, env: dict[str, str], cwd: Path, stderr: list[str] | None = None) -> str:
+    """Python `code` in a fresh interpreter (a command as a user runs it); its stdout (its stderr's
+    lines appended to `stderr`)."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", **env}, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    if stderr is not None:
+        stderr += done.stderr.splitlines()
+    return done.stdout
+
+
+LIST_METHODS = ("import sys; from bench.cli import main; code = main(['list', 'methods', '--include', %r]); "
+                "print('torch imported' if 'torch' in sys.modules else 'torch not imported')")
+
+
+def test_the_catalogue_follows_a_plugins_files(tmp_path):
+    folder = write_plugin(tmp_path / "plugin")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg-cache"), "PYTHONPATH": str(ROOT)}
+    first = bench_in_subprocess(LIST_METHODS % str(folder), env, tmp_path)
+    assert "Toy means " in first and "torch imported" in first  # built: the classes imported once
+    again = bench_in_subprocess(LIST_METHODS % str(folder), env, tmp_path)
+    assert "Toy means " in again and "torch not imported" in again  # the plugin's method, from the catalogue
+
+    source = folder / "toy_method.py"
+    source.write_text(source.read_text().replace("name='Toy means'", "name='Toy means v2'"))
+    (folder / "presets" / "toy_means.py").write_text(PRESET.format(max_iter=3) + "fast = dict(max_iter=1)\n")
+    edited = bench_in_subprocess(LIST_METHODS % str(folder), env, tmp_path)
+    assert "Toy means v2" in edited and "Toy means " not in edited.replace("Toy means v2", "")
+    assert "presets: code, equations, fast" in edited
+    assert len(list((tmp_path / "xdg-cache" / "bench").glob("catalogue-*.json"))) == 2
+
+
+def test_a_slurm_job_carries_and_imports_the_plugins(tmp_path, monkeypatch):
+    from bench import slurm
+    from bench.registries import METHODS
+    from bench.spec import expand, load_grid
+
+    folder = write_plugin(tmp_path / "plugin")
+    plugins.activate([folder])
+    (spec,) = expand(load_grid("toy_grid"))
+    profile = slurm.load_profile("local")
+
+    class Executor:  # what submit hands each job array: the job callable and its arguments
+        submitted: list[tuple[Any, ...]] = []
+
+        def batch(self) -> Any:
+            return contextlib.nullcontext()
+
+        def submit(self, fn: Any, *args: Any) -> Any:
+            self.submitted.append((pickle.loads(pickle.dumps(fn)), *args))  # as submitit pickles it
+            return type("Job", (), {"job_id": "1_0"})()
+
+    slurm._submit_array(Executor(), [spec], tmp_path / "results", profile, {})
+    ((job, spec_json, results),) = Executor.submitted
+    assert isinstance(job, slurm.SlurmRun) and job.include == (str(folder),)
+
+    # the job's process: a fresh interpreter has neither the plugin nor BENCH_INCLUDE
+    del METHODS._module_dict["Toy means"]
+    for module in [m for m in sys.modules if m.startswith("bench_plugin_")]:
+        del sys.modules[module]
+    plugins.reset()
+    assert job(spec_json, results) == "done"
+    assert "Toy means" in METHODS.module_dict
+    assert (Path(results) / "runs" / spec.run_id / "metrics.parquet").is_file()
+
+
+PYPROJECT = '''[build-system]
+requires = ["setuptools>=64"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "toyplug"
+version = "0.1"
+
+[project.entry-points."bench.plugins"]
+toyplug = "toyplug.bench_plugin"
+broken = "toyplug.broken"
+
+[tool.setuptools]
+packages = ["toyplug"]
+
+[tool.setuptools.package-data]
+toyplug = ["presets/*.py", "grids/*.py"]
+'''
+
+
+def test_an_installed_entry_point_package_runs_on_the_local_workers(tmp_path):
+    package = tmp_path / "toyplug"
+    (package / "toyplug").mkdir(parents=True)
+    (package / "pyproject.toml").write_text(PYPROJECT)
+    (package / "toyplug" / "__init__.py").write_text("")
+    (package / "toyplug" / "broken.py").write_text("raise RuntimeError('this plugin is broken')\n")
+    write_plugin(package / "toyplug", name="Toy entry", preset="toy_entry", grid="toy_entry_grid",
+                 file="bench_plugin.py", max_iter=5)
+    site = tmp_path / "site"
+    pip = subprocess.run([str(PIP), "install", "--no-deps", "--no-build-isolation", "--no-index", "--quiet",
+                          "--target", str(site), str(package)], capture_output=True, text=True, timeout=300)
+    assert pip.returncode == 0, pip.stdout + pip.stderr
+    assert (site / "toyplug" / "presets" / "toy_entry.py").is_file()  # installed, not read from the source
+
+    results = tmp_path / "results"
+    code = textwrap.dedent(f"""
+        from bench.cli import main
+        assert main(['list', 'methods']) == 0
+        assert main(['run', '--grid', 'toy_entry_grid', '--cluster', 'local', '--workers', '1',
+                     '--results', {str(results)!r}]) == 0
+    """)
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg-cache"), "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
+    err: list[str] = []
+    out = bench_in_subprocess(code, env, tmp_path, err)
+    assert any(line.startswith("Toy entry") for line in out.splitlines())
+    assert "1 done, 0 failed" in out
+    # the broken entry point: one line, once (the workers load quietly), naming its installed file
+    assert [line for line in err if "plugin" in line] == [
+        f"bench: warning: plugin {site / 'toyplug' / 'broken.py'} not loaded: RuntimeError: this plugin is broken"]
+    assert run_config(results, "Toy entry")["method"]["max_iter"] == 5  # the package's own preset
