@@ -125,7 +125,7 @@ def test_tail_precision_says_what_the_trained_blocks_computed_in():
     column tells them apart from today's fp32 ones (a GPU is not needed to check what it would say)."""
     import torch
 
-    from bench.runner import tail_precision
+    from bench.run_metrics import tail_precision
     from tests.helpers import tiny_specs
 
     (spec,) = tiny_specs(methods=["EwC"], backbone="timm:vit_tiny_patch16_224")
