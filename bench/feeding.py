@@ -182,12 +182,12 @@ def feed_for(spec: RunSpec, method: Any, data: Any, backbone: Any, device: torch
     reads features, and its features or tokens (`INPUTS`). `clock` is when the run started (its log
     says how long the features took from there)."""
     train = val = test = None
-    if method.reads_features():
+    if method.runs_on.reads_features:
         train, val, test = features_for(spec, data, backbone, device, spec.config["features"]["views"], log,
                                         results=results)
         log(f"features ({spec.config['features']['mode']}): train {tuple(train.plain.shape)} with "
             f"{train.views.shape[1]} stored views, test {tuple(test.plain.shape)}, {time.monotonic() - clock:.1f}s")
-    inputs = INPUTS[method.inputs](method=method, backbone=backbone, data=data, device=device, spec=spec,
+    inputs = INPUTS[method.runs_on.inputs](method=method, backbone=backbone, data=data, device=device, spec=spec,
                                    features=(train, val, test), val_images=val_images, log=log, results=results)
     return Feed(inputs, train, layout.task_of(data.train.labels), spec.seed, device, spec.n_steps,
-                method.sees_past_steps)
+                method.runs_on.sees_past_steps)

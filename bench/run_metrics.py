@@ -14,6 +14,7 @@ import bench
 from bench.evaluate import MetricRow
 from bench.provenance import git_commit, provenance, slurm_job_id, utc_now
 from bench.rundir import METRICS
+from bench.runs_on import RunsOn
 from bench.spec import RunSpec, features_protocol
 from bench.storage import atomic_path
 
@@ -30,14 +31,13 @@ def metrics_frame(spec: RunSpec, rows: list[MetricRow], device: torch.device, st
     identity = dict(run_id=spec.run_id, method=spec.method, preset=spec.preset, label=spec.label,
                     dataset=spec.dataset, split=spec.split_label, n_steps=spec.n_steps, backbone=spec.backbone,
                     seed=spec.seed, reported_A=reported["A"], reported_F=reported["F"],
-                    features=features_protocol(spec.config, inputs=cls.inputs, trains_on_views=cls.trains_on_views,
-                                               warms_up_on_features=cls.warms_up_on_features),
+                    features=features_protocol(spec.config, cls.runs_on),
                     mapping_images=mapping_images)
     columns = dict(
         bench_version=bench.__version__, git_commit=git_commit(), host=socket.gethostname(),
         device=torch.cuda.get_device_name(device) if device.type == "cuda" else device.type,
         slurm_job_id=slurm_job_id(), started_at=started_at, ended_at=utc_now(), duration_s=float(duration),
-        **provenance(device, weights), tail_precision=tail_precision(spec, cls.inputs, device),
+        **provenance(device, weights), tail_precision=tail_precision(spec, cls.runs_on, device),
         threads=str(torch.get_num_threads()))  # the run's own (bench.numerics.fix): a sum's order follows it
     for key, value in {**identity, **columns}.items():
         frame[key] = value
@@ -50,11 +50,11 @@ def write_metrics(out: Path, frame: pd.DataFrame) -> None:
         frame.to_parquet(tmp, index=False)
 
 
-def tail_precision(spec: RunSpec, inputs: str, device: torch.device) -> str:
+def tail_precision(spec: RunSpec, runs_on: RunsOn, device: torch.device) -> str:
     """What the trained blocks computed in: `precision.tails` on CUDA, fp32 on the CPU, "" for a method
     without trained blocks. Runs finished on CUDA before the key existed computed in bf16 and keep
     their ids (the key is left out of them at fp32): this column tells them apart."""
-    if inputs != "tokens":
+    if not runs_on.trains_blocks:
         return ""
     return spec.config.get("precision", {}).get("tails", "fp32") if device.type == "cuda" else "fp32"
 

@@ -4,8 +4,8 @@ every step, so that a killed or requeued run resumes from its last finished step
 metrics).
 
 The protocol is enforced here: a method receives `Step`s holding the unlabelled training data of
-the current step (and earlier steps only if it declares `sees_past_steps`); labels stay with the
-evaluator. What the run is made of is `bench.planning`, what the method is fed `bench.feeding`, and
+the current step (and earlier steps only if it declares `runs_on.sees_past_steps`); labels stay with
+the evaluator. What the run is made of is `bench.planning`, what the method is fed `bench.feeding`, and
 where it is all kept `bench.runstore`, `bench.checkpoint` and `bench.run_metrics`.
 """
 from __future__ import annotations

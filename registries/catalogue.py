@@ -2,9 +2,9 @@
 need to know about the registered methods and backbones, without importing them: the methods import
 torch and the backbones timm, 2 to 5 s on a 2-core machine, for a command that answers in a moment.
 
-The catalogue is read off the classes themselves (their `inputs`, `sees_past_steps`, `preset_file`,
-`hparam_choices`; the paper backbones' block counts) the first time it is needed, and kept in a JSON
-file named by a hash of the files that define them (`methods/*.py` (bench.methods), `bench/backbones.py`,
+The catalogue is read off the classes themselves (their `runs_on`, `preset_file`, `hparam_choices`;
+the paper backbones' block counts) the first time it is needed, and kept in a JSON file named by a hash
+of the files that define them (`methods/*.py` (bench.methods), `bench/runs_on.py`, `bench/backbones.py`,
 `bench/weights.py`): a changed or added source file makes the next command import them once and
 write a new catalogue. Nothing is written twice by hand, and nothing can go stale.
 """
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from bench.runs_on import RunsOn
 from bench.storage import write_atomic
 
 from bench.resources import HERE, resource_dir
@@ -25,14 +26,22 @@ from bench.resources import HERE, resource_dir
 
 @dataclass(frozen=True)
 class MethodInfo:
-    inputs: str
-    sees_past_steps: bool
+    runs_on: RunsOn
     preset_file: str
     hparam_choices: Mapping[str, tuple[Any, ...]]
 
+    @property
+    def inputs(self) -> str:
+        return self.runs_on.inputs
+
+    @property
+    def sees_past_steps(self) -> bool:
+        return self.runs_on.sees_past_steps
+
 
 def _sources() -> list[Path]:
-    return sorted(resource_dir("methods").glob("*.py")) + [HERE / "backbones.py", HERE / "weights.py"]
+    return sorted(resource_dir("methods").glob("*.py")) + [HERE / name for name in ("runs_on.py", "backbones.py",
+                                                                                    "weights.py")]
 
 
 def _fingerprint() -> str:
@@ -52,8 +61,7 @@ def read_classes() -> dict[str, Any]:
     from bench.registries import BACKBONES, METHODS, load_all
 
     load_all()
-    methods = {name: {"inputs": cls.inputs, "sees_past_steps": bool(cls.sees_past_steps),
-                      "preset_file": cls.preset_file,
+    methods = {name: {"runs_on": cls.runs_on.to_dict(), "preset_file": cls.preset_file,
                       "hparam_choices": {k: list(v) for k, v in cls.hparam_choices.items()}}
                for name, cls in METHODS.module_dict.items()}
     depths = {name: block_count(name, {}) for name in BACKBONES.module_dict if name != "timm"}
@@ -88,9 +96,8 @@ def method_info(name: str) -> MethodInfo | None:
         cls = METHODS.get(name)
         if cls is None:
             return None
-        entry = {"inputs": cls.inputs, "sees_past_steps": cls.sees_past_steps, "preset_file": cls.preset_file,
-                 "hparam_choices": cls.hparam_choices}
-    return MethodInfo(entry["inputs"], bool(entry["sees_past_steps"]), entry["preset_file"],
+        entry = {"runs_on": cls.runs_on.to_dict(), "preset_file": cls.preset_file, "hparam_choices": cls.hparam_choices}
+    return MethodInfo(RunsOn.from_dict(entry["runs_on"]), entry["preset_file"],
                       {k: tuple(v) for k, v in entry["hparam_choices"].items()})
 
 

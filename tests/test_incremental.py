@@ -21,7 +21,7 @@ from bench.registries import METHODS
 from tests.helpers import killed_then_resumed, tiny_specs
 from tests.test_pins import digest
 
-TAIL_METHODS = sorted(name for name, cls in METHODS.module_dict.items() if cls.inputs == "tokens")
+TAIL_METHODS = sorted(name for name, cls in METHODS.module_dict.items() if cls.runs_on.inputs == "tokens")
 TINY_VIT = {"backbone.kwargs.depth": 2, "method.warmup_epochs": 2, "method.epochs": 2, "method.stage1_epochs": 2,
             "method.stage2_epochs": 2, "method.batch_size": 16, "method.buffer_size": 8, "method.ssl_epochs": 2,
             "method.ssl_batch_size": 16, "method.proj_hidden_dim": 16, "method.pred_hidden_dim": 16,

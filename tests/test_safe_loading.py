@@ -18,7 +18,7 @@ from tests.helpers import killed_then_resumed, tiny_specs
 
 load_all()
 FEATURE_METHODS = sorted(name for name, cls in METHODS.module_dict.items()
-                         if cls.inputs == "features" and not name.startswith("_"))
+                         if cls.runs_on.inputs == "features" and not name.startswith("_"))
 
 
 class Payload:
