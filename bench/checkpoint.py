@@ -8,6 +8,7 @@ stored as tagged tensors, since numpy's types are globals `weights_only` refuses
 from __future__ import annotations
 
 import pickle
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -16,10 +17,39 @@ import torch
 
 from bench import predictions
 from bench.errors import first_line
+from bench.evaluate import MetricRow
+from bench.provenance import utc_now
 from bench.rundir import CHECKPOINT, set_aside
 from bench.storage import atomic_path
 
 NUMPY = "__bench_numpy__"  # the tag of a numpy value stored as a tensor in a checkpoint
+
+
+@dataclass
+class Progress:
+    """What a run has recorded so far, besides its method's and evaluator's state: its metric rows, what
+    its evaluator was given (`bench.predictions`), the next step to run, when its first attempt started
+    and how long earlier attempts computed (a resumed run reports its whole duration)."""
+
+    rows: list[MetricRow] = field(default_factory=list)
+    stored: dict[str, np.ndarray] = field(default_factory=dict)
+    next_step: int = 0
+    started_at: str = field(default_factory=utc_now)
+    spent: float = 0.0
+
+    @classmethod
+    def of(cls, state: dict[str, Any] | None) -> "Progress":
+        """A checkpoint's progress, or a fresh run's (None)."""
+        if state is None:
+            return cls()
+        return cls([MetricRow(**r) for r in state["rows"]], dict(state.get("predictions", {})), state["step"] + 1,
+                   state["started_at"], state["duration_s"])
+
+    def state(self, step: int, method: Any, evaluator: Any, duration: float, threads: int) -> dict[str, Any]:
+        """The checkpoint after `step` (`duration`: seconds this attempt has computed so far)."""
+        return {"step": step, "method": method.state_dict(), "evaluator": evaluator.state_dict(),
+                "rows": [asdict(r) for r in self.rows], "predictions": self.stored, "started_at": self.started_at,
+                "duration_s": self.spent + duration, "threads": threads}
 
 
 def read_checkpoint(out: Path, log: Callable[[str], None]) -> dict[str, Any] | None:

@@ -14,7 +14,6 @@ import os
 import random
 import time
 import traceback
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -26,7 +25,6 @@ from bench import checkpoint, numerics, predictions
 from bench.evaluate import Evaluator, MetricRow
 from bench.feeding import Feed, feed_for
 from bench.planning import assemble, device_of, threads_of
-from bench.provenance import utc_now
 from bench.run_metrics import metrics_frame
 from bench.rundir import (CHECKPOINT, DONE, ERROR, METRICS, RunBusy, check_writable, invalidate,  # noqa: F401
                           is_done, run_dir, set_aside, unreadable)
@@ -89,53 +87,58 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
     method, layout, data, val_images = parts.method, parts.layout, parts.data, parts.val_images
     feed = feed_for(spec, method, data, parts.backbone, device, val_images, layout, log, out.parent.parent, clock)
     evaluator = Evaluator(layout)
-    rows: list[MetricRow] = []
-    stored: dict[str, np.ndarray] = {}  # what the evaluator was given (bench.predictions)
-    first_step, started_at, spent = 0, utc_now(), 0.0
+    progress = checkpoint.Progress.of(state)
     if state is not None:
         method.load_state_dict(state["method"])
         evaluator.load_state_dict(state["evaluator"])
-        rows = [MetricRow(**r) for r in state["rows"]]
-        stored = dict(state.get("predictions", {}))
-        first_step, started_at, spent = state["step"] + 1, state["started_at"], state["duration_s"]
         log(f"resuming after step {state['step']}")
 
-    test_task = layout.task_of(data.test.labels)
-    val_task = layout.task_of(val_images.labels)
-    for t in range(first_step, spec.n_steps):
-        # learn
+    val = (val_images.labels, layout.task_of(val_images.labels))
+    test = (data.test.labels, layout.task_of(data.test.labels))
+    for t in range(progress.next_step, spec.n_steps):
         seed_everything(spec.seed * 1000 + t)
         method.learn(feed.step(t, layout))
+        step_rows, given = _evaluate(method, feed, evaluator, t, val, test)
+        progress.rows.extend(step_rows)
+        predictions.record(progress.stored, t, **given)
+        _log_step(log, t, spec.n_steps, step_rows)
+        checkpoint.save_checkpoint(out / CHECKPOINT,
+                                   progress.state(t, method, evaluator, time.monotonic() - clock, threads))
 
-        # evaluate: freeze task t's map on its val images, re-fit the earlier ones', test on every task seen
-        val_pred = {s: _task_predictions(method, feed, s, np.flatnonzero(val_task == s)) for s in range(t + 1)}
-        val_labels = {s: val_images.labels[val_task == s] for s in range(t + 1)}
-        evaluator.freeze_mapping(t, val_labels[t], val_pred[t])
-        refit = {s: evaluator.fit_mapping(s, val_labels[s], val_pred[s]) for s in range(t)}
-        seen = np.flatnonzero(test_task <= t)
-        unified, task_pred = _predict(method, feed.batches("test", seen), t, test_task[seen] == t)
-        step_rows = evaluator.evaluate(t, data.test.labels[seen], unified, task_pred, refit=refit)
-
-        # record
-        rows.extend(step_rows)
-        predictions.record(stored, t, val_labels=val_labels[t], val_pred=val_pred[t],
-                           test_labels=data.test.labels[seen], unified=unified, task_pred=task_pred,
-                           mapping=evaluator.mappings[t], refit_pred=[val_pred[s] for s in range(t)])
-        acc = {(r.group, r.flavour): r.value for r in step_rows if r.metric == "acc"}
-        log(f"step {t + 1}/{spec.n_steps}: task-specific {acc[(f'task_{t}', 'task')]:.1f}, "
-            f"all wo {acc[('all', 'wo')]:.1f}, all w {acc[('all', 'w')]:.1f}")
-        state = {"step": t, "method": method.state_dict(), "evaluator": evaluator.state_dict(),
-                 "rows": [asdict(r) for r in rows], "predictions": stored, "started_at": started_at,
-                 "duration_s": spent + time.monotonic() - clock, "threads": threads}
-        checkpoint.save_checkpoint(out / CHECKPOINT, state)
-
-    rows.extend(evaluator.summary(rows, spec.n_steps))
-    frame = metrics_frame(spec, rows, device, started_at, spent + time.monotonic() - clock, parts.mapping_images,
-                          weights=parts.backbone.weights)
-    finish(out, layout, stored, spec.run_id, frame)
+    rows = progress.rows + evaluator.summary(progress.rows, spec.n_steps)
+    frame = metrics_frame(spec, rows, device, progress.started_at, progress.spent + time.monotonic() - clock,
+                          parts.mapping_images, weights=parts.backbone.weights)
+    finish(out, layout, progress.stored, spec.run_id, frame)
     summary = {(r.flavour, r.metric): r.value for r in rows if r.group == "summary"}
     shown = {name: f"{name}={summary[source]:.1f} ({'/'.join(source)})" for name, source in method.reported.items()}
     log(f"done: {shown['A']} {shown['F']}")
+
+
+Labelled = tuple[np.ndarray, np.ndarray]  # the labels of a split's images, and the task of each
+
+
+def _evaluate(method: Any, feed: Feed, evaluator: Evaluator, t: int, val: Labelled,
+              test: Labelled) -> tuple[list[MetricRow], dict[str, Any]]:
+    """Step `t`'s metric rows, and what the evaluator was given for them (`bench.predictions.record`):
+    task t's map is frozen on its val images, the earlier tasks' re-fitted on theirs, and the test
+    images of every task seen so far are scored."""
+    (val_labels_all, val_task), (test_labels, test_task) = val, test
+    val_pred = {s: _task_predictions(method, feed, s, np.flatnonzero(val_task == s)) for s in range(t + 1)}
+    val_labels = {s: val_labels_all[val_task == s] for s in range(t + 1)}
+    evaluator.freeze_mapping(t, val_labels[t], val_pred[t])
+    refit = {s: evaluator.fit_mapping(s, val_labels[s], val_pred[s]) for s in range(t)}
+    seen = np.flatnonzero(test_task <= t)
+    unified, task_pred = _predict(method, feed.batches("test", seen), t, test_task[seen] == t)
+    step_rows = evaluator.evaluate(t, test_labels[seen], unified, task_pred, refit=refit)
+    given = dict(val_labels=val_labels[t], val_pred=val_pred[t], test_labels=test_labels[seen], unified=unified,
+                 task_pred=task_pred, mapping=evaluator.mappings[t], refit_pred=[val_pred[s] for s in range(t)])
+    return step_rows, given
+
+
+def _log_step(log: Log, t: int, n_steps: int, step_rows: list[MetricRow]) -> None:
+    acc = {(r.group, r.flavour): r.value for r in step_rows if r.metric == "acc"}
+    log(f"step {t + 1}/{n_steps}: task-specific {acc[(f'task_{t}', 'task')]:.1f}, "
+        f"all wo {acc[('all', 'wo')]:.1f}, all w {acc[('all', 'w')]:.1f}")
 
 
 @torch.no_grad()
