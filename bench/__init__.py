@@ -5,8 +5,8 @@ pandas: the commands that run nothing rely on it):
 
 - `bench.run(...)`, `bench.report(...)`: what `bench run` and `bench report` do (`bench.api`; the
   report's parts are `bench.reporting`);
-- the base classes of a plugin: `Method` and `Step` (a method), `DatasetReader` (a dataset reader),
-  `Backbone` (a backbone);
+- the base classes of a plugin: `Method`, `Step` and `RunsOn` (a method and what it runs on),
+  `DatasetReader` (a dataset reader), `Backbone` (a backbone);
 - the registries they register in: `METHODS`, `DATASETS`, `BACKBONES`;
 - `RunSpec` (one run), `BenchError` (every user-facing error), `method_slug`, `resolve_method`.
 """
@@ -32,7 +32,7 @@ if checkout_root() is not None:
 # public name -> the module that defines it
 _PUBLIC: dict[str, str] = {
     "run": "bench.api", "report": "bench.api", "RunOutcome": "bench.api", "ReportOutcome": "bench.api",
-    "Method": "bench.methods.base", "Step": "bench.methods.base",
+    "Method": "bench.methods.base", "Step": "bench.methods.base", "RunsOn": "bench.runs_on",
     "DatasetReader": "bench.data.base", "LoadedDataset": "bench.data.base", "ImageSet": "bench.data.base",
     "Backbone": "bench.backbones",
     "METHODS": "bench.registries", "DATASETS": "bench.registries", "BACKBONES": "bench.registries",

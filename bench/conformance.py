@@ -12,7 +12,7 @@ line each:
 - `runs on the smoke grid (features|tokens)`: a run finishes on what the method declares it reads;
 - `no labels reach it`: no Step it is given carries a label (a `labels` field with a class in it);
 - `no earlier step's data reach it`: `past` and `past_tokens` are empty, unless the method declares
-  itself a reference (`sees_past_steps`);
+  itself a reference (`runs_on.sees_past_steps`);
 - `its outputs ignore the training labels`: a run with the training labels permuted within each
   step's classes (same images, same order) gives exactly the same predictions;
 - `state_dict round-trips`: after every step, a fresh instance given `load_state_dict(state_dict())`
@@ -61,24 +61,30 @@ class Check:
         return f"PASS {self.name}" if self.ok else f"FAIL {self.name}: {self.reason}"
 
 
-# -- what a method declares, read in one place (the class flags may become one declared object) --
+# -- what a method declares (its `runs_on`), read in one place --
 
 def reads_inputs(cls: type) -> str:
     """What the runner feeds the method: "features" or "tokens"."""
-    return str(cls.inputs)
+    return str(cls.runs_on.inputs)
 
 
 def is_reference(cls: type) -> bool:
     """Whether it declares itself a reference that sees earlier steps' data."""
-    return bool(cls.sees_past_steps)
+    return bool(cls.runs_on.sees_past_steps)
 
 
-# -- the pieces of the runner the kit hooks into (bench.runner today) --
+# -- the pieces of the runner the kit hooks into: the run itself, and where its dataset is read --
 
 def _runner() -> Any:
     import bench.runner
 
     return bench.runner
+
+
+def _planning() -> Any:
+    import bench.planning
+
+    return bench.planning
 
 
 @contextmanager
@@ -304,12 +310,12 @@ class _Run:
 
 def _run(spec: Any, results: Path, cls: type, *, kill_at: int | None = None,
          relabel: bool = False) -> _Run:
-    runner = _runner()
+    planning = _planning()
     spy = _Spy(cls, kill_at=kill_at)
-    build = runner.build_dataset
+    build = planning.build_dataset
     try:
-        with spy.installed(), _patched(runner, "build_dataset", _relabelled(build, spec.n_steps) if relabel else build):
-            return _Run(runner.execute(spec, results), spy)
+        with spy.installed(), _patched(planning, "build_dataset", _relabelled(build, spec.n_steps) if relabel else build):
+            return _Run(_runner().execute(spec, results), spy)
     except _Killed:
         return _Run(None, spy, "killed")
     except Exception as err:
@@ -319,7 +325,9 @@ def _run(spec: Any, results: Path, cls: type, *, kill_at: int | None = None,
 def _metrics(out: Path) -> Any:
     import pandas as pd
 
-    frame = pd.read_parquet(out / _runner().METRICS)
+    from bench.rundir import METRICS
+
+    frame = pd.read_parquet(out / METRICS)
     return frame[["step", "group", "flavour", "metric", "value"]].reset_index(drop=True)
 
 

@@ -64,7 +64,7 @@ def check_tail_backbones(specs: Sequence[Any]) -> None:
 
     depths: dict[str, int] = {}
     for spec in specs:
-        if method_info(spec.method).inputs != "tokens":
+        if not method_info(spec.method).runs_on.trains_blocks:
             continue
         key = f"{spec.backbone} {sorted(spec.config['backbone']['kwargs'].items())}"
         if key not in depths:

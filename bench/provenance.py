@@ -1,5 +1,5 @@
 """What decides a run's numbers besides its spec: library versions, the CUDA stack, the backbone's
-weights file. Every run records them as columns of its `metrics.parquet` (see `runner._frame` and
+weights file. Every run records them as columns of its `metrics.parquet` (see `bench.run_metrics` and
 results/README.md), and `bench report` warns when it would average runs that differ in them.
 
 Float results differ in their last bits between torch releases, CUDA/cuDNN versions, GPUs and even
@@ -8,6 +8,9 @@ a difference visible rather than averaged away."""
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,3 +73,26 @@ def provenance(device: torch.device, pretrained: Any) -> dict[str, str]:
     """The version columns of a run that computed on `device` with backbone weights `pretrained`
     (`device` itself is recorded by the runner, as the GPU's name)."""
     return {**library_versions(), **cuda_versions(device), "weights_sha256": weights_sha256(pretrained)}
+
+
+def utc_now() -> str:
+    """A run's timestamps (log lines, started/ended columns, the DONE marker): UTC, to the second."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def git_commit() -> str:
+    """The commit of bench's source when it is a git checkout; "" for an installed copy."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                             text=True, timeout=5)
+        return out.stdout.strip() if out.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def slurm_job_id() -> str:
+    """The SLURM job (`<array job>_<task>` for an array task) the run computed in; "" outside SLURM."""
+    job = os.environ.get("SLURM_ARRAY_JOB_ID")
+    if job:
+        return f"{job}_{os.environ.get('SLURM_ARRAY_TASK_ID', '')}"
+    return os.environ.get("SLURM_JOB_ID", "")

@@ -34,6 +34,7 @@ from typing import Any, Mapping, Sequence
 from mmengine.config import Config
 
 from bench.errors import BenchError, unknown
+from bench.runs_on import RunsOn
 
 SPLITS: dict[str, int] = {"2-step": 2, "5-step": 5, "10-step": 10}
 # How `bench report` lays out a block's table (bench/reporting/layouts.py builds each); named here so
@@ -86,21 +87,20 @@ def method_label(method: str, preset: str) -> str:
     return method if preset == DEFAULT_PRESET else f"{method} [{preset}]"
 
 
-def features_protocol(config: Mapping[str, Any], *, inputs: str = "features", trains_on_views: bool = True,
-                      warms_up_on_features: bool = False) -> str:
+def features_protocol(config: Mapping[str, Any], runs_on: RunsOn = RunsOn()) -> str:
     """How a run's training views were computed, as reports state it: `bank V=8` (V stored views per
     training image, drawn from again every epoch), `exact` (fresh views every epoch, the paper's
     protocol), `plain features` (a method that trains on no views, K-means), or for methods that
     train tails `images, fresh views` (with how their head warm-up on frozen features drew its views)."""
     feat = config["features"]
-    if not trains_on_views:
+    if not runs_on.trains_on_views:
         return "plain features"
     views = f"bank V={feat['views']}" if feat["mode"] == "bank" else "exact"
-    if inputs != "tokens":
+    if runs_on.inputs != "tokens":
         return views
     tokens = (f"token bank V={feat['views']}" if feat["mode"] == "bank" and feat.get("tokens") == "bank"
               else "images, fresh views")
-    return tokens + (f"; head warm-up {views}" if warms_up_on_features else "")
+    return tokens + (f"; head warm-up {views}" if runs_on.warms_up_on_features else "")
 
 
 @dataclass(frozen=True)

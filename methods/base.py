@@ -7,6 +7,9 @@ from typing import Any, ClassVar, Mapping
 import torch
 
 from bench.features import FeatureViews
+from bench.runs_on import RunsOn
+
+__all__ = ["Method", "REFITTED", "RunsOn", "Step"]
 
 
 @dataclass
@@ -15,9 +18,9 @@ class Step:
 
     `offset` is the first class index of the step and `n_classes` its class count (known to the
     method, as in the paper). `train` holds the step's features (stored plain features and views);
-    methods that train tails (`inputs = "tokens"`) also get `tokens`, the frozen prefix's tokens of
-    the step's images (`bench.tokens`). `past` and `past_tokens` hold earlier steps' data and are
-    filled only for methods that declare `sees_past_steps` (the references)."""
+    methods that train tails (`runs_on.inputs == "tokens"`) also get `tokens`, the frozen prefix's
+    tokens of the step's images (`bench.tokens`). `past` and `past_tokens` hold earlier steps' data and
+    are filled only for methods that declare `runs_on.sees_past_steps` (the references)."""
 
     index: int
     n_classes: int
@@ -41,15 +44,14 @@ class Method:
     `hparams` are the resolved `method` section of the run's config (the preset's keys).
     """
 
-    inputs: ClassVar[str] = "features"  # or "tokens": what the runner feeds it (bench.runner.INPUTS)
-    sees_past_steps: ClassVar[bool] = False
+    # What it can run on (features or tokens, whether it sees earlier steps, views, a warm-up on
+    # features): one declaration that the runner, the catalogue and the checks before a run all read.
+    runs_on: ClassVar[RunsOn] = RunsOn()
     # Where its reported A and F come from: (flavour, summary metric) of the evaluator's rows. The
     # paper reports every method task-agnostically ("wo"), except K-means' A (one Hungarian match);
     # for EwC, LwF, DER, CaSSLe and ResTune the authors' testers re-fitted each task's map at every
     # evaluation (`REFITTED`). Every run records all flavours; this says which one its A and F are.
     reported: ClassVar[Mapping[str, tuple[str, str]]] = {"A": ("wo", "A"), "F": ("wo", "F")}
-    trains_on_views: ClassVar[bool] = True  # False: only plain features (no augmented views) reach it
-    warms_up_on_features: ClassVar[bool] = False  # a tail method whose head warm-up reads `step.train`
     # the valid values of its string hyper-parameters, checked with every config value before a run
     hparam_choices: ClassVar[Mapping[str, tuple[Any, ...]]] = {}
     preset_file: ClassVar[str]  # registries/presets/<preset_file>.py
@@ -58,11 +60,6 @@ class Method:
         self.feature_dim = feature_dim
         self.seed = seed
         self.hparams = hparams
-
-    @classmethod
-    def reads_features(cls) -> bool:
-        """Whether it reads `step.train` (the feature bank): the runner builds the bank only then."""
-        return cls.inputs == "features" or cls.warms_up_on_features
 
     def bind(self, backbone: torch.nn.Module, precision: str = "fp32") -> None:
         """Called by the runner with the frozen pre-trained backbone and the run's `precision.tails`
@@ -74,7 +71,7 @@ class Method:
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
         """Unified head over every class seen so far (N × Σ C_s). `x` holds what the method's
-        `inputs` declares: features, or the prefix's tokens."""
+        `runs_on.inputs` declares: features, or the prefix's tokens."""
         raise NotImplementedError
 
     def task_logits(self, x: torch.Tensor, task: int) -> torch.Tensor:

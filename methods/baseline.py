@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from bench.methods.base import Method, Step
+from bench.methods.base import Method, RunsOn, Step
 from bench.methods.blocks import SWAP_REDUCTIONS, CosineHead, train_head_swapped
 from bench.registries import METHODS
 
@@ -18,6 +18,7 @@ from bench.registries import METHODS
 @METHODS.register_module(name="Baseline")
 class Baseline(Method):
     preset_file = "baseline"
+    runs_on = RunsOn()
     hparam_choices = {"swap_reduction": SWAP_REDUCTIONS}
 
     def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:

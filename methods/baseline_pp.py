@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from bench.methods.base import Step
+from bench.methods.base import RunsOn, Step
 from bench.methods.baseline import WithStudent
 from bench.methods.blocks import CosineHead, PrototypeStats, concatenated_head, hard_cross_entropy
 from bench.methods.loop import train_epochs
@@ -46,6 +46,7 @@ def ktrfr_loss(current_logits: torch.Tensor, current_targets: torch.Tensor, repl
 @METHODS.register_module(name="Baseline++")
 class BaselinePlusPlus(WithStudent):
     preset_file = "baseline_pp"
+    runs_on = RunsOn()
     hparam_choices = {**WithStudent.hparam_choices, "ktrfr_reduction": KTRFR_REDUCTIONS, "init_from": STUDENT_INITS}
 
     def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:

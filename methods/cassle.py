@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench.methods.base import REFITTED, Step
+from bench.methods.base import REFITTED, RunsOn, Step
 from bench.methods.blocks import SWAP_REDUCTIONS, CosineHead, train_head_swapped
 from bench.methods.loop import train_epochs
 from bench.methods.tails import OneTailHeads, Tail
@@ -109,6 +109,7 @@ class StepFeatures:
 @METHODS.register_module(name="CaSSLe")
 class CaSSLe(OneTailHeads):
     preset_file = "cassle"
+    runs_on = RunsOn(inputs="tokens")
     reported = REFITTED  # its tester re-fits each task's map at every evaluation from the current block
     hparam_choices = {"swap_reduction": SWAP_REDUCTIONS}
 

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from bench.methods.base import Step
+from bench.methods.base import RunsOn, Step
 from bench.methods.buffers import ReservoirBuffer
 from bench.methods.finetuned import FineTunedIL
 from bench.registries import METHODS
@@ -25,6 +25,7 @@ from bench.registries import METHODS
 @METHODS.register_module(name="DER")
 class DER(FineTunedIL):
     preset_file = "der"
+    runs_on = RunsOn(inputs="tokens")
     trains_old_heads = True
 
     def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:

@@ -16,7 +16,7 @@ from typing import Any, Iterable
 import torch
 import torch.nn.functional as F
 
-from bench.methods.base import Step
+from bench.methods.base import RunsOn, Step
 from bench.methods.finetuned import FineTunedIL
 from bench.registries import METHODS
 
@@ -55,6 +55,7 @@ def ewc_penalty(tail: torch.nn.Module, fisher: dict[str, torch.Tensor], anchor: 
 @METHODS.register_module(name="EwC")
 class EwC(FineTunedIL):
     preset_file = "ewc"
+    runs_on = RunsOn(inputs="tokens")
 
     def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
         super().__init__(feature_dim, seed, **hparams)

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from bench.methods.base import Step
+from bench.methods.base import RunsOn, Step
 from bench.methods.blocks import SWAP_REDUCTIONS, CosineHead, PrototypeStats, clustering_scale, swapped_loss
 from bench.methods.loop import step_lr, train_epochs
 from bench.methods.rankstats import pairwise_bce, rank_pair_targets, sigmoid_rampup
@@ -45,6 +45,7 @@ def feature_distance(old: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
 @METHODS.register_module(name="FRoST")
 class FRoST(PairedTails):
     preset_file = "frost"
+    runs_on = RunsOn(inputs="tokens")
     hparam_choices = {"labelling": LABELLINGS, "schedule": SCHEDULES, "swap_reduction": SWAP_REDUCTIONS}
 
     def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:

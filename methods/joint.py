@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from bench.methods.base import Step
+from bench.methods.base import RunsOn, Step
 from bench.methods.baseline import WithStudent
 from bench.methods.blocks import CosineHead, concatenated_head, hard_cross_entropy
 from bench.methods.loop import train_epochs
@@ -20,7 +20,7 @@ from bench.registries import METHODS
 @METHODS.register_module(name="Joint (frozen)")
 class JointFrozen(WithStudent):
     preset_file = "joint_frozen"
-    sees_past_steps = True
+    runs_on = RunsOn(sees_past_steps=True)  # a reference: trains on every step seen so far
 
     def learn(self, step: Step) -> None:
         super().learn(step)

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from bench.methods.base import Step
+from bench.methods.base import RunsOn, Step
 from bench.methods.baseline import Baseline
 from bench.methods.blocks import CosineHead, concatenated_head, hard_cross_entropy, swapped_loss
 from bench.methods.loop import train_epochs
@@ -25,9 +25,9 @@ Pair = tuple[dict[str, torch.Tensor], torch.Tensor]  # (tail blocks' weights, he
 
 @METHODS.register_module(name="Joint (unfrozen)")
 class JointUnfrozen(PairedTails, Baseline):
-    sees_past_steps = True
-    warms_up_on_features = True  # the Baseline head h^t on step.train
     preset_file = "joint_unfrozen"
+    # a reference on every step seen so far; its Baseline head h^t warms up on frozen features (step.train)
+    runs_on = RunsOn(inputs="tokens", sees_past_steps=True, warms_up_on_features=True)
 
     def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
         super().__init__(feature_dim, seed, **hparams)

@@ -16,16 +16,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bench.methods.base import Method, Step
+from bench.methods.base import Method, RunsOn, Step
 from bench.registries import METHODS
 
 
 @METHODS.register_module(name="K-means")
 class KMeansReference(Method):
     preset_file = "kmeans"
-    sees_past_steps = True
+    runs_on = RunsOn(sees_past_steps=True, trains_on_views=False)  # a reference on plain features only
     reported = {"A": ("w", "A_sample"), "F": ("wo", "F")}
-    trains_on_views = False  # plain features only
     hparam_choices = {"init": ("k-means++", "random")}
 
     def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from bench.methods.base import Step
+from bench.methods.base import RunsOn, Step
 from bench.methods.blocks import CosineHead
 from bench.methods.finetuned import FineTunedIL
 from bench.methods.tails import Tail
@@ -49,6 +49,7 @@ def distillation(student: torch.Tensor, teacher: torch.Tensor, temperature: floa
 @METHODS.register_module(name="LwF")
 class LwF(FineTunedIL):
     preset_file = "lwf"
+    runs_on = RunsOn(inputs="tokens")
     trains_old_heads = True
     hparam_choices = {**FineTunedIL.hparam_choices, "kd_direction": KD_DIRECTIONS}
 

@@ -32,7 +32,7 @@ from torch import nn
 
 from bench.features import autocast_for
 from bench.tokens import vit_of
-from bench.methods.base import REFITTED, Step
+from bench.methods.base import REFITTED, RunsOn, Step
 from bench.methods.blocks import SWAP_REDUCTIONS, CosineHead, clustering_scale, swapped_loss
 from bench.methods.loop import train_epochs
 from bench.methods.tails import SharesBackbone, Tail, TailMethod
@@ -104,6 +104,7 @@ def restune_kd(student: list[torch.Tensor], teacher: list[torch.Tensor], old_hea
 @METHODS.register_module(name="ResTune")
 class ResTune(TailMethod):
     preset_file = "restune"
+    runs_on = RunsOn(inputs="tokens")
     reported = REFITTED  # its tester re-fits each task's map at every evaluation from the current encoder
     hparam_choices = {"swap_reduction": SWAP_REDUCTIONS}
 

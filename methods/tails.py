@@ -18,7 +18,7 @@ from torch import nn
 
 from bench.features import autocast_for
 from bench.tokens import first_trainable_block, vit_of
-from bench.methods.base import Method
+from bench.methods.base import Method, RunsOn
 
 
 class SharesBackbone(nn.Module):
@@ -114,7 +114,7 @@ class TailMethod(Method):
     `precision.tails` before the first step (also after a resume) and builds the prefix up to
     `first_trainable`."""
 
-    inputs = "tokens"
+    runs_on = RunsOn(inputs="tokens")
 
     def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
         super().__init__(feature_dim, seed, **hparams)

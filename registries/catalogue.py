@@ -2,9 +2,9 @@
 need to know about the registered methods and backbones, without importing them: the methods import
 torch and the backbones timm, 2 to 5 s on a 2-core machine, for a command that answers in a moment.
 
-The catalogue is read off the classes themselves (their `inputs`, `sees_past_steps`, `preset_file`,
-`hparam_choices`; the paper backbones' block counts) the first time it is needed, and kept in a JSON
-file named by a hash of the files that define them (`methods/*.py` (bench.methods), `bench/backbones.py`,
+The catalogue is read off the classes themselves (their `runs_on`, `preset_file`, `hparam_choices`;
+the paper backbones' block counts) the first time it is needed, and kept in a JSON file named by a hash
+of the files that define them (`methods/*.py` (bench.methods), `bench/runs_on.py`, `bench/backbones.py`,
 `bench/weights.py`, and the plugins' files and entry points, `bench.plugins.sources`): a changed or added
 source file makes the next command import them once and write a new catalogue. Nothing is written
 twice by hand, and nothing can go stale. While a plugin fails to import, no catalogue is written: its
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from bench.errors import BenchError
+from bench.runs_on import RunsOn
 from bench.storage import write_atomic
 
 from bench.resources import HERE, resource_dir
@@ -28,8 +29,7 @@ from bench.resources import HERE, resource_dir
 
 @dataclass(frozen=True)
 class MethodInfo:
-    inputs: str
-    sees_past_steps: bool
+    runs_on: RunsOn
     preset_file: str
     hparam_choices: Mapping[str, tuple[Any, ...]]
     preset_dir: str | None = None  # the `presets/` beside a plugin method's file; None: bench's own
@@ -40,9 +40,18 @@ class MethodInfo:
 
         return Path(self.preset_dir or PRESETS_DIR) / f"{self.preset_file}.py"
 
+    @property
+    def inputs(self) -> str:
+        return self.runs_on.inputs
+
+    @property
+    def sees_past_steps(self) -> bool:
+        return self.runs_on.sees_past_steps
+
 
 def _sources() -> list[Path]:
-    return sorted(resource_dir("methods").glob("*.py")) + [HERE / "backbones.py", HERE / "weights.py"]
+    return sorted(resource_dir("methods").glob("*.py")) + [HERE / name for name in ("runs_on.py", "backbones.py",
+                                                                                    "weights.py")]
 
 
 def _fingerprint() -> str:
@@ -67,7 +76,7 @@ def _entry(cls: Any) -> dict[str, Any]:
         defined_in: str | None = inspect.getfile(cls)
     except (TypeError, OSError):  # a class made at run time has no file
         defined_in = None
-    return {"inputs": cls.inputs, "sees_past_steps": bool(cls.sees_past_steps), "preset_file": cls.preset_file,
+    return {"runs_on": cls.runs_on.to_dict(), "preset_file": cls.preset_file,
             "hparam_choices": {k: list(v) for k, v in cls.hparam_choices.items()},
             "preset_dir": preset_dir(defined_in, cls.preset_file)}
 
@@ -127,7 +136,7 @@ def method_info(name: str) -> MethodInfo | None:
         if cls is None:
             return None
         entry = _entry(cls)
-    return MethodInfo(entry["inputs"], bool(entry["sees_past_steps"]), entry["preset_file"],
+    return MethodInfo(RunsOn.from_dict(entry["runs_on"]), entry["preset_file"],
                       {k: tuple(v) for k, v in entry["hparam_choices"].items()}, entry.get("preset_dir"))
 
 

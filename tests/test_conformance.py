@@ -69,10 +69,10 @@ class LabelPeeker(Baseline):
 
     def learn(self, step: Step) -> None:
         super().learn(step)
-        import bench.runner
+        import bench.planning
 
         options = {k.split(".", 1)[1]: v for k, v in TINY_OPTIONS.items() if k.startswith("dataset.")}
-        labels = bench.runner.build_dataset("synthetic", options).train.labels
+        labels = bench.planning.build_dataset("synthetic", options).train.labels
         self.peeked = int(labels[0])
 
     @torch.no_grad()

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from bench.cli import main
-from bench.runner import METRICS, execute, run_dir, step_order
+from bench.feeding import step_order
+from bench.runner import METRICS, execute, run_dir
 from tests.helpers import TINY, tiny_specs
 
 TINY_CLI = [f"{k}={v}" for k, v in TINY.items()] + ["method.epochs=3"]
@@ -101,7 +102,7 @@ def test_each_step_arrives_in_a_seeded_random_order_never_grouped_by_class(monke
 
 
 def test_a_run_records_which_images_froze_the_mapping_and_warns_of_classes_without_one(monkeypatch, tmp_path):
-    import bench.runner as runner
+    import bench.planning as planning
     from bench.data import build_dataset
 
     def without_val_for_class_1(*args, **kwargs):
@@ -109,7 +110,7 @@ def test_a_run_records_which_images_froze_the_mapping_and_warns_of_classes_witho
         data.val = data.train.subset(data.train.labels != 1)  # a held-out partition that misses class 1
         return data
 
-    monkeypatch.setattr(runner, "build_dataset", without_val_for_class_1)
+    monkeypatch.setattr(planning, "build_dataset", without_val_for_class_1)
     (spec,) = tiny_specs(**{"method.epochs": 1})
     out = execute(spec, tmp_path)
     log = (out / "log.txt").read_text()

@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch import nn
 
+import bench.checkpoint as checkpoint
 import bench.runner as runner
 from bench.runner import METRICS, execute
 from bench.methods.base import Step
@@ -20,7 +21,7 @@ from bench.registries import METHODS
 from tests.helpers import killed_then_resumed, tiny_specs
 from tests.test_pins import digest
 
-TAIL_METHODS = sorted(name for name, cls in METHODS.module_dict.items() if cls.inputs == "tokens")
+TAIL_METHODS = sorted(name for name, cls in METHODS.module_dict.items() if cls.runs_on.inputs == "tokens")
 TINY_VIT = {"backbone.kwargs.depth": 2, "method.warmup_epochs": 2, "method.epochs": 2, "method.stage1_epochs": 2,
             "method.stage2_epochs": 2, "method.batch_size": 16, "method.buffer_size": 8, "method.ssl_epochs": 2,
             "method.ssl_batch_size": 16, "method.proj_hidden_dim": 16, "method.pred_hidden_dim": 16,
@@ -221,9 +222,9 @@ def test_every_tail_method_resumes_after_step_1_to_the_same_state(entry, tmp_pat
     extra = {"features.tokens": "bank"} if bank else {}
     (spec,) = tiny_vit_specs(method, splits=["5-step"], preset=preset or "equations", **{"dataset.num_classes": 10}, **extra)
     states = {"whole": [], "resumed": []}
-    real_save = runner._save_checkpoint
+    real_save = checkpoint.save_checkpoint
     target = "whole"
-    monkeypatch.setattr(runner, "_save_checkpoint",
+    monkeypatch.setattr(checkpoint, "save_checkpoint",
                         lambda path, state: states[target].append(digest(state["method"])) or real_save(path, state))
     whole = pd.read_parquet(execute(spec, tmp_path / "whole") / METRICS)
 

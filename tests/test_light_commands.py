@@ -61,7 +61,8 @@ def test_the_catalogue_is_what_the_classes_say():
     assert set(data["methods"]) == set(METHODS.module_dict)
     for name, cls in METHODS.module_dict.items():
         info = catalogue.method_info(name)
-        assert (info.inputs, info.sees_past_steps, info.preset_file) == (cls.inputs, cls.sees_past_steps, cls.preset_file)
+        assert (info.runs_on, info.preset_file) == (cls.runs_on, cls.preset_file)
+        assert (info.inputs, info.sees_past_steps) == (cls.runs_on.inputs, cls.runs_on.sees_past_steps)
         assert info.hparam_choices == {k: tuple(v) for k, v in cls.hparam_choices.items()}
     assert data["depths"] == {"clip-vitb16": 12, "dino-resnet50": 0, "dino-vitb16": 12, "pixels": 0}
 

@@ -19,7 +19,7 @@ from tests.helpers import tiny_specs
 
 load_all()
 FEATURE_METHODS = sorted(name for name, cls in METHODS.module_dict.items()
-                         if cls.inputs == "features" and not name.startswith("_"))
+                         if cls.runs_on.inputs == "features" and not name.startswith("_"))
 
 
 @pytest.mark.parametrize("method", FEATURE_METHODS)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import bench.checkpoint as checkpoint
 import bench.runner as runner
 from tests.helpers import tiny_specs
 
@@ -79,8 +80,8 @@ def test_the_comparison_allows_float_noise_and_catches_a_real_change():
 
 def trained_states(tmp_path: Path, monkeypatch) -> list[dict[str, float]]:
     states = []
-    real = runner._save_checkpoint
-    monkeypatch.setattr(runner, "_save_checkpoint", lambda path, state: states.append(digest(state["method"])) or
+    real = checkpoint.save_checkpoint
+    monkeypatch.setattr(checkpoint, "save_checkpoint", lambda path, state: states.append(digest(state["method"])) or
                         real(path, state))
     (spec,) = tiny_specs(methods=["Joint (unfrozen):equations"], backbone="timm:vit_tiny_patch16_224", **OPTIONS)
     runner.execute(spec, tmp_path)

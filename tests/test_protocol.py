@@ -2,6 +2,7 @@
 references alone see earlier steps."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,7 @@ SEEN: list[Step] = []
 class Spy(KMeansReference):
     """K-means that records every Step it is handed."""
 
-    sees_past_steps = False
+    runs_on = dataclasses.replace(KMeansReference.runs_on, sees_past_steps=False)
 
     def learn(self, step: Step) -> None:
         SEEN.append(step)
@@ -32,7 +33,7 @@ class Spy(KMeansReference):
 
 
 class ReferenceSpy(Spy):
-    sees_past_steps = True
+    runs_on = dataclasses.replace(Spy.runs_on, sees_past_steps=True)
 
 
 @pytest.fixture(autouse=True)

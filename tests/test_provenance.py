@@ -125,11 +125,13 @@ def test_tail_precision_says_what_the_trained_blocks_computed_in():
     column tells them apart from today's fp32 ones (a GPU is not needed to check what it would say)."""
     import torch
 
-    from bench.runner import tail_precision
+    from bench.run_metrics import tail_precision
+    from bench.runs_on import RunsOn
     from tests.helpers import tiny_specs
 
     (spec,) = tiny_specs(methods=["EwC"], backbone="timm:vit_tiny_patch16_224")
     (bf16,) = tiny_specs(methods=["EwC"], backbone="timm:vit_tiny_patch16_224", **{"precision.tails": "bf16"})
     cuda, cpu = torch.device("cuda"), torch.device("cpu")
-    assert (tail_precision(spec, "tokens", cuda), tail_precision(bf16, "tokens", cuda)) == ("fp32", "bf16")
-    assert tail_precision(bf16, "tokens", cpu) == "fp32" and tail_precision(spec, "features", cuda) == ""
+    tokens, features = RunsOn(inputs="tokens"), RunsOn(inputs="features")
+    assert (tail_precision(spec, tokens, cuda), tail_precision(bf16, tokens, cuda)) == ("fp32", "bf16")
+    assert tail_precision(bf16, tokens, cpu) == "fp32" and tail_precision(spec, features, cuda) == ""

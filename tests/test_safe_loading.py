@@ -18,7 +18,7 @@ from tests.helpers import killed_then_resumed, tiny_specs
 
 load_all()
 FEATURE_METHODS = sorted(name for name, cls in METHODS.module_dict.items()
-                         if cls.inputs == "features" and not name.startswith("_"))
+                         if cls.runs_on.inputs == "features" and not name.startswith("_"))
 
 
 class Payload:
@@ -95,9 +95,9 @@ def test_a_checkpoint_written_before_numpy_values_became_tensors_still_resumes(t
     """Runs in progress when bench began storing numpy values as tensors hold raw numpy arrays in their
     checkpoints: numpy's data constructors are allowed for them (nothing else), so they resume instead
     of starting over."""
-    import bench.runner as runner
+    import bench.checkpoint as checkpoint
 
-    monkeypatch.setattr(runner, "_to_safe", lambda state: state)  # how checkpoints were written before
+    monkeypatch.setattr(checkpoint, "to_safe", lambda state: state)  # how checkpoints were written before
     (spec,) = tiny_specs(methods=["Baseline"], splits=["5-step"], **{"dataset.num_classes": 10})
     whole = pd.read_parquet(execute(spec, tmp_path / "whole") / METRICS)
     out = killed_then_resumed(spec, tmp_path / "resumed", METHODS.get("Baseline"), 2, monkeypatch)

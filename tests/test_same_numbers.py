@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
-import bench.runner as runner
+import bench.checkpoint as checkpoint
 from bench import numerics
 from bench.cli import main
 from bench.runner import METRICS, execute, run_dir
@@ -54,8 +54,8 @@ def test_a_trained_block_run_has_the_same_numbers_wherever_it_ran(tmp_path, monk
     (spec,) = tiny_vit_specs("EwC")
     states: dict[str, list[dict[str, float]]] = {}
     target = [""]
-    real_save = runner._save_checkpoint
-    monkeypatch.setattr(runner, "_save_checkpoint",
+    real_save = checkpoint.save_checkpoint
+    monkeypatch.setattr(checkpoint, "save_checkpoint",
                         lambda path, state: states.setdefault(target[0], []).append(digest(state["method"]))
                         or real_save(path, state))
     outs = {}
@@ -90,9 +90,9 @@ def test_the_threads_asked_for_are_what_the_run_computes_with(tmp_path, monkeypa
     (spec,) = tiny_specs(methods=["Baseline"], **{"method.epochs": 1})
     spec = dataclasses.replace(spec, location={**spec.location, "threads": 2})
     seen, stored = [], []
-    real_learn, real_save = Baseline.learn, runner._save_checkpoint
+    real_learn, real_save = Baseline.learn, checkpoint.save_checkpoint
     monkeypatch.setattr(Baseline, "learn", lambda self, step: seen.append(torch.get_num_threads()) or real_learn(self, step))
-    monkeypatch.setattr(runner, "_save_checkpoint", lambda path, state: stored.append(state["threads"]) or real_save(path, state))
+    monkeypatch.setattr(checkpoint, "save_checkpoint", lambda path, state: stored.append(state["threads"]) or real_save(path, state))
     torch.set_num_threads(1)
     out = execute(spec, tmp_path)
     assert seen == [2, 2] and stored == [2, 2]

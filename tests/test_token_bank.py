@@ -152,10 +152,10 @@ def test_a_run_reading_ahead_trains_exactly_what_a_run_without_does(tmp_path, mo
         return block
 
     monkeypatch.setattr(BankTokens, "_read_ahead_block", counted)
-    import bench.runner
+    import bench.checkpoint
 
-    states, save = [], bench.runner._save_checkpoint  # what each step trained: stage-1 and stage-2 weights
-    monkeypatch.setattr(bench.runner, "_save_checkpoint", lambda path, state: (states.append(state["method"]), save(path, state)))
+    states, save = [], bench.checkpoint.save_checkpoint  # what each step trained: stage-1 and stage-2 weights
+    monkeypatch.setattr(bench.checkpoint, "save_checkpoint", lambda path, state: (states.append(state["method"]), save(path, state)))
     (spec,) = tiny_vit_specs("Joint (unfrozen)", **{"features.tokens": "bank", "method.stage1_batch_size": 8,
                                                     "method.stage2_batch_size": 8})
     outputs = {}

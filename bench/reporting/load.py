@@ -131,6 +131,7 @@ def _current_label(frame: pd.DataFrame) -> pd.Series:
 
 def _legacy_features(spec: RunSpec) -> str:
     """How a run written before metrics recorded it computed its features, from its spec."""
+    from bench.runs_on import RunsOn
     from bench.spec import features_protocol
 
     try:
@@ -138,8 +139,6 @@ def _legacy_features(spec: RunSpec) -> str:
 
         load_all()
         cls = METHODS.get(spec.method)
-        traits = {"inputs": cls.inputs, "trains_on_views": cls.trains_on_views,
-                  "warms_up_on_features": cls.warms_up_on_features} if cls else {}
-        return features_protocol(spec.config, **traits)
+        return features_protocol(spec.config, cls.runs_on if cls else RunsOn())
     except Exception:  # a config of another era must not hide the run's metrics
         return "unknown"

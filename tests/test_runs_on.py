@@ -1,0 +1,49 @@
+"""What each method declares it runs on (`Method.runs_on`): one object that replaced several class
+flags, pinned to what those flags said, and read the same way by the catalogue."""
+from __future__ import annotations
+
+import pytest
+
+from bench.registries import METHODS, load_all
+from bench.registries.catalogue import method_info
+from bench.runs_on import RunsOn
+
+# (inputs, sees_past_steps, trains_on_views, warms_up_on_features) as the class flags declared them
+DECLARED = {
+    "Baseline": ("features", False, True, False), "Baseline++": ("features", False, True, False),
+    "CaSSLe": ("tokens", False, True, False), "DER": ("tokens", False, True, False),
+    "EwC": ("tokens", False, True, False), "FRoST": ("tokens", False, True, False),
+    "Joint (frozen)": ("features", True, True, False), "Joint (unfrozen)": ("tokens", True, True, True),
+    "K-means": ("features", True, False, False), "LwF": ("tokens", False, True, False),
+    "ResTune": ("tokens", False, True, False),
+}
+
+
+def test_every_method_declares_what_its_flags_said():
+    load_all()
+    assert {name: (cls.runs_on.inputs, cls.runs_on.sees_past_steps, cls.runs_on.trains_on_views,
+                   cls.runs_on.warms_up_on_features)
+            for name, cls in METHODS.module_dict.items() if not name.startswith("_")} == DECLARED
+
+
+def test_what_follows_from_a_declaration():
+    assert RunsOn().reads_features and not RunsOn().trains_blocks
+    tail = RunsOn(inputs="tokens")
+    assert tail.trains_blocks and not tail.reads_features
+    assert RunsOn(inputs="tokens", warms_up_on_features=True).reads_features  # the bank is built for the warm-up
+
+
+def test_a_declaration_that_cannot_hold_is_refused():
+    with pytest.raises(ValueError, match="choose from features, tokens"):
+        RunsOn(inputs="images")
+    with pytest.raises(ValueError, match="warms_up_on_features"):
+        RunsOn(warms_up_on_features=True)
+
+
+def test_the_catalogue_keeps_the_declaration():
+    for name in DECLARED:
+        info = method_info(name)
+        assert info.runs_on == METHODS.get(name).runs_on
+        assert (info.inputs, info.sees_past_steps) == (info.runs_on.inputs, info.runs_on.sees_past_steps)
+    # a catalogue written by a bench that knew more fields still reads
+    assert RunsOn.from_dict({**RunsOn(inputs="tokens").to_dict(), "later": 1}) == RunsOn(inputs="tokens")
