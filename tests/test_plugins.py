@@ -339,7 +339,9 @@ toyplug = ["presets/*.py", "grids/*.py"]
 '''
 
 
-def test_an_installed_entry_point_package_runs_on_the_local_workers(tmp_path):
+def install_plugin_package(tmp_path: Path) -> Path:
+    """The package `toyplug` (method "Toy entry" with its preset and grid `toy_entry_grid`, and a broken
+    entry point) installed for real by pip into a folder of its own; that folder, for PYTHONPATH."""
     package = tmp_path / "toyplug"
     (package / "toyplug").mkdir(parents=True)
     (package / "pyproject.toml").write_text(PYPROJECT)
@@ -352,6 +354,11 @@ def test_an_installed_entry_point_package_runs_on_the_local_workers(tmp_path):
                           "--target", str(site), str(package)], capture_output=True, text=True, timeout=300)
     assert pip.returncode == 0, pip.stdout + pip.stderr
     assert (site / "toyplug" / "presets" / "toy_entry.py").is_file()  # installed, not read from the source
+    return site
+
+
+def test_an_installed_entry_point_package_runs_on_the_local_workers(tmp_path):
+    site = install_plugin_package(tmp_path)
 
     results = tmp_path / "results"
     code = textwrap.dedent(f"""

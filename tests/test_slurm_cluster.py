@@ -2,7 +2,7 @@
 
 Skipped, with the reason, where no cluster answers. Everything goes through the `bench` command:
 a grid as job arrays, a failing job whose error reaches `bench status`, cancel, a requeue that
-resumes, and 100 runs in one array.
+resumes, 100 runs in one array, and plugins (a folder and an installed package) in the jobs.
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from bench.runner import CHECKPOINT, METRICS, execute, run_dir
 from bench.slurm import latest_jobs
 from bench.spec import load_grid
 from tests.helpers import tiny_specs
+from tests.test_plugins import GRID, ROOT, bench_in_subprocess, install_plugin_package, run_config, write_plugin
 
 
 def _cluster_up() -> str:
@@ -151,3 +152,21 @@ def test_a_profile_the_cluster_cannot_satisfy_is_one_line(capsys, tmp_path):
     assert line.startswith("bench: error: sbatch refused the job array: ") and "profile 'local' asked for" in line
     assert "mem_gb=100000000" in line and "--slurm-options" in line
     assert not latest_jobs(tmp_path)  # nothing recorded as submitted
+
+
+def test_plugins_from_a_folder_and_an_installed_package_run_as_jobs(tmp_path):
+    """A grid of two plugin methods, one from `--include DIR` and one from an installed package's entry
+    point, as one job array: each job imports both (the folder carried by the job, the entry point from
+    the job's environment) and runs with its own plugin's preset."""
+    folder = write_plugin(tmp_path / "plugin")  # "Toy means", preset max_iter=20
+    (folder / "grids" / "both.py").write_text(GRID.format(name="Toy means").replace(
+        "methods = ['Toy means']", "methods = ['Toy means', 'Toy entry']"))
+    site = install_plugin_package(tmp_path)  # "Toy entry", preset max_iter=5
+    results = tmp_path / "results"
+    code = (f"from bench.cli import main; raise SystemExit(main(['run', '--grid', 'both', '--include', {str(folder)!r}, "
+            f"'--cluster', 'slurm', '--profile', 'local', '--wait', '--results', {str(results)!r}]))")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg-cache"), "PYTHONPATH": f"{site}:{ROOT}"}
+    out = bench_in_subprocess(code, env, tmp_path)
+    assert len(list(results.glob("runs/*/DONE"))) == 2, out
+    assert run_config(results, "Toy means")["method"]["max_iter"] == 20
+    assert run_config(results, "Toy entry")["method"]["max_iter"] == 5
