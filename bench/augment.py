@@ -41,7 +41,7 @@ POLICIES: dict[str, Policy] = {
     "shift_flip": lambda x, gen: random_flip(random_shift(x, gen), gen),
 }
 # The real datasets' policies live in bench.data.pipeline (batched, with the authors' crop geometry):
-# `code` is each dataset's own (methods-spec §2.5), `paper` the paper's SimCLR-like views for all.
+# `code` is each dataset's own (docs/methods.md#views), `paper` the paper's SimCLR-like views for all.
 # The toy datasets keep their own policy under both presets.
 DATASET_POLICIES = ("cifar", "tinyimagenet", "finegrained")
 

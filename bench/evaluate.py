@@ -1,4 +1,4 @@
-"""Evaluation of class-iNCD after every step (methods-spec §1.3-1.4). All formulas live here.
+"""Evaluation of class-iNCD after every step (docs/methods.md#evaluation). All formulas live here.
 
 Notation: T tasks; task k owns the classes [o_k, o_k + C_k). After step t the test set holds the
 images of tasks 0..t. `u(x)` is the argmax of the unified head (a cluster id over all Σ_{k<=t} C_k
@@ -172,7 +172,8 @@ class Evaluator:
         pred = np.asarray(val_task_pred, dtype=np.int64)
         if local.shape != pred.shape:
             raise ValueError(f"task {task}: {len(local)} val labels but {len(pred)} predictions")
-        # Out-of-range ids would silently widen the Hungarian matrix (the authors' quirk 2, §1.3).
+        # Out-of-range ids would silently widen the Hungarian matrix (the authors' quirk 2,
+        # docs/methods.md#hungarian-maps).
         if local.size and (local.min() < 0 or local.max() >= size):
             raise ValueError(f"task {task}: val labels must be classes {offset}..{offset + size - 1}")
         if pred.size and (pred.min() < 0 or pred.max() >= size):

@@ -17,7 +17,7 @@ checked (`bench.validate`) before anything runs:
 - `features`: `mode` (`bank`: V stored augmented views per training image, shared by every run;
   `exact`: fresh views through the backbone every epoch), `views` (V), `bank_seed` (the seed of the
   stored views, shared across run seeds), `batch_size` for extraction and `policy` (`paper`: the
-  paper's SimCLR-like views; `code`: the authors' per-dataset policies of methods-spec §2.5);
+  paper's SimCLR-like views; `code`: the authors' per-dataset policies of docs/methods.md#views);
 - `precision`: `tails` (`fp32` or `bf16`: what the trained blocks of tail methods compute in on CUDA).
 """
 from __future__ import annotations

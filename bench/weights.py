@@ -1,4 +1,4 @@
-"""Backbone weights from a local file, in the format the weights' authors publish (methods-spec §5).
+"""Backbone weights from a local file, in the format the weights' authors publish (docs/methods.md#backbones).
 
 - DINO's backbone files (`dino_vitbase16_pretrain.pth`, `dino_resnet50_pretrain.pth`): plain state
   dicts. The ViT's key names are timm's; the ResNet-50's are torchvision's, which timm's `resnet50`
@@ -25,13 +25,14 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from bench.errors import BenchError, first_line
 
-# The paper's three backbones (Tab. 4; methods-spec §5) by short name. Each is a timm model; a local
+# The paper's three backbones (Tab. 4; docs/methods.md#backbones) by short name. Each is a timm model; a local
 # weights file in the authors' published format (PUBLISHED_FILES) goes in backbone.pretrained or in
 # the --weights-dir directory, and `bench.weights` reads it.
 PAPER_BACKBONES: dict[str, tuple[str, dict[str, Any]]] = {
     # 768-d CLS token after the final LayerNorm
     "dino-vitb16": ("vit_base_patch16_224.dino", {}),
-    # 2048-d global average pool; the authors' code feeds it 64×64 images (discrepancy 20)
+    # 2048-d global average pool; the authors' code feeds it 64×64 images
+    # (discrepancy 20, docs/methods.md#discrepancy-20)
     "dino-resnet50": ("resnet50", {}),
     # 512-d projected image embedding (keep the projection: num_classes=512), QuickGELU as OpenAI's
     "clip-vitb16": ("vit_base_patch16_clip_quickgelu_224.openai", {"num_classes": 512}),

@@ -1,4 +1,4 @@
-"""Baseline ("direct concat", methods-spec §3.1).
+"""Baseline ("direct concat", docs/methods.md#baseline).
 
 Frozen backbone features; at step t a new cosine head h^t with C_t outputs is trained with the
 swapped Sinkhorn-Knopp cross-entropy on two views per image. Only the heads are kept between

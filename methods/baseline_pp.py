@@ -1,4 +1,4 @@
-"""Baseline++ (methods-spec §3.2): Baseline followed, from the second step on, by knowledge
+"""Baseline++ (docs/methods.md#baseline-ktrfr): Baseline followed, from the second step on, by knowledge
 transfer with robust feature replay (KTRFR).
 
 At step t the Baseline head h^t is trained as in Baseline. Then a unified "student" head over all

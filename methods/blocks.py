@@ -1,4 +1,4 @@
-"""Building blocks shared by the methods (methods-spec §2): the cosine-normalised head,
+"""Building blocks shared by the methods (docs/methods.md#shared-parts): the cosine-normalised head,
 Sinkhorn-Knopp pseudo-labels, the swapped-prediction loss, head training and prototype statistics.
 The epoch loop is `methods.loop`'s, the trainable tails `methods.tails`'."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from bench.methods.loop import train_epochs
 
 
 class CosineHead(nn.Module):
-    """Linear head without bias on L2-normalised features (§2.2).
+    """Linear head without bias on L2-normalised features (docs/methods.md#heads).
 
     With `normalize_weights` the rows of W are L2-normalised in place before every training forward
     (the authors' `--apply_l2weights`) and at inference, so logits are cosines in [-1, 1]. Without
@@ -44,7 +44,7 @@ class CosineHead(nn.Module):
 
 @torch.no_grad()
 def sinkhorn_knopp(logits: torch.Tensor, epsilon: float = 0.05, n_iters: int = 3) -> torch.Tensor:
-    """Soft equal-partition assignments B×K from logits B×K (§2.3, the UNO/SwAV variant).
+    """Soft equal-partition assignments B×K from logits B×K (docs/methods.md#sinkhorn-knopp, the UNO/SwAV variant).
 
     Rows are first normalised to the uniform class marginal 1/K, then columns to 1/B; the returned
     rows (one per sample) sum to 1.
@@ -72,7 +72,7 @@ SWAP_REDUCTIONS = ("sum", "mean")
 
 def swapped_prediction_loss(logits1: torch.Tensor, logits2: torch.Tensor, temperature: float,
                             epsilon: float, n_iters: int, *, reduction: str) -> torch.Tensor:
-    """§2.4: each view is trained towards the Sinkhorn assignment of the other view.
+    """docs/methods.md#swapped-loss: each view is trained towards the Sinkhorn assignment of the other view.
 
     `sum` is Algorithm 1's ℓ(z₂, y₁) + ℓ(z₁, y₂), each cross-entropy a mean over the B rows of its
     view; `mean` is the authors' code, one mean over the 2B concatenated rows: half the sum, which
@@ -126,12 +126,12 @@ def hard_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, temperature:
 
 
 def concatenated_head(heads: list[CosineHead], normalize_weights: bool) -> CosineHead:
-    """A unified head whose rows are the given heads' rows in task order (§2.2)."""
+    """A unified head whose rows are the given heads' rows in task order (docs/methods.md#heads)."""
     return CosineHead.from_weight(torch.cat([h.weight.detach() for h in heads]), normalize_weights)
 
 
 class PrototypeStats:
-    """Per pseudo-class mean and standard deviation of raw (un-normalised) features (§3.2).
+    """Per pseudo-class mean and standard deviation of raw (un-normalised) features (docs/methods.md#prototypes).
 
     Computed at the end of each step from that step's images and its own frozen task head, then
     kept; old images are never read again. A class that received no sample has no entry; a class

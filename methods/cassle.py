@@ -1,4 +1,4 @@
-"""CaSSLe adapted to class-iNCD (methods-spec §3.11, methods-sources §1.6; Fini et al. CVPR'22, BYOL).
+"""CaSSLe adapted to class-iNCD (docs/methods.md#cassle; Fini et al. CVPR'22, BYOL).
 
 The authors trained CaSSLe's backbones with cassle's own code (ResNets only) and loaded them from
 files; here the ViT's last `unfreeze` blocks train inside the run. At every step, on that step's

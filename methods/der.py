@@ -1,4 +1,4 @@
-"""DER adapted to class-iNCD (methods-spec §3.8, methods-sources §1.3; DER, not DER++): the warm-up and
+"""DER adapted to class-iNCD (docs/methods.md#der; DER, not DER++): the warm-up and
 main stages of `methods.finetuned`, every head training in the main stage, plus one reservoir buffer
 per step but the last of (un-augmented image, h^s's logits on view 1 when it was seen), filled during
 both stages of step s, and in the main stage of every later step, per earlier step s:

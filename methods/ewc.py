@@ -1,5 +1,5 @@
-"""EwC adapted to class-iNCD (methods-spec §3.6, as the authors' code has it from FACIL: methods-sources
-§1.1): the warm-up and main stages of `methods.finetuned`, old heads fixed, plus
+"""EwC adapted to class-iNCD (docs/methods.md#ewc, as the authors' code has it from
+FACIL): the warm-up and main stages of `methods.finetuned`, old heads fixed, plus
 
     L = L_SK(h^t) + λ/2 · Σ_i F_i (θ_i − θ*_i)²      over the tail's parameters θ (zero at step 0)
 

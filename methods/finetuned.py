@@ -1,8 +1,8 @@
-"""The incremental-learning methods adapted to class-iNCD (EwC, LwF, DER; methods-spec §3.6-3.8): what
+"""The incremental-learning methods adapted to class-iNCD (EwC, LwF, DER; docs/methods.md#adapted-il-methods): what
 they share, written once.
 
 At every step t a new cosine head h^t is trained in two stages, each a fresh SGD with its own cosine
-schedule (methods-sources G4):
+schedule (docs/methods.md#epoch-loop):
 
 1. warm-up: the encoder frozen (the current tail, not only the pre-trained one: from step 1 on it has
    been fine-tuned), h^t alone with the swapped Sinkhorn loss for `warmup_epochs`;

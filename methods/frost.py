@@ -1,4 +1,4 @@
-"""FRoST adapted to class-iNCD (methods-spec §3.10, methods-sources §1.5; Roy et al. ECCV'22).
+"""FRoST adapted to class-iNCD (docs/methods.md#frost; Roy et al. ECCV'22).
 
 The backbone's last block (`unfreeze=1`) continues from step to step. At step t a task head h^t
 (cosine, C_t outputs) and, from step 1 on, a joint head rebuilt from the stored task heads

@@ -1,4 +1,4 @@
-"""Joint (frozen), the upper reference of methods-spec §3.4.
+"""Joint (frozen), the upper reference (docs/methods.md#joint-frozen).
 
 Like Baseline++ but with the real data of every step instead of replay: at step t the Baseline head
 h^t is trained on the current step, then a unified student head (initialised from the Baseline heads

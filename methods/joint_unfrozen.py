@@ -1,4 +1,4 @@
-"""Joint (unfrozen), the upper reference of methods-spec §3.5: the last transformer block trains.
+"""Joint (unfrozen), the upper reference (docs/methods.md#joint-unfrozen): the last transformer block trains.
 
 Stage 1, at step t: a fresh pre-trained tail (the last block) and a head warm-started from the
 Baseline head h^t ("saturate the classifier first, then unfreeze") are trained with the swapped

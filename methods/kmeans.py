@@ -1,4 +1,4 @@
-"""K-means reference ("pseudo lower bound", methods-spec §3.3).
+"""K-means reference ("pseudo lower bound", docs/methods.md#k-means).
 
 On L2-normalised frozen plain features, at step t: a single k-means on D^t with C_t clusters (the
 task-specific "head") and a joint k-means on D^1..D^t with Σ C clusters (the unified "head"). It is a
@@ -6,7 +6,7 @@ reference method and sees earlier steps' data. Logits are negative squared dista
 Its joint cluster ids are unrelated to the per-task mappings, so its A is reported with one
 Hungarian match over all seen classes, sample-weighted (the authors' `Acc_all_W_cluster`), and its F
 task-agnostically like every other method: single-task k-means accuracy minus a near-chance W/O
-accuracy, which is what the paper's K-means F (62-99) measures (methods-spec §1.3, §9.1).
+accuracy, which is what the paper's K-means F (62-99) measures (docs/methods.md#a-and-f).
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The one epoch loop every trained method runs: SGD with the authors' cosine schedule, a seeded
-shuffle per epoch, mini-batches; a method hands it only its loss (methods-spec §2.6)."""
+shuffle per epoch, mini-batches; a method hands it only its loss (docs/methods.md#epoch-loop)."""
 from __future__ import annotations
 
 import math

@@ -1,4 +1,4 @@
-"""LwF adapted to class-iNCD (methods-spec §3.7, methods-sources §1.2): the warm-up and main stages of
+"""LwF adapted to class-iNCD (docs/methods.md#lwf): the warm-up and main stages of
 `methods.finetuned`, every head training in the main stage, plus a distillation term on view 1
 against the model as it was at the end of the previous step (its tail and heads, frozen, on the
 student's prefix tokens):

@@ -1,5 +1,5 @@
 """Ranking statistics (AutoNovel, Han et al. ICLR'20) as FRoST uses them to label pairs of unlabelled
-images (methods-spec §3.10, methods-sources §1.5): two images are "the same class" when the top-k
+images (docs/methods.md#frost): two images are "the same class" when the top-k
 dimensions of their features are the same set, and a pairwise BCE pulls their predictions together
 or apart. Plus the sigmoid ramp-up that weighs FRoST's consistency and self-training terms."""
 from __future__ import annotations

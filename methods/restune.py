@@ -1,4 +1,4 @@
-"""ResTune adapted to class-iNCD (methods-spec §3.9, methods-sources §1.4).
+"""ResTune adapted to class-iNCD (docs/methods.md#restune).
 
 The base encoder's last `unfreeze` blocks (2: blocks 10 and 11 of ViT-B/16, the code's g = 10) form
 a trainable tail; from step 1 on, each step grows a residual branch: a copy of the pre-trained last

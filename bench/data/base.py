@@ -2,7 +2,7 @@
 
 A reader turns a root directory into a `LoadedDataset`: images and labels for the train, test and
 (optionally) val partitions, with labels already in the dataset's canonical class order
-(methods-spec §4.2), so that task t is the contiguous label range the split assigns to it.
+(docs/methods.md#class-order), so that task t is the contiguous label range the split assigns to it.
 """
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ class ImageSet:
 class LoadedDataset:
     """A dataset as the protocol needs it.
 
-    `val` is the partition used to freeze each task's cluster-to-class mapping (methods-spec §1.2);
+    `val` is the partition used to freeze each task's cluster-to-class mapping (docs/methods.md#train-and-val-partitions);
     None means "use the training images with the test transform", as the authors do for CIFAR and
     TinyImageNet.
     """

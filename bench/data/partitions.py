@@ -1,4 +1,4 @@
-"""Train/val partitions of an official train split, drawn once and persisted (methods-spec §1.2).
+"""Train/val partitions of an official train split, drawn once and persisted (docs/methods.md#train-and-val-partitions).
 
 The authors re-draw CUB's 80/20 and Herbarium's 5-per-class partitions with the global numpy RNG at
 every loader call, so different methods train on different images and their "val" images overlap

@@ -1,7 +1,7 @@
 """Training views of the real datasets, computed in batch on the backbone's device, and the decoding
 that feeds them.
 
-A view follows the authors' train transform (methods-spec §2.5) with its geometry intact: the
+A view follows the authors' train transform (docs/methods.md#views) with its geometry intact: the
 image is resized so its shorter side is `frame = int(size / 0.875)` (256 for a 224 backbone), then
 one of RandomCrop(size, padding=(frame - size) // 2) with zero padding or
 RandomResizedCrop(size, scale=(0.5, 1), ratio=(3/4, 4/3)) is taken, at random, then a horizontal flip.
@@ -365,7 +365,7 @@ def policy_variant(policy: Any, fields: Mapping[str, Any]) -> Any:
     return replace(policy, **fields) if isinstance(policy, ViewPolicy) else policy
 
 
-# `code`: the authors' per-dataset policies (methods-spec §2.5); `paper`: the paper's "SimCLR-like"
+# `code`: the authors' per-dataset policies (docs/methods.md#views); `paper`: the paper's "SimCLR-like"
 # views, one policy for every dataset.
 CODE_POLICIES = {
     "cifar": ViewPolicy(jitter_p=0.6, solarize_p=0.1, equalize_p=0.1),

@@ -1,4 +1,5 @@
-# Baseline (methods-spec §3.1, §2.6). `code` (the default) is the authors' scripts, which produced the
+# Baseline (docs/methods.md#baseline; the loop: docs/methods.md#epoch-loop). `code` (the default) is
+# the authors' scripts, which produced the
 # paper's tables; `equations` follows the paper's text. Every preset file writes `equations` in full
 # (it names every key), `code` as its changes to `equations`, and any other variant as its changes to
 # `code` (bench.spec.DEFAULT_PRESET).
@@ -16,7 +17,7 @@ equations = dict(
     normalize_weights=True,  # CosNorm; False is the Tab. 3 "w/o CosNorm" ablation
     swap_reduction="sum",  # discrepancy 9: Algorithm 1 sums the two views' cross-entropies; the code averages
 )
-# A preset may also set `features` keys: the code trains on the authors' per-dataset views (§2.5).
+# A preset may also set `features` keys: the code trains on the authors' per-dataset views (docs/methods.md#views).
 code = dict(weight_decay=5e-5, swap_reduction="mean", features=dict(policy="code"))
 # Per dataset or dataset/split, merged over the preset; a variant without its own takes `code`'s (discrepancy 2: the shipped scripts train
 # later steps for 100 epochs on some splits and use batch 512 on CIFAR-100 5-step).

@@ -1,4 +1,5 @@
-# Baseline++ (methods-spec §3.2, §8 rows 3-7). The Baseline part takes Baseline's keys.
+# Baseline++ (docs/methods.md#baseline-ktrfr; discrepancies 3-8: docs/methods.md#discrepancies).
+# The Baseline part takes Baseline's keys.
 _base_ = ["./baseline.py"]
 equations = dict(
     ktrfr_epochs=200,               # discrepancy 3: the scripts use 100

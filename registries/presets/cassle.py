@@ -1,4 +1,4 @@
-# CaSSLe (methods-spec §3.11, methods-sources §1.6). The authors trained its ViT-B/16 backbones with a
+# CaSSLe (docs/methods.md#cassle). The authors trained its ViT-B/16 backbones with a
 # port of cassle that is not public, so `equations` states what it assumes:
 # - what trains: the last block, as the paper says of every adapted method;
 # - BYOL and its distillation as cassle's code has them: projector 4096-256, predictor 4096, the

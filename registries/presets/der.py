@@ -1,4 +1,4 @@
-# DER (methods-spec §3.8, methods-sources §1.3). Discrepancy 15: a buffer of 500 per step in the paper;
+# DER (docs/methods.md#der). Discrepancy 15 (docs/methods.md#discrepancy-15): a buffer of 500 per step in the paper;
 # DER's own scripts (scripts_il_der/) use 500 or 200 per dataset/split, with their own epochs (warm-up =
 # main: 80, 50, 40 or 35) and batch sizes (128 or 256): `code`, the default, runs them. `equations`
 # keeps the paper's buffer of 500 and takes the scripts' epochs and batches, which the paper does not give.

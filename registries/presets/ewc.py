@@ -1,4 +1,4 @@
-# EwC (methods-spec §3.6, methods-sources §1.1: FACIL's EwC). Discrepancy 14: λ 8000 in the paper, 10000
+# EwC (docs/methods.md#ewc: FACIL's EwC). Discrepancy 14: λ 8000 in the paper, 10000
 # in every script (`code`, the default: the runs behind Tab. 5); α = 0.5 in both. λ is in the units of
 # the code's mean swapped loss: `equations` sums the two views (Eq. 1), and the penalty doubles with it
 # (finetuned.py), so its λ 8000 weighs against the clustering loss as the paper's text states it.

@@ -1,4 +1,4 @@
-# FRoST (methods-spec §3.10, §3.13; methods-sources §1.5). The paper "strictly follows the original
+# FRoST (docs/methods.md#frost). The paper "strictly follows the original
 # configuration" and replays features "the same way as Baseline++": `equations` takes the shipped scripts'
 # hyper-parameters (rank statistics, StepLR 170, 200 epochs, batch 256) and Baseline++'s Eq. 6 replay
 # (each class's own σ, as many replayed features per batch as the batch holds); `code` (the default)

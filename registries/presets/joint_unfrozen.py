@@ -1,4 +1,4 @@
-# Joint (unfrozen) (methods-spec §3.5). The Baseline heads (the warm start) take Baseline's keys.
+# Joint (unfrozen) (docs/methods.md#joint-unfrozen). The Baseline heads (the warm start) take Baseline's keys.
 # Stage epochs and batches are the scripts' (CIFAR: stage 2 with batch 128); the paper gives none.
 # `unfreeze`: how many last blocks train (1: blocks.11 of ViT-B/16, the authors' g=11), or the name
 # of the first trainable block ("blocks.11").

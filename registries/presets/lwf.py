@@ -1,4 +1,4 @@
-# LwF (methods-spec §3.7, methods-sources §1.2). Discrepancy 16: the code distils in the reversed
+# LwF (docs/methods.md#lwf). Discrepancy 16: the code distils in the reversed
 # direction (−Σ p_new log p_old), which produced the paper's numbers (`code`, the default); `equations`
 # uses LwF's own (−Σ p_old log p_new). Both: T = 2, weight 1,
 # view 1 only, one term per old head, summed.

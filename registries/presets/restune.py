@@ -1,4 +1,4 @@
-# ResTune (methods-spec §3.9, §3.13; methods-sources §1.4). What unfreezes: the main text says ResTune
+# ResTune (docs/methods.md#restune). What unfreezes: the main text says ResTune
 # "unfreezes the last two blocks" and the code trains base blocks 10 and 11 (g = 10); the appendix says
 # "the first eleven blocks shared, only the 11th unfrozen". Both presets train the last two (`unfreeze=2`);
 # `unfreeze=1` is the appendix's other reading (only blocks.11 trains, the branches read frozen tokens).
