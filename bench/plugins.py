@@ -5,7 +5,7 @@ A plugin is found in two places:
 - an installed package that declares a module under the entry-point group `bench.plugins`
   (`mypkg.bench_plugin = mypkg.bench_plugin` in its pyproject's `[project.entry-points."bench.plugins"]`);
 - a folder given by `--include DIR` (every command) or `BENCH_INCLUDE` (an os.pathsep-separated list):
-  every `*.py` in it not starting with `_` is a plugin module.
+  every `*.py` in it not starting with `_` or `test_` is a plugin module.
 
 Importing a plugin module registers its parts with `@METHODS.register_module(name=...)` and the like.
 `presets/*.py` and `grids/*.py` in a folder, or in an entry-point module's package folder, are its
@@ -98,6 +98,12 @@ def active_dirs() -> tuple[Path, ...]:
     return _dirs if _dirs is not None else resolve()
 
 
+def is_plugin_file(path: Path) -> bool:
+    """A folder's plugin modules: every `*.py` but private ones (`_*.py`) and tests (`test_*.py`, as
+    `bench new` writes beside a method: pytest runs them, bench never imports them)."""
+    return not path.name.startswith(("_", "test_"))
+
+
 @functools.lru_cache(maxsize=1)
 def _entry_points() -> tuple[EntryPoint, ...]:
     """This environment's `bench.plugins` entry points (read once: scanning the installed packages'
@@ -154,7 +160,8 @@ def sources() -> list[Path]:
     folders (their presets and grids included), and every `.py` under an entry-point module's package."""
     files: list[Path] = []
     for folder in active_dirs():
-        files += sorted(folder.glob("*.py")) + [p for kind in KINDS for p in sorted((folder / kind).glob("*.py"))]
+        files += [p for p in sorted(folder.glob("*.py")) if is_plugin_file(p)]
+        files += [p for kind in KINDS for p in sorted((folder / kind).glob("*.py"))]
     for ep in _entry_points():
         folder, path = _package_dir(ep.module), _module_path(ep.module)
         files += sorted(folder.rglob("*.py")) if folder is not None else [path] if path is not None else []
@@ -223,7 +230,7 @@ def load() -> list[PluginFailure]:
                          ep.module))
         for folder in dirs:
             for path in sorted(folder.glob("*.py")):
-                if not path.name.startswith("_"):
+                if is_plugin_file(path):
                     todo.append((str(path), str(path), path))
         todo = [item for item in todo if item[0] not in _loaded]
         if todo:  # bench's own entries first: a plugin taking one of their names fails, never bench

@@ -217,6 +217,7 @@ def test_a_broken_plugin_is_one_warning_and_its_name_one_error(capsys, tmp_path)
     (folder / "broken.py").write_text("from bench.registries import METHODS\n\nfoo\n")
     (folder / "needs.py").write_text("import a_module_nobody_installed\n")
     (folder / "_helper.py").write_text("this is not python\n")  # `_` files are the plugin's own, never imported
+    (folder / "test_toy.py").write_text("import pytest_only_module\n")  # tests are pytest's (`bench new` writes one)
     code, out, err = run(capsys, "list", "methods", "--include", str(folder))
     assert code == 0 and "Toy means" in out
     assert err.splitlines() == [
