@@ -15,8 +15,10 @@ What is checked:
 Conventions the pages follow:
 
 - The commands are the lines of fenced code blocks whose info string is `bash`. Blank lines and lines
-  starting with `#` are skipped; a line ending in `\\` continues on the next. The commands of a page
-  run in one shell, one after another, so `cd` and `export` carry over to the commands after them.
+  starting with `#` are skipped; a line ending in `\\` continues on the next. Every other line is one
+  command (no here-documents or multi-line `if`/`for`: write a file with the convention below, or
+  continue the line). The commands of a page run in one shell, one after another, so `cd` and `export`
+  carry over to the commands after them.
 - A code block (any language) immediately preceded by a line `<!-- file: relative/path -->` (blank
   lines between are allowed) is not run: its text is written to that path, relative to the directory
   the page's commands are in at that point (the temporary directory unless one of them `cd`s), before
