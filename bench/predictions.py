@@ -10,7 +10,7 @@ val image), `refit_pred_t_s` for every earlier task s < t (task s's own head, re
 encoder as it is after step t, on task s's val images: what re-fits its map, flavour `wo_refit`) with
 the marker `refit_t`, `offsets`, `sizes` (the task layout) and `run_id` (the run it belongs to: another
 run's file copied into a run directory is refused, `check_owner`). Integer arrays of the smallest type
-that holds them, compressed: at most about 0.2 MB for a CIFAR-100 5-step run (results/README.md).
+that holds them, compressed: at most about 0.2 MB for a CIFAR-100 5-step run (docs/results.md).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """What decides a run's numbers besides its spec: library versions, the CUDA stack, the backbone's
 weights file. Every run records them as columns of its `metrics.parquet` (see `bench.run_metrics` and
-results/README.md), and `bench report` warns when it would average runs that differ in them.
+docs/results.md), and `bench report` warns when it would average runs that differ in them.
 
 Float results differ in their last bits between torch releases, CUDA/cuDNN versions, GPUs and even
 x86 CPUs; a weights file replaced under the same name changes everything. Recording these makes such
