@@ -34,11 +34,12 @@ import os
 import re
 import subprocess
 import sys
-import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.doc_links import anchors as page_anchors
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -102,28 +103,9 @@ def prose(text: str) -> list[str]:
     return out
 
 
-def slug(heading: str) -> str:
-    """GitHub's anchor of a heading's text (markdown markup removed first)."""
-    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link: its text
-    text = text.replace("`", "").replace("*", "")
-    text = re.sub(r"<[^>]+>", "", text)
-    text = text.strip().lower()
-    kept = "".join(ch for ch in text if ch in " -_" or unicodedata.category(ch)[0] in "LN")
-    return kept.replace(" ", "-")
-
-
 def anchors(page: Path) -> set[str]:
-    seen: dict[str, int] = {}
-    out = set()
-    for line in prose(page.read_text(encoding="utf-8")):
-        match = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
-        if not match:
-            continue
-        base = slug(match.group(1))
-        n = seen.get(base, 0)
-        out.add(base if n == 0 else f"{base}-{n}")
-        seen[base] = n + 1
-    return out
+    """The anchors GitHub gives the page's headings (the rule lives in tests/doc_links.py)."""
+    return page_anchors(page.read_text(encoding="utf-8"))
 
 
 def links(page: Path) -> list[str]:
@@ -169,13 +151,6 @@ def test_readme_links_every_docs_page():
     text = README.read_text(encoding="utf-8") + (DOCS / "README.md").read_text(encoding="utf-8")
     missing = [p.name for p in sorted(DOCS.glob("*.md")) if p.name != "README.md" and f"{p.name})" not in text]
     assert not missing, f"README.md and docs/README.md link no page {missing}"
-
-
-def test_slug_rule():
-    assert slug("What the paper grid runs") == "what-the-paper-grid-runs"
-    assert slug("Precision on CUDA") == "precision-on-cuda"
-    assert slug("The `code` preset: EwC, LwF & DER (adapted)") == "the-code-preset-ewc-lwf--der-adapted"
-    assert slug("Adding a method, a dataset") == "adding-a-method-a-dataset"
 
 
 def commands(lines: list[str]) -> list[str]:
