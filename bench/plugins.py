@@ -30,7 +30,7 @@ import sys
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable
 
 from bench.errors import BenchError, first_line
 

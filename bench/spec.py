@@ -28,7 +28,6 @@ import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from mmengine.config import Config
