@@ -46,11 +46,21 @@ PUBLISHED_FILES: dict[str, str] = {
     "clip-vitb16": "ViT-B-16.pt",  # what OpenAI's clip.load("ViT-B/16") downloads
 }
 
+# Paper backbones whose timm hub weights are not the paper's: timm's `resnet50` weights are a supervised
+# ImageNet training, not DINO's, so `pretrained=True` would silently run Tab. 4 on another backbone.
+NOT_ON_THE_HUB = {"dino-resnet50"}
+
+
 def resolve_pretrained(name: str, pretrained: bool | str, weights_dir: str | None) -> bool | str:
     """With a weights directory (`bench run --weights-dir`), a paper backbone asked for its
     pretrained weights (`pretrained=True`) reads the file its authors publish, under its published
     name, from there: one directory serves a grid of several backbones (Tab. 4). An explicit path
-    in `pretrained`, `False`, and `timm:<model>` backbones are left as they are."""
+    in `pretrained`, `False`, and `timm:<model>` backbones are left as they are. A backbone whose
+    weights only its authors publish (`NOT_ON_THE_HUB`) needs that file."""
+    if pretrained is True and not weights_dir and name in NOT_ON_THE_HUB:
+        raise BenchError(f"backbone {name!r}: timm's hub has no weights of it (its `{PAPER_BACKBONES[name][0]}` "
+                         f"weights are another training); give --weights-dir DIR holding {PUBLISHED_FILES[name]} "
+                         f"(the authors' file), backbone.pretrained=FILE, or backbone.pretrained=False for random weights")
     if pretrained is not True or not weights_dir or name not in PUBLISHED_FILES:
         return pretrained
     path = Path(weights_dir).expanduser() / PUBLISHED_FILES[name]

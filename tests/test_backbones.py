@@ -146,3 +146,21 @@ def test_a_weights_directory_serves_each_paper_backbone_its_published_file(tmp_p
     assert "no dino_vitbase16_pretrain.pth in the weights directory" in error and "ViT-B-16.pt (clip-vitb16)" in error
     assert not list((tmp_path / "results" / "runs").glob("*/error.txt"))
     assert len(list((tmp_path / "results" / "runs").glob("*/DONE"))) == 1
+
+
+def test_dino_resnet50_needs_its_authors_file_before_anything_runs(tmp_path, capsys):
+    """timm's `resnet50` hub weights are not DINO's: asked for its pretrained weights without the authors'
+    file, `dino-resnet50` is one line before anything runs, never a run on another backbone."""
+    from bench.cli import main
+    from bench.weights import resolve_pretrained
+
+    with pytest.raises(BenchError, match="dino_resnet50_pretrain.pth"):
+        resolve_pretrained("dino-resnet50", True, None)
+    assert resolve_pretrained("dino-resnet50", False, None) is False  # random weights: asked for
+    assert resolve_pretrained("dino-vitb16", True, None) is True  # timm's `.dino` weights are DINO's own
+    argv = ["run", "--grid", "smoke", "--methods", "K-means", "--backbone", "dino-resnet50", "--cluster", "debug",
+            "--results", str(tmp_path / "results"), "--cfg-options", "backbone.pretrained=True"]
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("bench: error: backbone 'dino-resnet50': timm's hub has no weights of it")
+    assert not list((tmp_path / "results").glob("runs/*/spec.json"))
