@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import submitit
-from mmengine.config import Config
 
 from bench import plugins
 from bench.errors import BenchError, unknown
@@ -66,7 +65,9 @@ def load_profile(name: str) -> Profile:
     if not path.is_file():
         known = sorted({p.stem for d in profile_dirs() if d.is_dir() for p in d.glob("*.py")})
         raise unknown("SLURM profile", name, known)
-    cfg = Config.fromfile(str(path)).to_dict()
+    from bench.spec import read_config_file
+
+    cfg = read_config_file(str(path), "SLURM profile")
     return Profile(name=path.stem, default=cfg.get("default", {}), methods=cfg.get("methods", {}),
                    max_array_size=int(cfg.get("max_array_size", 1000)),
                    array_parallelism=int(cfg.get("array_parallelism", 64)),

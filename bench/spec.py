@@ -32,7 +32,7 @@ from typing import Any, Mapping, Sequence
 
 from mmengine.config import Config
 
-from bench.errors import BenchError, unknown
+from bench.errors import BenchError, first_line, unknown
 from bench.runs_on import RunsOn
 
 SPLITS: dict[str, int] = {"2-step": 2, "5-step": 5, "10-step": 10}
@@ -234,7 +234,7 @@ def load_grid(name: str) -> Grid:
     path = config_files("grids").get(name)
     if path is None:
         raise unknown("grid", name, grid_names())
-    cfg = Config.fromfile(str(path)).to_dict()
+    cfg = read_config_file(str(path), "grid")
 
     def block(entry: Mapping[str, Any]) -> Block:
         backbones = entry.get("backbones", [entry.get("backbone", cfg.get("backbone", "pixels"))])
@@ -309,9 +309,18 @@ def preset_names(cfg: Mapping[str, Any]) -> list[str]:
     return sorted(names, key=lambda k: (k != DEFAULT_PRESET, k != EQUATIONS, k))
 
 
+def read_config_file(path: str, what: str) -> dict[str, Any]:
+    """An mmengine config file (a grid, a preset file, a SLURM profile) as a dict; one that does not
+    parse, or whose `_base_` is missing, is a one-line error naming the file."""
+    try:
+        return Config.fromfile(path).to_dict()
+    except Exception as err:  # mmengine raises many types: a syntax error, a missing base, a bad key
+        raise BenchError(f"{what} {path}: {type(err).__name__}: {first_line(err)}") from None
+
+
 @functools.lru_cache(maxsize=None)
 def _read_config(path: str) -> dict[str, Any]:
-    return Config.fromfile(path).to_dict()
+    return read_config_file(path, "preset file")
 
 
 def _preset(method: str, preset: str) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -76,3 +76,16 @@ def test_only_a_submitit_job_process_ends_without_the_interpreters_teardown(monk
     monkeypatch.setitem(sys.modules, "__main__", job_main)
     slurm._end_job_without_teardown()
     assert registered == [slurm._end_without_teardown]
+
+
+def test_a_profile_that_does_not_load_is_one_line(tmp_path, monkeypatch):
+    """A site profile in ./slurm/profiles whose `_base_` is not beside it: one line naming the file."""
+    from bench.errors import BenchError
+    from bench.slurm import load_profile
+
+    (tmp_path / "slurm" / "profiles").mkdir(parents=True)
+    (tmp_path / "slurm" / "profiles" / "site.py").write_text('_base_ = ["./default.py"]\ndefault = dict(mem_gb=8)\n')
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(BenchError, match=r"^SLURM profile .*site\.py: FileNotFoundError: ") as caught:
+        load_profile("site")
+    assert "\n" not in str(caught.value)
