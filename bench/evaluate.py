@@ -151,6 +151,22 @@ def _matched(y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
     return lookup[y_pred] == y_true
 
 
+def old_new_accuracy(labels: np.ndarray, pred: np.ndarray, old_classes: np.ndarray) -> dict[str, float]:
+    """All / Old / New accuracy (%) of one stage's predictions as the continual category discovery papers
+    report it: ONE Hungarian match of `pred` on every image, its correctness split by whether an image's
+    class is in `old_classes`. Which classes are old is the caller's: the labelled stage's classes
+    ("hard"), or every class seen before this stage ("soft"); the two differ from the second unlabelled
+    stage on. A group without images is NaN."""
+    labels = np.asarray(labels, dtype=np.int64)
+    correct = _matched(labels, pred)
+    old = np.isin(labels, np.asarray(old_classes, dtype=np.int64))
+
+    def percent(sel: np.ndarray) -> float:
+        return 100.0 * float(correct[sel].mean()) if sel.any() else float("nan")
+
+    return {"all": percent(np.ones(len(labels), dtype=bool)), "old": percent(old), "new": percent(~old)}
+
+
 def clustering_accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:
     return 100.0 * float(_matched(y_true, y_pred).mean()) if len(y_true) else 0.0
 
