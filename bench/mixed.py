@@ -1,0 +1,156 @@
+"""The `mixed` setting of continual category discovery (its pieces; no grid runs it yet): a labelled first
+stage, then unlabelled stages that mix images of classes already seen with new ones.
+
+A `MixedProtocol` says, per stage, how many training images of which class it holds; `draw` turns it
+into a `Manifest` (which image goes to which stage, labelled or not) for a dataset's training labels
+and a seed. A manifest is what a run would record and can be written and read back (`to_json`,
+`from_json`, versioned); `read_happy` imports the split file Happy (NeurIPS'24) ships, so that the
+counts are exactly that file's.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from bench.errors import BenchError
+
+MANIFEST_VERSION = 1
+
+
+@dataclass(frozen=True)
+class MixedProtocol:
+    """Stage 0: `labelled_fraction` of every image of each class in `labelled_classes`, with labels.
+    Stage s >= 1: `stages[s - 1]`, a map class -> number of unlabelled images."""
+
+    labelled_classes: tuple[int, ...]
+    labelled_fraction: float
+    stages: tuple[Mapping[int, int], ...]
+
+    def seen_before(self, stage: int) -> set[int]:
+        """The classes of stages 0..stage-1 (the "soft" old classes of `stage`)."""
+        seen = set(self.labelled_classes)
+        for counts in self.stages[:max(stage - 1, 0)]:
+            seen |= set(counts)
+        return seen
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """Which training images each stage holds: `stages[0]` the labelled stage, then the unlabelled ones
+    (indices into the dataset's training set)."""
+
+    stages: tuple[np.ndarray, ...]
+    labelled: tuple[bool, ...]
+
+    def counts(self, train_labels: np.ndarray) -> list[dict[int, int]]:
+        """Per stage, images per class."""
+        labels = np.asarray(train_labels)
+        return [dict(zip(*map(np.ndarray.tolist, np.unique(labels[index], return_counts=True))))
+                for index in self.stages]
+
+    def to_json(self) -> str:
+        return json.dumps({"version": MANIFEST_VERSION, "labelled": list(self.labelled),
+                           "stages": [index.tolist() for index in self.stages]})
+
+    @classmethod
+    def from_json(cls, text: str) -> "Manifest":
+        data = json.loads(text)
+        if data.get("version") != MANIFEST_VERSION:
+            raise BenchError(f"split manifest version {data.get('version')!r}: this bench reads version "
+                             f"{MANIFEST_VERSION}")
+        return cls(tuple(np.asarray(s, dtype=np.int64) for s in data["stages"]), tuple(data["labelled"]))
+
+
+def draw(protocol: MixedProtocol, train_labels: np.ndarray, seed: int) -> Manifest:
+    """The images of every stage, drawn with `seed`: the labelled stage takes its fraction of each
+    labelled class; an unlabelled stage draws, without replacement within the stage, its count of a
+    labelled class from that class's images the labelled stage left, and of any other class from all of
+    its images (each stage draws afresh, so two stages may share images, as in Happy's code)."""
+    labels = np.asarray(train_labels, dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    by_class = {int(c): np.flatnonzero(labels == c) for c in np.unique(labels)}
+    labelled, rest = [], {}
+    for c in protocol.labelled_classes:
+        images = rng.permutation(_images_of(by_class, c))
+        cut = int(round(protocol.labelled_fraction * len(images)))
+        labelled.append(np.sort(images[:cut]))
+        rest[c] = np.sort(images[cut:])
+    stages = [np.concatenate(labelled) if labelled else np.empty(0, dtype=np.int64)]
+    for s, counts in enumerate(protocol.stages, start=1):
+        picked = []
+        for c, n in sorted(counts.items()):
+            pool = rest[c] if c in rest else _images_of(by_class, c)
+            if n > len(pool):
+                raise BenchError(f"stage {s} asks for {n} images of class {c}; the dataset has {len(pool)} to draw from")
+            picked.append(np.sort(rng.choice(pool, size=n, replace=False)))
+        stages.append(np.concatenate(picked) if picked else np.empty(0, dtype=np.int64))
+    return Manifest(tuple(stages), (True,) + (False,) * len(protocol.stages))
+
+
+def _images_of(by_class: Mapping[int, np.ndarray], c: int) -> np.ndarray:
+    if c not in by_class:
+        raise BenchError(f"class {c} has no training image; the dataset's classes are {min(by_class)}..{max(by_class)}")
+    return by_class[c]
+
+
+# -- Happy's split file (`logs/<dataset>_continual_dataset_dict.txt` in its repository) --
+
+def read_happy(path: str | Path, num_classes: int, labelled_fraction: float = 0.8) -> MixedProtocol:
+    """The protocol of a Happy split file: its per-stage counts (`online_dataset_split_dict`), the order
+    in which the new classes arrive (`novel_targets_shuffle`) and how many arrive per stage. The labelled
+    classes are the dataset's other classes. The file does not record Happy's labelled fraction
+    (`--prop_train_labels`, 0.8 by default in its code): give it."""
+    text = Path(path).read_text()
+    sections = _sections(text, path)
+    try:
+        counts = ast.literal_eval(sections["online_dataset_split_dict"])  # a literal only: never code
+        order = [int(c) for c in re.findall(r"-?\d+", sections["novel_targets_shuffle"])]
+        per_stage = int(sections["num_novel_class_per_session"])
+        n_stages = int(counts["continual_session_num"])
+        unseen, old, seen = (int(counts[k]) for k in ("online_novel_unseen_num", "online_old_seen_num",
+                                                      "online_novel_seen_num"))
+    except (KeyError, ValueError, SyntaxError, TypeError) as err:
+        raise BenchError(f"{path}: not a Happy split file ({type(err).__name__}: {err})") from None
+    if per_stage * n_stages != len(order) or len(set(order)) != len(order):
+        raise BenchError(f"{path}: {len(order)} new classes do not make {n_stages} stages of {per_stage}")
+    labelled = tuple(c for c in range(num_classes) if c not in set(order))
+    stages = []
+    for s in range(n_stages):
+        stage = {c: old for c in labelled}
+        stage.update({c: seen for c in order[:s * per_stage]})
+        stage.update({c: unseen for c in order[s * per_stage:(s + 1) * per_stage]})
+        stages.append(stage)
+    return MixedProtocol(labelled, labelled_fraction, tuple(stages))
+
+
+def _sections(text: str, path: str | Path) -> dict[str, str]:
+    """`name: \\n value` blocks, as Happy's logger writes them."""
+    sections: dict[str, list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        head = re.fullmatch(r"([a-z_]+):\s*", line)
+        if head:
+            current = head.group(1)
+            sections[current] = []
+        elif current is not None:
+            sections[current].append(line)
+    if not sections:
+        raise BenchError(f"{path}: not a Happy split file (no `name:` sections)")
+    return {name: "\n".join(lines).strip() for name, lines in sections.items()}
+
+
+def protocol_counts(protocol: MixedProtocol) -> list[dict[int, int]]:
+    """The unlabelled stages' images per class, as the protocol asks (for comparing with a manifest)."""
+    return [dict(stage) for stage in protocol.stages]
+
+
+def labelled_count(protocol: MixedProtocol, train_labels: Sequence[int]) -> dict[int, int]:
+    """Images per labelled class in the labelled stage, for `train_labels`."""
+    labels = np.asarray(train_labels)
+    return {c: int(round(protocol.labelled_fraction * int((labels == c).sum()))) for c in protocol.labelled_classes}
