@@ -1,5 +1,5 @@
 """How many new classes a step holds, estimated from its unlabelled features (the "unknown K" axis of
-continual category discovery, issue 24): today every step's class count is given, as in the paper.
+continual category discovery; no grid uses it yet): today every step's class count is given, as in the paper.
 
 The estimator the field uses when no labelled data of the new classes exists: fit k-means for every
 K in a range and keep the K whose partition has the highest silhouette score (mean over images of
