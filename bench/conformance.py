@@ -61,18 +61,6 @@ class Check:
         return f"PASS {self.name}" if self.ok else f"FAIL {self.name}: {self.reason}"
 
 
-# -- what a method declares (its `runs_on`), read in one place --
-
-def reads_inputs(cls: type) -> str:
-    """What the runner feeds the method: "features" or "tokens"."""
-    return str(cls.runs_on.inputs)
-
-
-def is_reference(cls: type) -> bool:
-    """Whether it declares itself a reference that sees earlier steps' data."""
-    return bool(cls.runs_on.sees_past_steps)
-
-
 # -- the pieces of the runner the kit hooks into: the run itself, and where its dataset is read --
 
 def _runner() -> Any:
@@ -157,7 +145,7 @@ class _Spy:
                 if hasattr(method, "_kit_bound"):
                     fresh.bind(*method._kit_bound)
                 fresh.load_state_dict(copy.deepcopy(method.state_dict()))
-                x = _probe(step, reads_inputs(self.cls))
+                x = _probe(step, self.cls.runs_on.inputs)
                 pairs = [("logits", method.logits(x), fresh.logits(x))]
                 pairs += [(f"task_logits(task {s + 1})", method.task_logits(x, s), fresh.task_logits(x, s))
                           for s in range(step.index + 1)]
@@ -369,7 +357,7 @@ def run_checks(method: str, workdir: Path | None = None, cache: Path | None = No
     cls = METHODS.get(method)
     presets = check_presets(method)
     yield presets
-    inputs = reads_inputs(cls)
+    inputs = cls.runs_on.inputs
     smoke = f"runs on the smoke grid ({inputs})"
     dependent = ["no labels reach it", "no earlier step's data reach it", "its outputs ignore the training labels",
                  "state_dict round-trips", "a killed run resumes to identical metrics",
@@ -391,7 +379,7 @@ def run_checks(method: str, workdir: Path | None = None, cache: Path | None = No
             return
         spy = first.spy
         yield Check(dependent[0], not spy.label_fields, f"labels in {', '.join(spy.label_fields)}")
-        if is_reference(cls):
+        if cls.runs_on.sees_past_steps:
             yield Check(dependent[1] + " (it declares itself a reference: it may)", True)
         else:
             yield Check(dependent[1], not spy.past_fields, "; ".join(spy.past_fields))
