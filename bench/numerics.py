@@ -55,7 +55,10 @@ def _apply(settings: dict[str, Any]) -> None:
 
     torch.set_num_threads(settings["threads"])
     torch.set_float32_matmul_precision(settings["matmul"])
-    torch.use_deterministic_algorithms(settings["deterministic"], warn_only=settings["warn_only"])
+    if (settings["deterministic"], settings["warn_only"]) != (torch.are_deterministic_algorithms_enabled(),
+                                                              torch.is_deterministic_algorithms_warn_only_enabled()):
+        # only when it changes: the call imports torch._inductor (about a second of a short job's CPU time)
+        torch.use_deterministic_algorithms(settings["deterministic"], warn_only=settings["warn_only"])
     torch.backends.cudnn.benchmark = settings["cudnn_benchmark"]
     torch.backends.cudnn.deterministic = settings["cudnn_deterministic"]
     torch.backends.cudnn.allow_tf32 = settings["cudnn_tf32"]

@@ -8,8 +8,12 @@ a difference visible rather than averaged away."""
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
+import importlib.util
 import os
+import re
 import subprocess
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,14 +32,30 @@ _HASHES: dict[tuple[str, int, int], str] = {}
 
 
 def library_versions() -> dict[str, str]:
-    """The versions of the libraries that compute a run: torch, torchvision, timm, numpy."""
-    import numpy
-    import timm
-    import torch
-    import torchvision
+    """The versions of the libraries that compute a run: torch, torchvision, timm, numpy. A library the
+    run never imported (timm and torchvision for a run on raw pixels) is read without importing it:
+    importing timm pulls in torchvision, about a second of a short job's CPU time."""
+    return dict(torch_version=_version("torch"), torchvision_version=_version("torchvision"),
+                timm_version=_version("timm"), numpy_version=_version("numpy"))
 
-    return dict(torch_version=torch.__version__, torchvision_version=torchvision.__version__,
-                timm_version=timm.__version__, numpy_version=numpy.__version__)
+
+def _version(name: str) -> str:
+    """`name.__version__` as the imported module gives it, without importing it where it is not yet:
+    read from the package's `version.py`, which carries the build's local tag (torchvision's
+    `+cu132`) that the installed metadata drops, so the column is the same either way."""
+    module = sys.modules.get(name)
+    if module is not None:
+        return module.__version__
+    spec = importlib.util.find_spec(name)
+    for folder in spec.submodule_search_locations or [] if spec else []:
+        version_file = Path(folder) / "version.py"
+        found = _VERSION_LINE.search(version_file.read_text()) if version_file.is_file() else None
+        if found:
+            return found.group(1)
+    return importlib.metadata.version(name)
+
+
+_VERSION_LINE = re.compile(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", re.MULTILINE)
 
 
 def cuda_versions(device: torch.device) -> dict[str, str]:

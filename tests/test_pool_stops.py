@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.environ.get("PYTHONPATH") or str(ROOT)}
 # four runs of a few seconds each on two workers: two in flight, two queued when the signal comes
 GRID = ["--grid", "smoke", "--methods", "Baseline", "--backbone", "pixels", "--splits", "5-step",
-        "--seeds", "0", "1", "2", "3", "--cfg-options", "method.epochs=40", "dataset.num_classes=10",
+        "--seeds", "0", "1", "2", "3", "--cfg-options", "method.epochs=300", "dataset.num_classes=10",
         "dataset.train_per_class=40"]
 EXIT_S = 8.0  # "within seconds": GRACE_S for the runs in flight to unwind, and the slack of a loaded machine
 

@@ -3,6 +3,7 @@ different versions silently, and a `bench` command ends without nanobind's leak 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -36,6 +37,18 @@ def test_a_run_records_the_versions_it_ran_with(tmp_path):
     # on the CPU: no CUDA stack used, whatever torch build it is; the pixel backbone reads no file
     assert (row["device"], row["cuda_version"], row["cudnn_version"], row["weights_sha256"]) == ("cpu", "", "", "")
     assert frame[list(VERSION_COLUMNS)].nunique().max() == 1  # one value per run, on every row
+
+
+def test_versions_of_libraries_a_run_never_imported_are_read_without_importing_them():
+    """A run on raw pixels imports neither timm nor torchvision; their columns still read exactly what
+    the imported modules say (torchvision's local build tag included), and importing is left undone."""
+    code = ("import sys, json; from bench.provenance import library_versions; v = library_versions(); "
+            "print(json.dumps([v, 'timm' in sys.modules, 'torchvision' in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    versions, timm_imported, torchvision_imported = json.loads(out.stdout)
+    assert not timm_imported and not torchvision_imported
+    assert versions == dict(torch_version=torch.__version__, torchvision_version=torchvision.__version__,
+                            timm_version=timm.__version__, numpy_version=numpy.__version__)
 
 
 def test_cuda_versions_are_recorded_only_for_a_cuda_device():
