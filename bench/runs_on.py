@@ -35,6 +35,11 @@ class RunsOn:
     # A tail method whose head warm-up reads frozen features (`step.train`) before its blocks train
     # (Joint (unfrozen)): the runner then builds the feature bank for it too.
     warms_up_on_features: bool = False
+    # The settings it can run (`bench.settings.SETTINGS`): "incd", the paper's class-iNCD (every step
+    # unlabelled images of new classes only), and "mixed", continual category discovery (a labelled first
+    # stage, then unlabelled stages mixing known and new classes: `step.labels` in the labelled stage).
+    # A run of a setting its method does not list is refused before anything runs.
+    settings: tuple[str, ...] = ("incd",)
 
     def __post_init__(self) -> None:
         if self.inputs not in INPUTS:
@@ -60,4 +65,7 @@ class RunsOn:
     def from_dict(cls, entry: Mapping[str, Any]) -> "RunsOn":
         """From `to_dict`'s output; keys it does not know are ignored (a catalogue of another version)."""
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in entry.items() if k in names})
+        known = {k: v for k, v in entry.items() if k in names}
+        if "settings" in known:  # a JSON list in the catalogue
+            known["settings"] = tuple(known["settings"])
+        return cls(**known)

@@ -14,7 +14,10 @@ __all__ = ["Method", "REFITTED", "RunsOn", "Step"]
 
 @dataclass
 class Step:
-    """Step `index` of the sequence: the UNLABELLED training data of this step's classes.
+    """Step `index` of the sequence: the UNLABELLED training data of this step's classes (in the `mixed`
+    setting, `labels` holds the classes of a labelled stage's images, and a later stage's images are
+    unlabelled images of this stage's `n_classes` new classes mixed with images of the `offset` classes
+    seen before, in any proportion).
 
     `offset` is the first class index of the step and `n_classes` its class count (known to the
     method, as in the paper). `train` holds the step's features (stored plain features and views);
@@ -31,6 +34,9 @@ class Step:
     device: torch.device = torch.device("cpu")
     tokens: Any = None
     past_tokens: list[Any] = field(default_factory=list)
+    # The class of each image of `train`, in 0..offset+n_classes-1: given ONLY in a labelled stage of the
+    # `mixed` setting (stage 0, classes [0, n_classes)); None in every unlabelled step and in class-iNCD.
+    labels: torch.Tensor | None = None
 
 
 # Where the paper's A and F of the methods whose testers re-fit every task's map come from
