@@ -152,7 +152,7 @@ class Feed:
     """A run's data as its method sees it: each step's `Step`, and the batches of the val and test
     images the runner evaluates it on."""
 
-    def __init__(self, inputs: Any, train: FeatureViews | None, train_task: np.ndarray, seed: int,
+    def __init__(self, inputs: Any, train: FeatureViews | None, train_task: np.ndarray | None, seed: int,
                  device: torch.device, n_steps: int, sees_past_steps: bool) -> None:
         self.inputs, self.train, self.train_task = inputs, train, train_task
         self.seed, self.device, self.n_steps, self.sees_past_steps = seed, device, n_steps, sees_past_steps
@@ -189,5 +189,7 @@ def feed_for(spec: RunSpec, method: Any, data: Any, backbone: Any, device: torch
             f"{train.views.shape[1]} stored views, test {tuple(test.plain.shape)}, {time.monotonic() - clock:.1f}s")
     inputs = INPUTS[method.runs_on.inputs](method=method, backbone=backbone, data=data, device=device, spec=spec,
                                    features=(train, val, test), val_images=val_images, log=log, results=results)
-    return Feed(inputs, train, layout.task_of(data.train.labels), spec.seed, device, spec.n_steps,
+    # a mixed protocol may leave classes out (its stages feed themselves from its manifest, not by task)
+    train_task = layout.task_of(data.train.labels) if layout.num_classes == data.num_classes else None
+    return Feed(inputs, train, train_task, spec.seed, device, spec.n_steps,
                 method.runs_on.sees_past_steps)

@@ -10,12 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+import numpy as np
 import torch
 
 from bench import numerics
 from bench.backbones import build_backbone
 from bench.data import ImageSet, build_dataset
 from bench.evaluate import TaskLayout
+from bench.settings import protocol_for, setting_of, stage_sizes
 from bench.spec import RunSpec
 
 Log = Callable[[str], None]
@@ -54,6 +56,7 @@ class Parts:
     method: Any
     val_images: ImageSet
     mapping_images: str
+    protocol: Any = None  # the mixed setting's protocol (`bench.settings`); None in class-iNCD
 
 
 def assemble(spec: RunSpec, out: Path, device: torch.device, log: Log) -> Parts:
@@ -67,7 +70,16 @@ def assemble(spec: RunSpec, out: Path, device: torch.device, log: Log) -> Parts:
     data = data.with_class_order(order_seed)
     if order_seed is not None:
         log(f"class order {order_seed}: the canonical classes in the order {data.extra['class_order']}")
-    layout = TaskLayout.contiguous(data.num_classes, spec.n_steps)
+    protocol = None
+    if setting_of(spec.config) == "mixed":  # its stages own the labelled classes, then each stage's new ones
+        protocol = protocol_for(spec.config["setting"], data.num_classes, data.train.labels)
+        sizes = stage_sizes(protocol)
+        layout = TaskLayout(tuple(int(o) for o in np.cumsum((0,) + sizes[:-1])), sizes)
+        if layout.num_classes < data.num_classes:
+            log(f"the {spec.split} protocol leaves classes {layout.num_classes}..{data.num_classes - 1} out: its "
+                f"stages cannot share them equally; neither their training nor their test images take part")
+    else:
+        layout = TaskLayout.contiguous(data.num_classes, spec.n_steps)
     backbone = build_backbone(spec.backbone, spec.config["backbone"], data.train.image_shape,
                               spec.location.get("weights_dir")).to(device)
     val_images = data.val_or_train()
@@ -83,4 +95,4 @@ def assemble(spec: RunSpec, out: Path, device: torch.device, log: Log) -> Parts:
                                 **spec.config["method"]))
     # what tail methods copy and fine-tune, and in which precision, also after a resume
     method.bind(backbone, spec.config.get("precision", {}).get("tails", "fp32"))
-    return Parts(data, layout, backbone, method, val_images, mapping_images)
+    return Parts(data, layout, backbone, method, val_images, mapping_images, protocol)

@@ -87,6 +87,10 @@ def replay(path: Path) -> list[MetricRow]:
     """The metric rows the current evaluator gives for a run's stored predictions, summary included."""
     with np.load(path) as stored:
         layout = TaskLayout(tuple(int(o) for o in stored["offsets"]), tuple(int(s) for s in stored["sizes"]))
+        from bench import mixed_run
+
+        if mixed_run.MIXED_MARK in stored:  # a run of the mixed setting: its own rows
+            return mixed_run.replay(stored, layout)
         evaluator, rows = Evaluator(layout), []
         # runs recorded before the re-fitted maps were kept have no `wo_refit` flavour
         refits = all(f"refit_{t}" in stored for t in range(layout.n_steps))

@@ -44,14 +44,18 @@ def check_splits(specs: Sequence[Any]) -> None:
     under the authors' ceil(K/T) rule) is refused before anything runs."""
     from bench.data import declared_num_classes
     from bench.evaluate import TaskLayout
+    from bench.settings import class_groups, setting_of
 
     for spec in specs:
         n = declared_num_classes(spec.dataset, spec.config["dataset"])
         if n is None:
             continue
         try:
-            TaskLayout.contiguous(n, spec.n_steps)
-        except ValueError as err:
+            if setting_of(spec.config) == "mixed":
+                class_groups(spec.config["setting"], n)
+            else:
+                TaskLayout.contiguous(n, spec.n_steps)
+        except (ValueError, BenchError) as err:
             raise BenchError(f"split {spec.split!r} does not fit dataset {spec.dataset!r} ({n} classes): {err}") from None
 
 

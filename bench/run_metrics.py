@@ -27,7 +27,11 @@ def metrics_frame(spec: RunSpec, rows: list[MetricRow], device: torch.device, st
 
     frame = pd.DataFrame([asdict(r) for r in rows])
     cls = METHODS.get(spec.method)
-    reported = reported_sources(cls.reported, rows)
+    from bench import mixed_run
+    from bench.settings import setting_of
+
+    declared = mixed_run.REPORTED if setting_of(spec.config) == "mixed" else cls.reported
+    reported = reported_sources(declared, rows)
     identity = dict(run_id=spec.run_id, method=spec.method, preset=spec.preset, label=spec.label,
                     dataset=spec.dataset, split=spec.split_label, n_steps=spec.n_steps, backbone=spec.backbone,
                     seed=spec.seed, reported_A=reported["A"], reported_F=reported["F"],

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from mmengine.config import Config
 
-from bench import checkpoint, numerics, predictions
+from bench import checkpoint, mixed_run, numerics, predictions
 from bench.evaluate import Evaluator, MetricRow
 from bench.feeding import Feed, feed_for
 from bench.planning import assemble, device_of, threads_of
@@ -86,6 +86,10 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
     parts = assemble(spec, out, device, log)
     method, layout, data, val_images = parts.method, parts.layout, parts.data, parts.val_images
     feed = feed_for(spec, method, data, parts.backbone, device, val_images, layout, log, out.parent.parent, clock)
+    if parts.protocol is not None:  # the mixed setting: its own protocol (bench.mixed_run)
+        rows, progress = mixed_run.run_mixed(spec, out, log, parts, feed, state, clock, threads, seed_everything)
+        _record(spec, out, log, parts, rows, progress, device, clock)
+        return
     evaluator = Evaluator(layout)
     progress = checkpoint.Progress.of(state)
     if state is not None:
@@ -105,12 +109,19 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
         checkpoint.save_checkpoint(out / CHECKPOINT,
                                    progress.state(t, method, evaluator, time.monotonic() - clock, threads))
 
-    rows = progress.rows + evaluator.summary(progress.rows, spec.n_steps)
+    _record(spec, out, log, parts, progress.rows + evaluator.summary(progress.rows, spec.n_steps), progress, device,
+            clock)
+
+
+def _record(spec: RunSpec, out: Path, log: Log, parts: Any, rows: list[MetricRow], progress: Any,
+            device: torch.device, clock: float) -> None:
+    """The finished run's predictions and metrics, then DONE; its A and F in the log."""
     frame = metrics_frame(spec, rows, device, progress.started_at, progress.spent + time.monotonic() - clock,
                           parts.mapping_images, weights=parts.backbone.weights)
-    finish(out, layout, progress.stored, spec.run_id, frame)
+    finish(out, parts.layout, progress.stored, spec.run_id, frame)
     summary = {(r.flavour, r.metric): r.value for r in rows if r.group == "summary"}
-    shown = {name: f"{name}={summary[source]:.1f} ({'/'.join(source)})" for name, source in method.reported.items()}
+    reported = mixed_run.REPORTED if parts.protocol is not None else parts.method.reported
+    shown = {name: f"{name}={summary[source]:.1f} ({'/'.join(source)})" for name, source in reported.items()}
     log(f"done: {shown['A']} {shown['F']}")
 
 

@@ -62,13 +62,16 @@ DEFAULT_SECTIONS: dict[str, dict[str, Any]] = {
     # before they are cut into tasks (a protocol axis: results over several orders)
     "split": {"class_order_seed": None},
     "precision": {"tails": "fp32"},
+    # "incd" (the paper's setting) or "mixed", whose split names its protocol (`bench.settings`): a mixed
+    # run's section then holds the protocol's counts, the seed of its draw and how K is known
+    "setting": {"name": "incd"},
 }
 # Keys added after runs were recorded: at these values they are left out of the run id, so that
 # the runs finished before them keep their ids (and stay done).
 LATER_KEYS: dict[tuple[str, str], Any] = {("features", "tokens"): "live", ("features", "token_dtype"): "float16",
                                           ("split", "class_order_seed"): None,
                                           # on CUDA, tails ran in bf16 before this key (fp32 on the CPU)
-                                          ("precision", "tails"): "fp32"}
+                                          ("precision", "tails"): "fp32", ("setting", "name"): "incd"}
 
 
 # Sections a preset may set besides the method's own keys (a `code` preset sets `features.policy`).
@@ -156,7 +159,12 @@ class RunSpec:
     def split_label(self) -> str:
         """The split as results show it: `5-step`, or `5-step · order 3` for a permuted class order."""
         order = self.config.get("split", {}).get("class_order_seed")
-        return self.split if order is None else f"{self.split} · order {order}"
+        split = self.split
+        if self.config.get("setting", {}).get("name", "incd") != "incd":
+            from bench.settings import describe
+
+            split = describe(self.split, self.config)
+        return split if order is None else f"{split} · order {order}"
 
     def describe(self) -> str:
         return f"{self.label} · {self.dataset} · {self.split_label} · {self.backbone} · seed {self.seed}"
@@ -216,8 +224,13 @@ class Grid:
 
 
 def n_steps_of(split: str) -> int:
+    """A split's steps: a class-iNCD split's, or a mixed protocol's labelled stage and its unlabelled ones."""
+    from bench.settings import MIXED_SPLITS
+
+    if split in MIXED_SPLITS:
+        return MIXED_SPLITS[split].stages + 1
     if split not in SPLITS:
-        raise unknown("split", split, SPLITS)
+        raise unknown("split", split, [*SPLITS, *MIXED_SPLITS])
     return SPLITS[split]
 
 
@@ -417,6 +430,10 @@ def resolve_config(method: str, preset: str, dataset: str, split: str,
     params, overrides = load_preset(method, preset)
     params.update(_matching_overrides(overrides, dataset, split))
     config = {"method": params, **copy.deepcopy(DEFAULT_SECTIONS)}
+    from bench.settings import MIXED_SPLITS, mixed_setting
+
+    if split in MIXED_SPLITS:  # the split names the setting: its section starts from the protocol's defaults
+        config["setting"] = mixed_setting(split)
     sections = _flatten(preset_sections(method, preset))
     for source in (sections, _flatten(grid_cfg), options):
         relevant = {k: v for k, v in source.items()
@@ -493,9 +510,31 @@ def check_config(method: str, dataset: str, config: Mapping[str, Any], n_steps: 
     from bench.validate import check_dataset_options, check_method, check_sections
     from bench.registries.catalogue import method_info
 
-    check_method(config["method"], load_preset(method, EQUATIONS)[0], method_info(method).hparam_choices, n_steps)
+    info = method_info(method)
+    check_method(config["method"], load_preset(method, EQUATIONS)[0], info.hparam_choices, n_steps)
     check_sections(config, DEFAULT_SECTIONS, SECTION_CHOICES)
+    _check_setting(method, config, info.runs_on)
     check_dataset_options(reader_class(dataset), config["dataset"])
+
+
+def _check_setting(method: str, config: Mapping[str, Any], runs_on: RunsOn) -> None:
+    """The setting follows the split (a mixed protocol's split, or a class-iNCD one), and the method
+    must declare it (`RunsOn.settings`)."""
+    from bench.settings import MIXED_SPLITS, SETTINGS, check_setting
+
+    setting = config.get("setting", {})
+    name = setting.get("name", "incd")
+    mixed_split = setting.get("protocol") in MIXED_SPLITS
+    if name not in SETTINGS:
+        raise unknown("setting", name, SETTINGS)
+    if (name == "mixed") != mixed_split:
+        raise BenchError(f"setting {name!r} does not follow from the split: the split names the setting "
+                         f"(mixed protocols: {', '.join(MIXED_SPLITS)}; class-iNCD: {', '.join(SPLITS)})")
+    if name not in runs_on.settings:
+        raise BenchError(f"method {method!r} cannot run the {name!r} setting ({SETTINGS[name]}); it runs: "
+                         f"{', '.join(runs_on.settings)}")
+    if name == "mixed":
+        check_setting(setting)
 
 
 def _check_backbone(name: str) -> None:

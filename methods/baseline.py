@@ -2,7 +2,9 @@
 
 Frozen backbone features; at step t a new cosine head h^t with C_t outputs is trained with the
 swapped Sinkhorn-Knopp cross-entropy on two views per image. Only the heads are kept between
-steps; task-agnostic inference concatenates [h^1; …; h^t] and takes the argmax.
+steps; task-agnostic inference concatenates [h^1; …; h^t] and takes the argmax. In the mixed setting
+a labelled stage trains its head with the cross-entropy of the labels instead; every unlabelled stage
+is learned as above (its old-class images have no head of their own to go to: what the setting measures).
 """
 from __future__ import annotations
 
@@ -11,14 +13,14 @@ from typing import Any
 import torch
 
 from bench.methods.base import Method, RunsOn, Step
-from bench.methods.blocks import SWAP_REDUCTIONS, CosineHead, train_head_swapped
+from bench.methods.blocks import SWAP_REDUCTIONS, CosineHead, train_head_supervised, train_head_swapped
 from bench.registries import METHODS
 
 
 @METHODS.register_module(name="Baseline")
 class Baseline(Method):
     preset_file = "baseline"
-    runs_on = RunsOn()
+    runs_on = RunsOn(settings=("incd", "mixed"))
     hparam_choices = {"swap_reduction": SWAP_REDUCTIONS}
 
     def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
@@ -34,7 +36,12 @@ class Baseline(Method):
         head = self.new_head(step.n_classes).to(step.device)
         gen = torch.Generator().manual_seed(self.seed * 1000 + step.index)
         epochs = hp["epochs_per_step"][step.index] if hp.get("epochs_per_step") else hp["epochs"]
-        self.losses.append(train_head_swapped(head, step.train, hp, epochs=epochs, batch_size=hp["batch_size"], gen=gen))
+        if step.labels is None:
+            self.losses.append(train_head_swapped(head, step.train, hp, epochs=epochs, batch_size=hp["batch_size"],
+                                                  gen=gen))
+        else:  # a labelled stage (the mixed setting): the same head, trained on the labels
+            self.losses.append(train_head_supervised(head, step.train, step.labels, hp, epochs=epochs,
+                                                     batch_size=hp["batch_size"], gen=gen))
         self.heads.append(head)
 
     @torch.no_grad()

@@ -46,7 +46,7 @@ def ktrfr_loss(current_logits: torch.Tensor, current_targets: torch.Tensor, repl
 @METHODS.register_module(name="Baseline++")
 class BaselinePlusPlus(WithStudent):
     preset_file = "baseline_pp"
-    runs_on = RunsOn()
+    runs_on = RunsOn(settings=("incd", "mixed"))
     hparam_choices = {**WithStudent.hparam_choices, "ktrfr_reduction": KTRFR_REDUCTIONS, "init_from": STUDENT_INITS}
 
     def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
@@ -61,8 +61,9 @@ class BaselinePlusPlus(WithStudent):
         if step.index > 0:
             self.student = self._ktrfr(step)
         head = self.heads[step.index]
-        with torch.no_grad():
-            pseudo = head(step.train.plain.float()).argmax(1).cpu() + step.offset
+        with torch.no_grad():  # a labelled stage's prototypes are its classes' (the mixed setting)
+            pseudo = (head(step.train.plain.float()).argmax(1).cpu() if step.labels is None
+                      else step.labels.cpu()) + step.offset
         # `code`: the per-class variance ÷ (n − 1), as the code's torch.var; σ̄ is the mean of these σ
         self.prototypes.add_step(step.train.plain.cpu(), pseudo, step.n_classes,
                                  unbiased=self.hparams["unbiased_variance"])

@@ -103,6 +103,24 @@ def train_head_swapped(head: CosineHead, data: FeatureViews, hp: dict, *, epochs
     return losses
 
 
+def train_head_supervised(head: CosineHead, data: FeatureViews, labels: torch.Tensor, hp: dict, *, epochs: int,
+                          batch_size: int, gen: torch.Generator) -> list[float]:
+    """Train a cosine head with the cross-entropy of the given labels (classes 0..C-1 of the head) on two
+    views per item: a labelled stage of the mixed setting, with the optimiser and temperature of the
+    method's swapped-loss training (`train_head_swapped`). Returns the mean loss per epoch."""
+    def loss_of(index: list[torch.Tensor]) -> torch.Tensor:
+        x1, x2 = data.two_views(index[0], gen)
+        y = labels[index[0]].to(x1.device)
+        head.renormalize()
+        return hard_cross_entropy(head(torch.cat([x1, x2])), torch.cat([y, y]), hp["temperature"])
+
+    head.train()
+    losses = train_epochs(head.parameters(), hp, epochs=epochs, sizes=[len(data)], batch_size=batch_size, gen=gen,
+                          loss_of=loss_of)
+    head.eval()
+    return losses
+
+
 def clustering_scale(hp: dict, heads: int = 1) -> float:
     """How many times the authors' one mean a summed clustering loss is: 1 for `swap_reduction="mean"`;
     2 per head for `sum` (the two views' means added, Eq. 1), e.g. 4 for ResTune's mixed and residual

@@ -20,7 +20,7 @@ from bench.registries import METHODS
 @METHODS.register_module(name="Joint (frozen)")
 class JointFrozen(WithStudent):
     preset_file = "joint_frozen"
-    runs_on = RunsOn(sees_past_steps=True)  # a reference: trains on every step seen so far
+    runs_on = RunsOn(sees_past_steps=True, settings=("incd", "mixed"))  # a reference: trains on every step seen so far
 
     def learn(self, step: Step) -> None:
         super().learn(step)

@@ -2,7 +2,8 @@
 
 On L2-normalised frozen plain features, at step t: a single k-means on D^t with C_t clusters (the
 task-specific "head") and a joint k-means on D^1..D^t with Σ C clusters (the unified "head"). It is a
-reference method and sees earlier steps' data. Logits are negative squared distances to centroids.
+reference method and sees earlier steps' data. In the mixed setting the labelled stage's own "head"
+is its classes' mean features; the joint k-means never reads a label. Logits are negative squared distances to centroids.
 Its joint cluster ids are unrelated to the per-task mappings, so its A is reported with one
 Hungarian match over all seen classes, sample-weighted (the authors' `Acc_all_W_cluster`), and its F
 task-agnostically like every other method: single-task k-means accuracy minus a near-chance W/O
@@ -23,7 +24,8 @@ from bench.registries import METHODS
 @METHODS.register_module(name="K-means")
 class KMeansReference(Method):
     preset_file = "kmeans"
-    runs_on = RunsOn(sees_past_steps=True, trains_on_views=False)  # a reference on plain features only
+    # a reference on plain features only
+    runs_on = RunsOn(sees_past_steps=True, trains_on_views=False, settings=("incd", "mixed"))
     reported = {"A": ("w", "A_sample"), "F": ("wo", "F")}
     hparam_choices = {"init": ("k-means++", "random")}
 
@@ -42,7 +44,12 @@ class KMeansReference(Method):
         return torch.as_tensor(km.cluster_centers_, dtype=torch.float32)
 
     def learn(self, step: Step) -> None:
-        self.task_centroids.append(self._fit(step.train.plain, step.n_classes, step.index))
+        if step.labels is None:
+            self.task_centroids.append(self._fit(step.train.plain, step.n_classes, step.index))
+        else:  # a labelled stage (the mixed setting): its classes' means; the joint k-means stays unsupervised
+            x = F.normalize(step.train.plain.float(), dim=1).cpu()
+            labels = step.labels.cpu()
+            self.task_centroids.append(torch.stack([x[labels == c].mean(0) for c in range(step.n_classes)]))
         union = torch.cat([past.plain for past in step.past] + [step.train.plain])
         k_total = step.offset + step.n_classes
         self.joint_centroids = self._fit(union, k_total, step.index)

@@ -1,0 +1,177 @@
+"""A run of the `mixed` setting (continual category discovery, `bench.settings`), as its protocol says:
+the split is drawn once into a manifest (`split.json`, written with the run and read back on resume);
+then for each stage, the method learns the stage's images (with their labels in the labelled stage
+only), is evaluated on the test images of every class seen so far, and the stage is recorded.
+
+Metric rows (percent), all computed from what is stored in `predictions.npz`, so that
+`bench metrics recompute` gives them again:
+
+- per stage t: `all` (flavour `cgcd`): ONE Hungarian match of the method's predictions on the test images
+  of the classes of stages 0..t; `old` / `new` under that match in two senses, flavour `cgcd_hard` (old:
+  the labelled stage's classes) and `cgcd_soft` (old: the classes of stages before t). Stage 0 has `all` only.
+- per unlabelled stage: `k` rows, `true` (new classes the stage brings) and `given` (what the method was
+  told: the true count, or the estimate of `setting.k`).
+- summary (flavour `cgcd`): `All`, `Old_hard`, `New_hard`, `Old_soft`, `New_soft`, the means over the
+  unlabelled stages, as the continual category discovery papers average them; `A` = `All`; `F`, the
+  forgetting of the labelled classes, their accuracy after the labelled stage minus after the last stage
+  (under each stage's own match); `D`, discovery, = `New_soft`; `K_error`, the mean |given − true|.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import torch
+
+from bench import checkpoint
+from bench.evaluate import MetricRow, TaskLayout, old_new_accuracy
+from bench.feeding import Feed, step_order
+from bench.mixed import Manifest, MixedProtocol, draw
+from bench.predictions import compact
+from bench.storage import write_atomic
+
+Log = Callable[[str], None]
+SPLIT_FILE = "split.json"
+MIXED_MARK = "mixed_setting"  # the key that marks a mixed run's stored predictions
+# what a mixed run reports as its A and F (`bench.run_metrics`), whatever its method declares for class-iNCD
+REPORTED: Mapping[str, tuple[str, str]] = {"A": ("cgcd", "A"), "F": ("cgcd", "F")}
+
+
+def manifest_of(out: Path, protocol: MixedProtocol, train_labels: np.ndarray, seed: int, log: Log) -> Manifest:
+    """The run's split: read back from its `split.json` (a resumed run), else drawn with `seed` and written."""
+    path = out / SPLIT_FILE
+    if path.exists():
+        return Manifest.from_json(path.read_text())
+    manifest = draw(protocol, train_labels, seed)
+    write_atomic(path, manifest.to_json())
+    sizes = ", ".join(str(len(s)) for s in manifest.stages)
+    log(f"split drawn with seed {seed} into {SPLIT_FILE}: {len(manifest.stages)} stages of {sizes} images "
+        f"(stage 0 labelled)")
+    return manifest
+
+
+def estimate_new_classes(features: torch.Tensor, known: int, k_max_new: int, seed: int) -> int:
+    """The new classes of an unlabelled stage by k-means silhouette (`bench.estimate_k`) over the stage's
+    images: the stage holds every known class and some new ones, so K runs over known+1 .. known+k_max_new
+    and the estimate is K − known."""
+    from bench.estimate_k import estimate_k
+
+    x = torch.nn.functional.normalize(features.float(), dim=1).cpu().numpy()
+    k_max = min(known + k_max_new, len(x) - 1)
+    return estimate_k(x, max(2, known + 1), k_max, seed) - known
+
+
+def run_mixed(spec: Any, out: Path, log: Log, parts: Any, feed: Feed, state: dict[str, Any] | None,
+              clock: float, threads: int, seed_everything: Callable[[int], None]) -> tuple[list[MetricRow], Any]:
+    """Every stage of the mixed run `spec`; its metric rows and what it stored (for `predictions.npz`)."""
+    method, data, layout, protocol = parts.method, parts.data, parts.layout, parts.protocol
+    setting = spec.config["setting"]
+    manifest = manifest_of(out, protocol, data.train.labels, int(setting["manifest_seed"]), log)
+    progress = checkpoint.Progress.of(state)
+    if state is not None:
+        method.load_state_dict(state["method"])
+        log(f"resuming after stage {state['step']}")
+    progress.stored[MIXED_MARK] = np.asarray([1], dtype=np.int8)  # `bench.predictions.replay` reads it
+    test_labels = np.asarray(data.test.labels)
+    test_stage = stage_of(test_labels, layout)
+    for t in range(progress.next_step, spec.n_steps):
+        seed_everything(spec.seed * 1000 + t)
+        rows = step_order(manifest.stages[t], spec.seed, t)
+        train = feed.train.subset(rows).to(feed.device)
+        # labels reach the method only in a labelled stage, and only that stage's
+        labels = torch.as_tensor(data.train.labels[rows], dtype=torch.long) if manifest.labelled[t] else None
+        known = int(sum(progress.stored[f"k_given_{s}"][0] for s in range(t)))
+        n_new = layout.sizes[t]
+        if t > 0 and setting["k"] == "silhouette":
+            n_new = max(1, estimate_new_classes(train.plain, known, setting["k_max_new"] or layout.sizes[0],
+                                                spec.seed * 1000 + t))
+        past = [feed.train.subset(step_order(manifest.stages[s], spec.seed, s)).to(feed.device) for s in range(t)]
+        from bench.methods.base import Step
+
+        method.learn(Step(index=t, n_classes=n_new, offset=known, train=train, last=t == spec.n_steps - 1,
+                          past=past if method.runs_on.sees_past_steps else [], device=feed.device, labels=labels))
+        seen = np.flatnonzero(test_stage <= t)
+        progress.stored[f"test_labels_{t}"] = compact(test_labels[seen])
+        progress.stored[f"unified_{t}"] = compact(_predict(method, feed, seen))
+        progress.stored[f"k_given_{t}"] = compact(np.asarray([n_new]))
+        step_rows = stage_rows(t, progress.stored, layout)
+        progress.rows.extend(step_rows)
+        _log_stage(log, t, spec.n_steps, step_rows)
+        checkpoint.save_checkpoint(out / checkpoint.CHECKPOINT,
+                                   progress.state(t, method, _NoEvaluator(), time.monotonic() - clock, threads))
+    return progress.rows + summary(progress.rows, spec.n_steps), progress
+
+
+class _NoEvaluator:
+    """A mixed run's evaluator holds no state (its rows come from the stored predictions alone)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+
+@torch.no_grad()
+def _predict(method: Any, feed: Feed, index: np.ndarray) -> np.ndarray:
+    preds = [method.logits(x).argmax(1).cpu() for x in feed.batches("test", index)]
+    return torch.cat(preds).numpy() if preds else np.empty(0, dtype=np.int64)
+
+
+def stage_of(labels: np.ndarray, layout: TaskLayout) -> np.ndarray:
+    """The stage that brings each class; a class the protocol leaves out gets n_steps (never seen)."""
+    labels = np.asarray(labels, dtype=np.int64)
+    inside = labels < layout.num_classes
+    return np.where(inside, layout.task_of(np.where(inside, labels, 0)), layout.n_steps)
+
+
+def stage_rows(t: int, stored: Mapping[str, np.ndarray], layout: TaskLayout) -> list[MetricRow]:
+    """Stage t's rows from what it stored: its test labels, the method's predictions, the K it was given."""
+    labels, pred = np.asarray(stored[f"test_labels_{t}"]), np.asarray(stored[f"unified_{t}"])
+    stage = stage_of(labels, layout)
+    hard = old_new_accuracy(labels, pred, np.unique(labels[stage == 0]))
+    rows = [MetricRow(t, "all", "cgcd", "acc", hard["all"])]
+    if t == 0:
+        return rows
+    soft = old_new_accuracy(labels, pred, np.unique(labels[stage < t]))
+    for flavour, acc in (("cgcd_hard", hard), ("cgcd_soft", soft)):
+        rows += [MetricRow(t, group, flavour, "acc", acc[group]) for group in ("old", "new") if not np.isnan(acc[group])]
+    rows += [MetricRow(t, "k", "cgcd", "true", float(layout.sizes[t])),
+             MetricRow(t, "k", "cgcd", "given", float(stored[f"k_given_{t}"][0]))]
+    return rows
+
+
+def summary(rows: list[MetricRow], n_steps: int) -> list[MetricRow]:
+    """The run's summary rows (module docstring) from its per-stage rows."""
+    at = {(r.step, r.group, r.flavour, r.metric): r.value for r in rows}
+    stages = range(1, n_steps)
+
+    def mean(group: str, flavour: str, metric: str = "acc") -> float:
+        values = [at[(t, group, flavour, metric)] for t in stages if (t, group, flavour, metric) in at]
+        return float(np.mean(values)) if values else float("nan")
+
+    out = {"All": mean("all", "cgcd"), "Old_hard": mean("old", "cgcd_hard"), "New_hard": mean("new", "cgcd_hard"),
+           "Old_soft": mean("old", "cgcd_soft"), "New_soft": mean("new", "cgcd_soft")}
+    last = n_steps - 1
+    labelled_last = at.get((last, "old", "cgcd_hard", "acc"), at[(0, "all", "cgcd", "acc")])
+    out.update(A=out["All"], F=at[(0, "all", "cgcd", "acc")] - labelled_last, D=out["New_soft"],
+               K_error=float(np.mean([abs(at[(t, "k", "cgcd", "given")] - at[(t, "k", "cgcd", "true")])
+                                      for t in stages])) if n_steps > 1 else 0.0)
+    return [MetricRow(last, "summary", "cgcd", metric, value) for metric, value in out.items()]
+
+
+def replay(stored: Mapping[str, np.ndarray], layout: TaskLayout) -> list[MetricRow]:
+    """A finished mixed run's rows from its `predictions.npz` alone (`bench metrics recompute`)."""
+    rows = [row for t in range(layout.n_steps) for row in stage_rows(t, stored, layout)]
+    return rows + summary(rows, layout.n_steps)
+
+
+def _log_stage(log: Log, t: int, n_steps: int, rows: list[MetricRow]) -> None:
+    acc = {(r.group, r.flavour): r.value for r in rows if r.metric == "acc"}
+    said = f"stage {t}/{n_steps - 1}{' (labelled)' if t == 0 else ''}: all {acc[('all', 'cgcd')]:.1f}"
+    if t > 0:
+        said += (f", old/new hard {acc.get(('old', 'cgcd_hard'), float('nan')):.1f}/"
+                 f"{acc.get(('new', 'cgcd_hard'), float('nan')):.1f}, soft {acc.get(('old', 'cgcd_soft'), float('nan')):.1f}/"
+                 f"{acc.get(('new', 'cgcd_soft'), float('nan')):.1f}")
+        k = {r.metric: r.value for r in rows if r.group == "k"}
+        said += f", K {k['given']:.0f} (true {k['true']:.0f})"
+    log(said)

@@ -1,0 +1,155 @@
+"""The settings a run can be in, and the `mixed` setting's registered protocols.
+
+- `incd`, the paper's class-iNCD: every step holds unlabelled images of its new classes only. Its
+  splits are `2-step`, `5-step`, `10-step` (`bench.spec.SPLITS`).
+- `mixed`, continual generalized category discovery (PromptCCD, Happy, VB-CGCD): stage 0 holds labelled
+  images of the first classes; every later stage holds unlabelled images of its new classes mixed with
+  images of every class seen before. Its splits are the protocols of `MIXED_SPLITS`, e.g.
+  `happy-5-stage`: the split names the protocol and its number of stages, and the run's `setting`
+  section holds its counts, the seed of its draw and how K is known, all part of the run id.
+
+A mixed protocol is a rule, so that it applies to any dataset: the labelled classes are the first
+`labelled_classes` of the class order (a fraction of the classes, or a count), of which
+`labelled_fraction` of the images are labelled; the rest of the classes arrive in equal groups, one per
+stage, and stage s holds, per class, `old_seen` images of each labelled class (from the images the labelled
+stage left), `novel_seen` of each class that arrived in an earlier stage and `novel_unseen` of each class
+arriving now. A count below 1 is a fraction of the class's training images (at least one image).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from bench.errors import BenchError, unknown
+from bench.mixed import MixedProtocol
+
+SETTINGS: dict[str, str] = {
+    "incd": "class-iNCD (the paper's): each step holds unlabelled images of its new classes only",
+    "mixed": "continual category discovery: a labelled first stage, then unlabelled stages of old and new classes",
+}
+K_SOURCES = ("known", "silhouette")  # setting.k: the new classes' count given, or estimated from the stage
+SELECTIONS = ("last",)  # setting.selection: what a run reports of its training; see `check_setting`
+
+
+@dataclass(frozen=True)
+class MixedSplit:
+    """A registered mixed protocol: its unlabelled stages and the defaults of its `setting` section."""
+
+    stages: int
+    source: str
+    counts: Mapping[str, float]
+
+
+# Happy (Ma et al., NeurIPS'24), CIFAR-100: 50 labelled classes (80% of their images labelled), then 5
+# stages of 10 new classes; per stage 25 images of each labelled class, 25 of each earlier new class and
+# 400 of each new one (`online_old_seen_num`, `online_novel_seen_num`, `online_novel_unseen_num` of its
+# `logs/cifar100_continual_dataset_dict.txt`: stages of 5250, 5500, ... 6250 images). As fractions of
+# CIFAR-100's 500 images per class, the rule gives exactly those counts there.
+HAPPY = dict(labelled_classes=0.5, labelled_fraction=0.8, old_seen=0.05, novel_seen=0.05, novel_unseen=0.8)
+MIXED_SPLITS: dict[str, MixedSplit] = {
+    "happy-5-stage": MixedSplit(5, "Happy (NeurIPS'24)", HAPPY),
+}
+# the setting section of a mixed run, besides its counts
+SETTING_KEYS: dict[str, Any] = {"name": "mixed", "protocol": "", "manifest_seed": 0, "k": "known",
+                                "k_max_new": 0, "selection": "last"}
+
+
+def setting_of(config: Mapping[str, Any]) -> str:
+    return config.get("setting", {}).get("name", "incd")
+
+
+def mixed_setting(split: str) -> dict[str, Any]:
+    """The `setting` section a run of the mixed split `split` starts from."""
+    entry = MIXED_SPLITS[split]
+    return {**SETTING_KEYS, "protocol": split, **entry.counts}
+
+
+def check_setting(setting: Mapping[str, Any]) -> None:
+    """Every key of a mixed run's `setting` section, before anything runs."""
+    def fail(key: str, value: Any, valid: str) -> BenchError:
+        return BenchError(f"bad setting.{key}={value!r}: {valid}")
+
+    known = set(SETTING_KEYS) | set(HAPPY)
+    for key in setting:
+        if key not in known:
+            raise BenchError(f"bad --cfg-options key 'setting.{key}': not a key of the mixed setting; valid keys: "
+                             f"{', '.join(f'setting.{k}' for k in sorted(known))}")
+    if setting["k"] not in K_SOURCES:
+        raise fail("k", setting["k"], f"choose from {', '.join(K_SOURCES)}")
+    if setting["selection"] not in SELECTIONS:
+        raise fail("selection", setting["selection"],
+                   "only 'last' (what a method ends its stage with): no method here selects among epochs, so "
+                   "neither a held-out labelled validation nor an oracle on test has anything to choose from")
+    for key in ("manifest_seed", "k_max_new"):
+        if not isinstance(setting[key], int) or isinstance(setting[key], bool) or setting[key] < 0:
+            raise fail(key, setting[key], "an integer >= 0")
+    for key in HAPPY:
+        value = setting[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise fail(key, value, "a fraction in (0, 1) of the classes or images, or a count >= 1")
+    if setting["labelled_fraction"] >= 1:
+        raise fail("labelled_fraction", setting["labelled_fraction"],
+                   "a fraction in (0, 1): the labelled classes' other images feed the later stages")
+
+
+def _count(share: float, n: int) -> int:
+    return int(share) if share >= 1 else max(1, int(round(share * n)))
+
+
+def class_groups(setting: Mapping[str, Any], num_classes: int) -> tuple[int, int]:
+    """The labelled classes and the new classes per stage of a mixed protocol on `num_classes` classes
+    (the classes the stages cannot share equally are left out, as Happy leaves them)."""
+    stages = MIXED_SPLITS[setting["protocol"]].stages
+    labelled = min(_count(setting["labelled_classes"], num_classes), num_classes)
+    per_stage = (num_classes - labelled) // stages
+    if per_stage < 1:
+        raise BenchError(f"the {setting['protocol']} protocol needs at least one new class per stage: {num_classes} "
+                         f"classes with {labelled} labelled leave {num_classes - labelled} for {stages} stages")
+    return labelled, per_stage
+
+
+def protocol_for(setting: Mapping[str, Any], num_classes: int, train_labels: np.ndarray) -> MixedProtocol:
+    """The protocol of a mixed run on a dataset with `num_classes` classes (in its class order), whose
+    training images have `train_labels`."""
+    stages = MIXED_SPLITS[setting["protocol"]].stages
+    labelled, per_stage = class_groups(setting, num_classes)
+    sizes = np.bincount(np.asarray(train_labels, dtype=np.int64), minlength=num_classes)
+    arrivals = [range(labelled + s * per_stage, labelled + (s + 1) * per_stage) for s in range(stages)]
+    protocol_stages = []
+    for s in range(stages):
+        counts = {c: _count(setting["old_seen"], int(sizes[c])) for c in range(labelled)}
+        counts.update({c: _count(setting["novel_seen"], int(sizes[c])) for a in arrivals[:s] for c in a})
+        counts.update({c: _count(setting["novel_unseen"], int(sizes[c])) for c in arrivals[s]})
+        protocol_stages.append(counts)
+    return MixedProtocol(tuple(range(labelled)), float(setting["labelled_fraction"]), tuple(protocol_stages))
+
+
+def stage_sizes(protocol: MixedProtocol) -> tuple[int, ...]:
+    """How many classes each stage introduces: the labelled ones, then each stage's new ones."""
+    seen = set(protocol.labelled_classes)
+    sizes = [len(seen)]
+    for counts in protocol.stages:
+        sizes.append(len(set(counts) - seen))
+        seen |= set(counts)
+    return tuple(sizes)
+
+
+def describe(split: str, config: Mapping[str, Any]) -> str:
+    """How results show a mixed run's split: `happy-5-stage · draw 0 · K silhouette`."""
+    setting = config["setting"]
+    parts = [split, f"draw {setting['manifest_seed']}"]
+    if setting["k"] != "known":
+        parts.append(f"K {setting['k']}")
+    return " · ".join(parts)
+
+
+def n_steps_of_mixed(split: str) -> int:
+    if split not in MIXED_SPLITS:
+        raise unknown("mixed split", split, MIXED_SPLITS)
+    return MIXED_SPLITS[split].stages + 1
+
+
+__all__ = ["SETTINGS", "MIXED_SPLITS", "MixedSplit", "check_setting", "describe", "mixed_setting", "protocol_for",
+           "setting_of", "stage_sizes"]

@@ -1,0 +1,142 @@
+"""The mixed setting end to end (bench/settings.py, bench/mixed_run.py): labels reach a method only in the
+labelled stage, each stage holds exactly its manifest's images, the split is written with the run and read
+back, every metric is recomputable from the stored predictions, a method that cannot run the setting is
+refused before anything runs, and the setting is part of the run id."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from bench.backbones import build_backbone
+from bench.cli import main
+from bench.data import build_dataset
+from bench.errors import BenchError
+from bench.features import Encoder, extract
+from bench.methods.base import Step
+from bench.methods.kmeans import KMeansReference
+from bench.mixed import Manifest
+from bench.predictions import replay
+from bench.registries import METHODS
+from bench.runner import execute
+from bench.settings import protocol_for
+from tests.helpers import tiny_specs
+
+MIXED = {"dataset.num_classes": 12, "dataset.train_per_class": 20, "dataset.test_per_class": 4}
+SEEN: list[Step] = []
+
+
+class Spy(KMeansReference):
+    """K-means that records every Step it is handed (it sees only its own stage)."""
+
+    runs_on = dataclasses.replace(KMeansReference.runs_on, sees_past_steps=False)
+
+    def learn(self, step: Step) -> None:
+        SEEN.append(step)
+        super().learn(step)
+
+
+@pytest.fixture(autouse=True)
+def registered():
+    METHODS.register_module(name="_MixedSpy", module=Spy, force=True)
+    SEEN.clear()
+    yield
+    METHODS.module_dict.pop("_MixedSpy")
+
+
+def features_and_labels(spec):
+    """The plain features of every training image (as the bank stores them) and its class."""
+    data = build_dataset(spec.dataset, spec.config["dataset"])
+    backbone = build_backbone(spec.backbone, spec.config["backbone"], data.train.images[0].shape)
+    plain = extract(Encoder(backbone, data, "cpu"), data.train, views=0, seed=spec.seed).plain.half().float()
+    return plain, np.asarray(data.train.labels), data
+
+
+def class_of_rows(x: torch.Tensor, plain: torch.Tensor, labels: np.ndarray) -> np.ndarray:
+    """The class of each row of x, found by its nearest training image (synthetic images are distinct)."""
+    return labels[torch.cdist(x, plain).argmin(1).numpy()]
+
+
+def test_labels_reach_a_method_only_in_the_labelled_stage_and_each_stage_is_its_manifest(tmp_path):
+    (spec,) = tiny_specs(methods=["_MixedSpy"], splits=["happy-5-stage"], **MIXED)
+    out = execute(spec, tmp_path)
+    plain, labels, data = features_and_labels(spec)
+    manifest = Manifest.from_json((out / "split.json").read_text())
+    protocol = protocol_for(spec.config["setting"], data.num_classes, labels)
+    assert [s.index for s in SEEN] == list(range(6)) and manifest.labelled == (True,) + (False,) * 5
+
+    labelled = SEEN[0]
+    assert labelled.labels is not None and len(labelled.labels) == len(labelled.train.plain)
+    # the labels given are the images' true classes, all of them labelled classes
+    assert np.array_equal(labelled.labels.numpy(), class_of_rows(labelled.train.plain, plain, labels))
+    assert set(labelled.labels.tolist()) == set(protocol.labelled_classes)
+    for step in SEEN[1:]:
+        assert step.labels is None  # no label in an unlabelled stage
+        assert not any("label" in name for name in vars(step) if name != "labels")
+        assert not any("label" in name for name in vars(step.train))
+    for step, rows in zip(SEEN, manifest.stages):  # exactly the manifest's images, stage by stage
+        assert sorted(map(tuple, step.train.plain.numpy().round(4).tolist())) == \
+            sorted(map(tuple, plain[torch.as_tensor(rows)].numpy().round(4).tolist()))
+    # 12 classes: 6 labelled, then 5 stages of one new class; the method is told of the new ones only
+    assert [s.n_classes for s in SEEN] == [6, 1, 1, 1, 1, 1] and [s.offset for s in SEEN] == [0, 6, 7, 8, 9, 10]
+    # an unlabelled stage mixes old and new classes with the protocol's counts
+    assert manifest.counts(labels)[1:] == [dict(stage) for stage in protocol.stages]
+    assert len(set(class_of_rows(SEEN[2].train.plain, plain, labels))) == 6 + 2
+
+
+def test_every_metric_is_recomputed_from_the_stored_predictions(tmp_path):
+    (spec,) = tiny_specs(methods=["Baseline"], splits=["happy-5-stage"], **MIXED, **{"method.epochs": 5})
+    out = execute(spec, tmp_path)
+    stored = pd.read_parquet(out / "metrics.parquet")
+    again = pd.DataFrame([dataclasses.asdict(r) for r in replay(out / "predictions.npz")])
+    keys = ["step", "group", "flavour", "metric"]
+    merged = stored[keys + ["value"]].merge(again, on=keys, suffixes=("", "_again"), how="outer")
+    assert len(merged) == len(stored) and np.allclose(merged["value"], merged["value_again"], equal_nan=True)
+    summary = stored[stored.group == "summary"].set_index("metric")["value"]
+    assert {"All", "Old_hard", "New_hard", "Old_soft", "New_soft", "A", "F", "D", "K_error"} <= set(summary.index)
+    assert summary["K_error"] == 0  # K known
+    assert set(stored.reported_A) == {"cgcd/A"} and set(stored.split) == {"happy-5-stage · draw 0"}
+
+
+def test_k_estimated_by_silhouette_is_recorded_beside_the_true_k(tmp_path):
+    (spec,) = tiny_specs(methods=["K-means"], splits=["happy-5-stage"], **MIXED, **{"setting.k": "silhouette"})
+    out = execute(spec, tmp_path)
+    frame = pd.read_parquet(out / "metrics.parquet")
+    k = frame[frame.group == "k"].pivot(index="step", columns="metric", values="value")
+    assert list(k.index) == [1, 2, 3, 4, 5] and (k["true"] == 1).all() and (k["given"] >= 1).all()
+    error = frame[(frame.group == "summary") & (frame.metric == "K_error")].value.item()
+    assert error == pytest.approx((k["given"] - k["true"]).abs().mean())
+    assert set(frame.split) == {"happy-5-stage · draw 0 · K silhouette"}
+
+
+def test_the_setting_its_counts_and_its_seed_are_part_of_the_run_id():
+    base = tiny_specs(methods=["Baseline"], splits=["happy-5-stage"], **MIXED)[0]
+    incd = tiny_specs(methods=["Baseline"], splits=["2-step"], **MIXED)[0]
+    assert "setting" not in incd.identity()["config"]  # class-iNCD ids are those of before the setting existed
+    ids = {base.run_id, incd.run_id}
+    for option in ({"setting.manifest_seed": 1}, {"setting.novel_unseen": 0.5}, {"setting.k": "silhouette"}):
+        ids.add(tiny_specs(methods=["Baseline"], splits=["happy-5-stage"], **MIXED, **option)[0].run_id)
+    assert len(ids) == 5
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--methods", "EwC"], "method 'EwC' cannot run the 'mixed' setting"),
+    (["--cfg-options", "setting.k=guess"], "bad setting.k='guess': choose from known, silhouette"),
+    (["--cfg-options", "setting.selection=oracle-test"], "bad setting.selection='oracle-test'"),
+    (["--cfg-options", "dataset.num_classes=5"], "needs at least one new class per stage"),
+])
+def test_a_mixed_run_that_cannot_run_is_refused_before_anything_runs(capsys, tmp_path, argv, said):
+    code = main(["run", "--grid", "smoke", "--datasets", "synthetic", "--splits", "happy-5-stage", "--backbone",
+                 "pixels", "--results", str(tmp_path), *(["--methods", "Baseline"] if "--methods" not in argv else []),
+                 *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and said in err and "Traceback" not in err, err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_class_incd_split_takes_no_mixed_setting_key():
+    with pytest.raises(BenchError, match="'setting.k'.*valid keys: setting.name"):
+        tiny_specs(methods=["Baseline"], splits=["2-step"], **{"setting.k": "silhouette"})
