@@ -180,6 +180,8 @@ class Block:
     backbones: tuple[str, ...]
     name: str = ""
     layout: str = "comparison"  # of its table in `bench report`: a key of LAYOUTS
+    # the block's own settings, over the grid's `cfg` (e.g. `setting=dict(k="silhouette")`: K as an axis)
+    cfg: Mapping[str, Any] = field(default_factory=dict)
 
     @staticmethod
     def _entry(spec: "RunSpec") -> str:
@@ -255,9 +257,11 @@ def load_grid(name: str) -> Grid:
         if layout not in LAYOUTS:
             raise BenchError(f"grid {name!r}, block {entry.get('name', '')!r}: {unknown('table layout', layout, LAYOUTS)}")
         return Block(tuple(entry["methods"]), tuple(entry["datasets"]), tuple(entry["splits"]), tuple(backbones),
-                     entry.get("name", ""), layout)
+                     entry.get("name", ""), layout, entry.get("block_cfg", {}))
 
-    blocks = [block({**cfg, **b}) for b in cfg["blocks"]] if "blocks" in cfg else [block(cfg)]
+    # a block's `cfg` is its own (over the grid's), not the grid's passed down like its other keys
+    blocks = ([block({**cfg, **{k: v for k, v in b.items() if k != "cfg"}, "block_cfg": b.get("cfg", {})})
+               for b in cfg["blocks"]] if "blocks" in cfg else [block(cfg)])
     return Grid(name=name, blocks=tuple(blocks), seeds=tuple(int(s) for s in cfg["seeds"]),
                 cfg=cfg.get("cfg", {}), dataset_options=cfg.get("dataset_options", {}))
 
@@ -493,7 +497,8 @@ def expand(grid: Grid, *, methods: Sequence[str] | None = None, datasets: Sequen
                     n_steps = n_steps_of(split)
                     for backbone in backbones or block.backbones:
                         _check_backbone(backbone)
-                        grid_cfg = deep_merge(dict(grid.cfg), {"dataset": grid.dataset_options.get(dataset, {})})
+                        grid_cfg = deep_merge(deep_merge(dict(grid.cfg), block.cfg),
+                                              {"dataset": grid.dataset_options.get(dataset, {})})
                         config = resolve_config(method, preset, dataset, split, grid_cfg, options)
                         check_config(method, dataset, config, n_steps)
                         for seed in seeds if seeds is not None else grid.seeds:

@@ -31,6 +31,12 @@ def write_report(frame: pd.DataFrame, out_dir: Path, fmt: str, title: str,
     table = out_dir / f"table.{SUFFIX[fmt]}"
     write_atomic(table, render_table(scores, fmt, caption=caption, exclude_from_best=exclude_from_best))
     paths = [table]
+    from bench.reporting.cgcd import cgcd_table, render
+
+    mixed = cgcd_table(frame)
+    if not mixed.empty:  # the mixed setting's own table, beside the leaderboard
+        paths.append(out_dir / f"cgcd.{SUFFIX[fmt]}")
+        write_atomic(paths[-1], render(mixed, fmt))
     # A radar needs at least three axes: one per split when splits cover several datasets,
     # otherwise one over every (split, dataset, metric).
     splits = [s for s in scores["split"].cat.categories if (scores["split"] == s).any()]

@@ -1,0 +1,44 @@
+"""The mixed setting's table (continual category discovery, `bench.mixed_run`): what those papers report,
+side by side for every method of a (dataset, split): All, Old and New in the hard sense (labelled-stage
+classes vs the rest) and the soft one (classes seen before a stage vs new in it), each the mean over the
+unlabelled stages; forgetting F and discovery D apart; the error in K beside them. Mean ± std over seeds."""
+from __future__ import annotations
+
+import pandas as pd
+
+COLUMNS = {"All": "All", "Old_hard": "Old (hard)", "New_hard": "New (hard)", "Old_soft": "Old (soft)",
+           "New_soft": "New (soft)", "F": "F (lower is better)", "K_error": "K error"}
+# discovery (the summary's D) is New (soft), shown once
+
+
+def cgcd_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per (dataset, split, method) of the frame's mixed runs (empty when it has none)."""
+    rows = frame[(frame["group"] == "summary") & (frame["flavour"] == "cgcd") & frame["metric"].isin(COLUMNS)]
+    if rows.empty:
+        return pd.DataFrame()
+    keys = ["dataset", "split", "label"]
+    stats = rows.groupby(keys + ["metric"], observed=True)["value"].agg(["mean", "std", "count"]).reset_index()
+
+    def shown(row: pd.Series) -> str:
+        if row["metric"] == "K_error":
+            return f"{row['mean']:.2f}"
+        return f"{row['mean']:.1f}" + ("" if row["count"] < 2 else f" ± {row['std']:.1f}")
+
+    stats["shown"] = stats.apply(shown, axis=1)
+    table = stats.pivot(index=keys, columns="metric", values="shown").reindex(columns=list(COLUMNS))
+    seeds = rows.groupby(keys, observed=True)["seed"].nunique().rename("seeds")
+    table = table.join(seeds).rename(columns=COLUMNS).reset_index().rename(columns={"label": "method"})
+    return table.fillna("--")
+
+
+def render(table: pd.DataFrame, fmt: str) -> str:
+    """The table as csv, LaTeX (booktabs) or markdown; cells as shown (never re-parsed as numbers)."""
+    if fmt == "csv":
+        return table.to_csv(index=False)
+    if fmt == "latex":
+        from bench.reporting.table import escape_latex
+
+        escaped = table.astype(str).map(escape_latex)
+        escaped.columns = [escape_latex(c) for c in table.columns]
+        return escaped.to_latex(index=False, escape=False)
+    return table.to_markdown(index=False, disable_numparse=True) + "\n"

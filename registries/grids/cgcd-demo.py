@@ -1,0 +1,11 @@
+# The mixed setting on scikit-learn's digits with flattened pixels (no download, under a minute on 2
+# CPU cores): the frozen-feature methods that run it, K known and K estimated, three seeds of one split draw.
+methods = ["K-means", "Baseline", "Baseline++", "Joint (frozen)"]
+datasets = ["digits"]
+splits = ["happy-5-stage"]
+seeds = [0, 1, 2]
+backbone = "pixels"
+blocks = [
+    dict(name="K known"),
+    dict(name="K estimated", cfg=dict(setting=dict(k="silhouette"))),
+]
