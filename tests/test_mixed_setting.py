@@ -140,3 +140,23 @@ def test_a_mixed_run_that_cannot_run_is_refused_before_anything_runs(capsys, tmp
 def test_a_class_incd_split_takes_no_mixed_setting_key():
     with pytest.raises(BenchError, match="'setting.k'.*valid keys: setting.name"):
         tiny_specs(methods=["Baseline"], splits=["2-step"], **{"setting.k": "silhouette"})
+
+
+def test_a_grid_block_carries_its_own_cfg_and_the_report_has_the_settings_table(tmp_path):
+    from bench.reporting import write_report
+    from bench.reporting.load import load_metrics
+    from bench.spec import expand, load_grid
+
+    specs = expand(load_grid("cgcd-demo"), methods=["K-means"], seeds=[0],
+                   options={"dataset.num_classes": 12, "dataset.train_per_class": 20, "dataset.test_per_class": 4},
+                   datasets=["synthetic"])
+    assert sorted(s.config["setting"]["k"] for s in specs) == ["known", "silhouette"]
+    for spec in specs:
+        execute(spec, tmp_path)
+    paths = write_report(load_metrics(sorted((tmp_path / "runs").iterdir())), tmp_path / "report", "csv", "t")
+    table = pd.read_csv(next(p for p in paths if p.name == "cgcd.csv"), dtype=str)
+    assert list(table["split"]) == ["happy-5-stage · draw 0", "happy-5-stage · draw 0 · K silhouette"]
+    frame = pd.read_parquet(execute(specs[1], tmp_path) / "metrics.parquet")
+    summary = frame[frame.group == "summary"].set_index("metric")["value"]
+    row = table.iloc[1]
+    assert row["Old (hard)"] == f"{summary['Old_hard']:.1f}" and row["K error"] == f"{summary['K_error']:.2f}"
