@@ -31,8 +31,13 @@ def command(args: argparse.Namespace) -> int:
         for name, cls in sorted(DATASETS.module_dict.items()):
             print(f"{name:<14} {_first_doc_line(cls)}")
     elif args.kind == "splits":
+        from bench.settings import MIXED_SPLITS
+
         for name, n in SPLITS.items():
-            print(f"{name:<9} {n} tasks of contiguous classes in the dataset's canonical order")
+            print(f"{name:<17} class-iNCD: {n} tasks of contiguous classes in the dataset's canonical order")
+        for name, mixed in MIXED_SPLITS.items():
+            print(f"{name:<17} mixed setting ({mixed.source}): a labelled stage, then {mixed.stages} stages of old "
+                  f"and new classes (docs/settings.md)")
     elif args.kind == "backbones":
         for name, doc in sorted(catalogue()["backbone_docs"].items()):
             shown = "timm:<model name>" if name == "timm" else name
