@@ -5,7 +5,7 @@ A `MixedProtocol` says, per stage, how many training images of which class it ho
 into a `Manifest` (which image goes to which stage, labelled or not) for a dataset's training labels
 and a seed. A manifest is what a run would record and can be written and read back (`to_json`,
 `from_json`, versioned); `read_happy` imports the split file Happy (NeurIPS'24) ships, so that the
-counts are exactly that file's.
+counts are exactly that file's (PromptCCD's files and Happy's SSB class splits: `bench.split_files`).
 """
 from __future__ import annotations
 
@@ -26,11 +26,18 @@ MANIFEST_VERSION = 1
 @dataclass(frozen=True)
 class MixedProtocol:
     """Stage 0: `labelled_fraction` of every image of each class in `labelled_classes`, with labels.
-    Stage s >= 1: `stages[s - 1]`, a map class -> number of unlabelled images."""
+    Stage s >= 1: `stages[s - 1]`, a map class -> number of unlabelled images.
+
+    Two fields only PromptCCD's rule (bench.split_files) needs, off by default (Happy's way):
+    `labelled_counts`, the labelled images per class when a rule fixes them (PromptCCD floors
+    `n * fraction`, where `labelled_fraction` would round); `disjoint`, every image in at most one stage
+    (PromptCCD partitions each class's images among the stages, where Happy draws each stage afresh)."""
 
     labelled_classes: tuple[int, ...]
     labelled_fraction: float
     stages: tuple[Mapping[int, int], ...]
+    labelled_counts: Mapping[int, int] | None = None
+    disjoint: bool = False
 
     def seen_before(self, stage: int) -> set[int]:
         """The classes of stages 0..stage-1 (the "soft" old classes of `stage`)."""
@@ -71,14 +78,17 @@ def draw(protocol: MixedProtocol, train_labels: np.ndarray, seed: int) -> Manife
     """The images of every stage, drawn with `seed`: the labelled stage takes its fraction of each
     labelled class; an unlabelled stage draws, without replacement within the stage, its count of a
     labelled class from that class's images the labelled stage left, and of any other class from all of
-    its images (each stage draws afresh, so two stages may share images, as in Happy's code)."""
+    its images (each stage draws afresh, so two stages may share images, as in Happy's code; with
+    `protocol.disjoint`, from what earlier stages left, as in PromptCCD's)."""
     labels = np.asarray(train_labels, dtype=np.int64)
     rng = np.random.default_rng(seed)
     by_class = {int(c): np.flatnonzero(labels == c) for c in np.unique(labels)}
     labelled, rest = [], {}
     for c in protocol.labelled_classes:
         images = rng.permutation(_images_of(by_class, c))
-        cut = int(round(protocol.labelled_fraction * len(images)))
+        cut = _labelled_size(protocol, c, len(images))
+        if cut > len(images):
+            raise BenchError(f"the labelled stage asks for {cut} images of class {c}; the dataset has {len(images)}")
         labelled.append(np.sort(images[:cut]))
         rest[c] = np.sort(images[cut:])
     stages = [np.concatenate(labelled) if labelled else np.empty(0, dtype=np.int64)]
@@ -88,9 +98,18 @@ def draw(protocol: MixedProtocol, train_labels: np.ndarray, seed: int) -> Manife
             pool = rest[c] if c in rest else _images_of(by_class, c)
             if n > len(pool):
                 raise BenchError(f"stage {s} asks for {n} images of class {c}; the dataset has {len(pool)} to draw from")
-            picked.append(np.sort(rng.choice(pool, size=n, replace=False)))
+            chosen = np.sort(rng.choice(pool, size=n, replace=False))
+            if protocol.disjoint:
+                rest[c] = np.setdiff1d(pool, chosen)
+            picked.append(chosen)
         stages.append(np.concatenate(picked) if picked else np.empty(0, dtype=np.int64))
     return Manifest(tuple(stages), (True,) + (False,) * len(protocol.stages))
+
+
+def _labelled_size(protocol: MixedProtocol, c: int, n: int) -> int:
+    if protocol.labelled_counts is not None:
+        return int(protocol.labelled_counts[c])
+    return int(round(protocol.labelled_fraction * n))
 
 
 def _images_of(by_class: Mapping[int, np.ndarray], c: int) -> np.ndarray:
@@ -153,4 +172,4 @@ def protocol_counts(protocol: MixedProtocol) -> list[dict[int, int]]:
 def labelled_count(protocol: MixedProtocol, train_labels: Sequence[int]) -> dict[int, int]:
     """Images per labelled class in the labelled stage, for `train_labels`."""
     labels = np.asarray(train_labels)
-    return {c: int(round(protocol.labelled_fraction * int((labels == c).sum()))) for c in protocol.labelled_classes}
+    return {c: _labelled_size(protocol, c, int((labels == c).sum())) for c in protocol.labelled_classes}
