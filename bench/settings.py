@@ -35,11 +35,13 @@ SELECTIONS = ("last",)  # setting.selection: what a run reports of its training;
 
 @dataclass(frozen=True)
 class MixedSplit:
-    """A registered mixed protocol: its unlabelled stages and the defaults of its `setting` section."""
+    """A registered mixed protocol: its unlabelled stages, the rule that cuts them (`happy`: the counts
+    below; `promptccd`: `bench.split_files.promptccd_protocol`) and the defaults of its `setting` section."""
 
     stages: int
     source: str
-    counts: Mapping[str, float]
+    counts: Mapping[str, Any]
+    rule: str = "happy"
 
 
 # Happy (Ma et al., NeurIPS'24), CIFAR-100: 50 labelled classes (80% of their images labelled), then 5
@@ -48,8 +50,14 @@ class MixedSplit:
 # `logs/cifar100_continual_dataset_dict.txt`: stages of 5250, 5500, ... 6250 images). As fractions of
 # CIFAR-100's 500 images per class, the rule gives exactly those counts there.
 HAPPY = dict(labelled_classes=0.5, labelled_fraction=0.8, old_seen=0.05, novel_seen=0.05, novel_unseen=0.8)
+# PromptCCD (Cendra et al., ECCV'24), CIFAR-100 (`config/cifar100/*.yaml`, `data.py:build_CCD_dataset`):
+# the first 70% of the classes labelled, 3 stages; `ccd_split_ratio` row r cuts the images of the classes
+# arriving at stage r (row 0: the labelled ones, whose first piece is labelled) into one piece per stage
+# from r on, each a floor of its ratio of what is left; no image is in two stages.
+PROMPTCCD = dict(labelled_classes=0.7, ccd_split_ratio=[[0.87, 0.54, 0.5, 1.0], [0.7, 0.67, 1.0], [0.9, 1.0], [1.0]])
 MIXED_SPLITS: dict[str, MixedSplit] = {
     "happy-5-stage": MixedSplit(5, "Happy (NeurIPS'24)", HAPPY),
+    "promptccd-3-stage": MixedSplit(3, "PromptCCD (ECCV'24)", PROMPTCCD, rule="promptccd"),
 }
 # the setting section of a mixed run, besides its counts
 SETTING_KEYS: dict[str, Any] = {"name": "mixed", "protocol": "", "manifest_seed": 0, "k": "known",
@@ -71,7 +79,8 @@ def check_setting(setting: Mapping[str, Any]) -> None:
     def fail(key: str, value: Any, valid: str) -> BenchError:
         return BenchError(f"bad setting.{key}={value!r}: {valid}")
 
-    known = set(SETTING_KEYS) | set(HAPPY)
+    split = MIXED_SPLITS[setting["protocol"]]
+    known = set(SETTING_KEYS) | set(split.counts)
     for key in setting:
         if key not in known:
             raise BenchError(f"bad --cfg-options key 'setting.{key}': not a key of the mixed setting; valid keys: "
@@ -85,11 +94,13 @@ def check_setting(setting: Mapping[str, Any]) -> None:
     for key in ("manifest_seed", "k_max_new"):
         if not isinstance(setting[key], int) or isinstance(setting[key], bool) or setting[key] < 0:
             raise fail(key, setting[key], "an integer >= 0")
-    for key in HAPPY:
+    for key in split.counts:
         value = setting[key]
+        if key == "ccd_split_ratio":
+            continue  # checked with the class count (`class_groups`)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             raise fail(key, value, "a fraction in (0, 1) of the classes or images, or a count >= 1")
-    if setting["labelled_fraction"] >= 1:
+    if split.rule == "happy" and setting["labelled_fraction"] >= 1:
         raise fail("labelled_fraction", setting["labelled_fraction"],
                    "a fraction in (0, 1): the labelled classes' other images feed the later stages")
 
@@ -101,13 +112,26 @@ def _count(share: float, n: int) -> int:
 def class_groups(setting: Mapping[str, Any], num_classes: int) -> tuple[int, int]:
     """The labelled classes and the new classes per stage of a mixed protocol on `num_classes` classes
     (the classes the stages cannot share equally are left out, as Happy leaves them)."""
-    stages = MIXED_SPLITS[setting["protocol"]].stages
+    split = MIXED_SPLITS[setting["protocol"]]
     labelled = min(_count(setting["labelled_classes"], num_classes), num_classes)
-    per_stage = (num_classes - labelled) // stages
+    per_stage = (num_classes - labelled) // split.stages
     if per_stage < 1:
         raise BenchError(f"the {setting['protocol']} protocol needs at least one new class per stage: {num_classes} "
-                         f"classes with {labelled} labelled leave {num_classes - labelled} for {stages} stages")
+                         f"classes with {labelled} labelled leave {num_classes - labelled} for {split.stages} stages")
+    if split.rule == "promptccd":
+        _promptccd_config(setting, num_classes).check()
     return labelled, per_stage
+
+
+def _promptccd_config(setting: Mapping[str, Any], num_classes: int) -> Any:
+    from bench.split_files import PromptCCDConfig
+
+    ratios = setting["ccd_split_ratio"]
+    if not isinstance(ratios, (list, tuple)) or not all(isinstance(r, (list, tuple)) for r in ratios):
+        raise BenchError(f"bad setting.ccd_split_ratio={ratios!r}: a list of lists of ratios, as PromptCCD's config")
+    return PromptCCDConfig(classes=num_classes, labelled_data=_count(setting["labelled_classes"], num_classes),
+                           n_stage=MIXED_SPLITS[setting["protocol"]].stages,
+                           ccd_split_ratio=tuple(tuple(float(x) for x in r) for r in ratios))
 
 
 def protocol_for(setting: Mapping[str, Any], num_classes: int, train_labels: np.ndarray) -> MixedProtocol:
@@ -116,6 +140,10 @@ def protocol_for(setting: Mapping[str, Any], num_classes: int, train_labels: np.
     stages = MIXED_SPLITS[setting["protocol"]].stages
     labelled, per_stage = class_groups(setting, num_classes)
     sizes = np.bincount(np.asarray(train_labels, dtype=np.int64), minlength=num_classes)
+    if MIXED_SPLITS[setting["protocol"]].rule == "promptccd":
+        from bench.split_files import promptccd_protocol
+
+        return promptccd_protocol(sizes.tolist(), _promptccd_config(setting, num_classes))
     arrivals = [range(labelled + s * per_stage, labelled + (s + 1) * per_stage) for s in range(stages)]
     protocol_stages = []
     for s in range(stages):

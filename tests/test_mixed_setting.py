@@ -160,3 +160,20 @@ def test_a_grid_block_carries_its_own_cfg_and_the_report_has_the_settings_table(
     summary = frame[frame.group == "summary"].set_index("metric")["value"]
     row = table.iloc[1]
     assert row["Old (hard)"] == f"{summary['Old_hard']:.1f}" and row["K error"] == f"{summary['K_error']:.2f}"
+
+
+def test_the_registered_protocols_are_happys_and_promptccds_cifar100_splits():
+    from bench.settings import mixed_setting
+
+    labels = np.repeat(np.arange(100), 500)  # CIFAR-100's shape: 100 classes of 500 training images
+    happy = protocol_for(mixed_setting("happy-5-stage"), 100, labels)
+    # Happy's logs/cifar100_continual_dataset_dict.txt: 50 old classes, 10 new a stage, 25 / 25 / 400 images
+    assert happy.labelled_classes == tuple(range(50)) and happy.labelled_fraction == 0.8
+    assert [sum(stage.values()) for stage in happy.stages] == [5250, 5500, 5750, 6000, 6250]
+    assert happy.stages[1] == {**{c: 25 for c in range(60)}, **{c: 400 for c in range(60, 70)}}  # 2nd unlabelled
+    # PromptCCD's config/cifar100 (70 labelled classes, 3 stages, its ccd_split_ratio)
+    promptccd = protocol_for(mixed_setting("promptccd-3-stage"), 100, labels)
+    assert sum(promptccd.labelled_counts.values()) == 70 * 435
+    assert [sum(stage.values()) for stage in promptccd.stages] == [5950, 6550, 7050]
+    assert promptccd.stages[2] == {**{c: 15 for c in range(70)}, **{c: 50 for c in range(70, 90)},
+                                   **{c: 500 for c in range(90, 100)}}

@@ -2,7 +2,7 @@
 # CPU cores): the frozen-feature methods that run it, K known and K estimated, three seeds of one split draw.
 methods = ["K-means", "Baseline", "Baseline++", "Joint (frozen)"]
 datasets = ["digits"]
-splits = ["happy-5-stage"]
+splits = ["happy-5-stage", "promptccd-3-stage"]
 seeds = [0, 1, 2]
 backbone = "pixels"
 blocks = [

@@ -1,10 +1,11 @@
 # The mixed setting (continual generalized category discovery, docs/settings.md) beside the paper's:
 # the paper's frozen-feature methods and the field's frozen-feature baselines on CIFAR-100 and CUB-200 under
 # Happy's protocol (a labelled stage of half the classes, then 5 unlabelled stages mixing old and new
-# classes), with K known and with K estimated (k-means silhouette). Real data and DINO weights are yours.
+# classes) and PromptCCD's (70% labelled, 3 stages), K known and estimated (k-means silhouette). Real data and
+# DINO weights are yours.
 methods = ["K-means", "Baseline", "Baseline++", "Joint (frozen)"]
 datasets = ["cifar100", "cub200"]
-splits = ["happy-5-stage"]
+splits = ["happy-5-stage", "promptccd-3-stage"]
 seeds = [0, 1, 2]
 backbone = "dino-vitb16"
 blocks = [
