@@ -269,6 +269,12 @@ def test_the_same_seed_gives_the_same_model(name):
         assert torch.equal(a, b) if torch.is_tensor(a) else a == b, key
 
 
+@pytest.mark.parametrize("name", METHODS)
+def test_both_run_both_settings_on_plain_features_of_their_own_step(name):
+    runs_on = METHODS[name].runs_on
+    assert runs_on.settings == ("incd", "mixed") and not runs_on.trains_on_views and not runs_on.sees_past_steps
+
+
 def test_squared_distances_by_hand():
     x = torch.tensor([[0.0, 0.0], [3.0, 4.0]], dtype=torch.float64)
     c = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
