@@ -125,11 +125,10 @@ class GaussianPerClass(Method):
         hp, known, k = self.hparams, step.offset, step.n_classes
         gen = torch.Generator().manual_seed(self.seed * 1000 + step.index)
         clusters = anchored_kmeans(z, self.means, k, max_iter=hp["max_iter"], n_init=hp["n_init"], gen=gen)
-        resp = F.one_hot(clusters.labels, known + k).to(z.dtype)
-        # a cluster without a point starts as its centroid with the floor covariance
-        start = clusters.centroids, (math.sqrt(hp["min_variance"]) * torch.eye(z.shape[1], dtype=z.dtype, device=z.device)
-                                     ).expand(k, -1, -1)
-        means, chols = self._fit(z, resp[:, known:], *start)
+        resp = F.one_hot(clusters.labels, known + k).to(z.dtype)  # the clusters as responsibilities
+        # the new classes from their clusters; one without a point: its centroid, the floor covariance
+        floor = math.sqrt(hp["min_variance"]) * torch.eye(z.shape[1], dtype=z.dtype, device=z.device)
+        means, chols = self._fit(z, resp[:, known:], clusters.centroids, floor.expand(k, -1, -1))
         known_loglik = gaussian_log_likelihood(z, *self._on(z.device))
         for _ in range(hp["em_iters"]):
             log_weights = torch.log(resp.sum(0) / len(z))  # π_c, every class (log 0 = −inf: no share)
