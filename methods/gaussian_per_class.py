@@ -108,10 +108,11 @@ class GaussianPerClass(Method):
              chols: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """M-step for the classes of the columns of `resp` (N × C); a class without weight keeps the
         Gaussian it had (`means`, `chols`)."""
+        hp = self.hparams
         means, chols = means.clone(), chols.clone()
         for c in range(resp.shape[1]):
             if resp[:, c].sum() >= EMPTY:
-                means[c], chols[c] = fit_gaussian(z, resp[:, c], self.hparams["shrinkage"], self.hparams["min_variance"])
+                means[c], chols[c] = fit_gaussian(z, resp[:, c], hp["shrinkage"], hp["min_variance"])
         return means, chols
 
     def _labelled(self, z: torch.Tensor, step: Step) -> tuple[torch.Tensor, torch.Tensor]:

@@ -172,8 +172,9 @@ def test_gaussian_log_likelihood_equals_scipy_with_the_shrunk_covariance_by_hand
 
 def test_shrunk_covariance_forms():
     s = torch.tensor([[2.0, 1.0], [1.0, 4.0]], dtype=torch.float64)
-    torch.testing.assert_close(shrunk_covariance(s, 10, 0.25, 1e-6), 0.75 * s + 0.25 * 3.0 * torch.eye(2, dtype=torch.float64))
-    torch.testing.assert_close(shrunk_covariance(s, 1.5, 0.25, 1e-6), 3.0 * torch.eye(2, dtype=torch.float64))  # n < 2: α = 1
+    eye = torch.eye(2, dtype=torch.float64)
+    torch.testing.assert_close(shrunk_covariance(s, 10, 0.25, 1e-6), 0.75 * s + 0.25 * 3.0 * eye)  # tr(S)/D = 3
+    torch.testing.assert_close(shrunk_covariance(s, 1.5, 0.25, 1e-6), 3.0 * eye)  # n < 2: α = 1
     torch.testing.assert_close(shrunk_covariance(torch.zeros(2, 2, dtype=torch.float64), 1, 0.25, 1e-3),
                                1e-3 * torch.eye(2, dtype=torch.float64))  # one image: the floor
 
