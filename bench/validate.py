@@ -33,6 +33,8 @@ RANGES: list[tuple[str, Callable[[Any], bool], str]] = [
     (r"view_(brightness|contrast|saturation)$", lambda v: v >= 0, "a number >= 0"),
     (r"view_hue$", lambda v: 0 <= v <= 0.5, "a number in [0, 0.5]"),
     (r"image_size$", lambda v: v >= 4, "an integer >= 4"),
+    (r"shrinkage$", lambda v: 0 < v <= 1, "a number in (0, 1]"),  # Gaussian per class: a covariance's
+    (r"min_variance$", lambda v: v > 0, "a number > 0"),  # shrinkage and floor keep it invertible
 ]
 NUMBER = (int, float)
 

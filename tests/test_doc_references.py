@@ -68,7 +68,8 @@ def test_code_points_at_docs_methods():
     # The methods and their presets cite their section of docs/methods.md (the guard against a
     # scan that silently finds nothing).
     cited = {(where, page) for where, page, _, _ in _all_references()}
-    for name in ("baseline", "ewc", "lwf", "der", "restune", "frost", "cassle", "kmeans"):
+    for name in ("baseline", "ewc", "lwf", "der", "restune", "frost", "cassle", "kmeans", "ncm_kmeans",
+                 "gaussian_per_class"):
         assert (f"methods/{name}.py", "docs/methods.md") in cited
         assert (f"registries/presets/{name}.py", "docs/methods.md") in cited
 

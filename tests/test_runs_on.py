@@ -16,6 +16,8 @@ DECLARED = {
     "Joint (frozen)": ("features", True, True, False), "Joint (unfrozen)": ("tokens", True, True, True),
     "K-means": ("features", True, False, False), "LwF": ("tokens", False, True, False),
     "ResTune": ("tokens", False, True, False),
+    # the continual-GCD baselines: plain features of their own step only
+    "NCM + k-means": ("features", False, False, False), "Gaussian per class": ("features", False, False, False),
 }
 
 
