@@ -3,7 +3,7 @@
 # Happy's protocol (a labelled stage of half the classes, then 5 unlabelled stages mixing old and new
 # classes) and PromptCCD's (70% labelled, 3 stages), K known and estimated (k-means silhouette). Real data and
 # DINO weights are yours.
-methods = ["K-means", "Baseline", "Baseline++", "Joint (frozen)"]
+methods = ["K-means", "Baseline", "Baseline++", "Joint (frozen)", "NCM + k-means", "Gaussian per class"]
 datasets = ["cifar100", "cub200"]
 splits = ["happy-5-stage", "promptccd-3-stage"]
 seeds = [0, 1, 2]
