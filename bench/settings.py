@@ -8,12 +8,13 @@
   `happy-5-stage`: the split names the protocol and its number of stages, and the run's `setting`
   section holds its counts, the seed of its draw and how K is known, all part of the run id.
 
-A mixed protocol is a rule, so that it applies to any dataset: the labelled classes are the first
+A mixed protocol is a rule, so that it applies to any dataset. Happy's (`happy-5-stage`): the labelled classes are the first
 `labelled_classes` of the class order (a fraction of the classes, or a count), of which
 `labelled_fraction` of the images are labelled; the rest of the classes arrive in equal groups, one per
 stage, and stage s holds, per class, `old_seen` images of each labelled class (from the images the labelled
 stage left), `novel_seen` of each class that arrived in an earlier stage and `novel_unseen` of each class
 arriving now. A count below 1 is a fraction of the class's training images (at least one image).
+PromptCCD's (`promptccd-3-stage`) is `bench.split_files.promptccd_protocol` with the section's ratios.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from bench.errors import BenchError, unknown
+from bench.errors import BenchError
 from bench.mixed import MixedProtocol
 
 SETTINGS: dict[str, str] = {
@@ -173,11 +174,5 @@ def describe(split: str, config: Mapping[str, Any]) -> str:
     return " · ".join(parts)
 
 
-def n_steps_of_mixed(split: str) -> int:
-    if split not in MIXED_SPLITS:
-        raise unknown("mixed split", split, MIXED_SPLITS)
-    return MIXED_SPLITS[split].stages + 1
-
-
-__all__ = ["SETTINGS", "MIXED_SPLITS", "MixedSplit", "check_setting", "describe", "mixed_setting", "protocol_for",
-           "setting_of", "stage_sizes"]
+__all__ = ["SETTINGS", "MIXED_SPLITS", "MixedSplit", "check_setting", "class_groups", "describe", "mixed_setting",
+           "protocol_for", "setting_of", "stage_sizes"]

@@ -147,7 +147,7 @@ def test_a_grid_block_carries_its_own_cfg_and_the_report_has_the_settings_table(
     from bench.reporting.load import load_metrics
     from bench.spec import expand, load_grid
 
-    specs = expand(load_grid("cgcd-demo"), methods=["K-means"], seeds=[0],
+    specs = expand(load_grid("cgcd-demo"), methods=["K-means"], seeds=[0], splits=["happy-5-stage"],
                    options={"dataset.num_classes": 12, "dataset.train_per_class": 20, "dataset.test_per_class": 4},
                    datasets=["synthetic"])
     assert sorted(s.config["setting"]["k"] for s in specs) == ["known", "silhouette"]
