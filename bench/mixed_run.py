@@ -66,6 +66,8 @@ def estimate_new_classes(features: torch.Tensor, known: int, k_max_new: int, see
 def run_mixed(spec: Any, out: Path, log: Log, parts: Any, feed: Feed, state: dict[str, Any] | None,
               clock: float, threads: int, seed_everything: Callable[[int], None]) -> tuple[list[MetricRow], Any]:
     """Every stage of the mixed run `spec`; its metric rows and what it stored (for `predictions.npz`)."""
+    from bench.methods.base import Step  # the methods package: not for `bench metrics recompute`'s replay
+
     method, data, layout, protocol = parts.method, parts.data, parts.layout, parts.protocol
     setting = spec.config["setting"]
     manifest = manifest_of(out, protocol, data.train.labels, int(setting["manifest_seed"]), log)
@@ -87,11 +89,10 @@ def run_mixed(spec: Any, out: Path, log: Log, parts: Any, feed: Feed, state: dic
         if t > 0 and setting["k"] == "silhouette":
             n_new = max(1, estimate_new_classes(train.plain, known, setting["k_max_new"] or layout.sizes[0],
                                                 spec.seed * 1000 + t))
-        past = [feed.train.subset(step_order(manifest.stages[s], spec.seed, s)).to(feed.device) for s in range(t)]
-        from bench.methods.base import Step
-
+        past = [feed.train.subset(step_order(manifest.stages[s], spec.seed, s)).to(feed.device)
+                for s in range(t)] if method.runs_on.sees_past_steps else []  # a reference's only
         method.learn(Step(index=t, n_classes=n_new, offset=known, train=train, last=t == spec.n_steps - 1,
-                          past=past if method.runs_on.sees_past_steps else [], device=feed.device, labels=labels))
+                          past=past, device=feed.device, labels=labels))
         seen = np.flatnonzero(test_stage <= t)
         progress.stored[f"test_labels_{t}"] = compact(test_labels[seen])
         progress.stored[f"unified_{t}"] = compact(_predict(method, feed, seen))

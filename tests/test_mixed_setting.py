@@ -16,37 +16,15 @@ from bench.cli import main
 from bench.data import build_dataset
 from bench.errors import BenchError
 from bench.features import Encoder, extract
-from bench.methods.base import Step
-from bench.methods.kmeans import KMeansReference
 from bench.mixed import Manifest
 from bench.predictions import replay
-from bench.registries import METHODS
 from bench.runner import execute
 from bench.settings import protocol_for
 from tests.helpers import tiny_specs
+# K-means that records every Step it is handed, seeing only its own stage (registered as "_Spy")
+from tests.test_protocol import SEEN, registered  # noqa: F401  (registered: an autouse fixture)
 
 MIXED = {"dataset.num_classes": 12, "dataset.train_per_class": 20, "dataset.test_per_class": 4}
-SEEN: list[Step] = []
-
-
-class Spy(KMeansReference):
-    """K-means that records every Step it is handed (it sees only its own stage)."""
-
-    runs_on = dataclasses.replace(KMeansReference.runs_on, sees_past_steps=False)
-
-    def learn(self, step: Step) -> None:
-        SEEN.append(step)
-        super().learn(step)
-
-
-@pytest.fixture(autouse=True)
-def registered():
-    METHODS.register_module(name="_MixedSpy", module=Spy, force=True)
-    SEEN.clear()
-    yield
-    METHODS.module_dict.pop("_MixedSpy")
-
-
 def features_and_labels(spec):
     """The plain features of every training image (as the bank stores them) and its class."""
     data = build_dataset(spec.dataset, spec.config["dataset"])
@@ -61,7 +39,7 @@ def class_of_rows(x: torch.Tensor, plain: torch.Tensor, labels: np.ndarray) -> n
 
 
 def test_labels_reach_a_method_only_in_the_labelled_stage_and_each_stage_is_its_manifest(tmp_path):
-    (spec,) = tiny_specs(methods=["_MixedSpy"], splits=["happy-5-stage"], **MIXED)
+    (spec,) = tiny_specs(methods=["_Spy"], splits=["happy-5-stage"], **MIXED)
     out = execute(spec, tmp_path)
     plain, labels, data = features_and_labels(spec)
     manifest = Manifest.from_json((out / "split.json").read_text())
