@@ -1,4 +1,4 @@
-"""The `mixed` setting of continual category discovery (its pieces; no grid runs it yet): a labelled first
+"""The `mixed` setting of continual category discovery (its pieces): a labelled first
 stage, then unlabelled stages that mix images of classes already seen with new ones.
 
 A `MixedProtocol` says, per stage, how many training images of which class it holds; `draw` turns it
@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -54,6 +54,8 @@ class Manifest:
 
     stages: tuple[np.ndarray, ...]
     labelled: tuple[bool, ...]
+    # labelled images held out of stage 0 for epoch selection (`setting.selection=val`), never trained on
+    validation: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
 
     def counts(self, train_labels: np.ndarray) -> list[dict[int, int]]:
         """Per stage, images per class."""
@@ -62,8 +64,11 @@ class Manifest:
                 for index in self.stages]
 
     def to_json(self) -> str:
-        return json.dumps({"version": MANIFEST_VERSION, "labelled": list(self.labelled),
-                           "stages": [index.tolist() for index in self.stages]})
+        data = {"version": MANIFEST_VERSION, "labelled": list(self.labelled),
+                "stages": [index.tolist() for index in self.stages]}
+        if len(self.validation):
+            data["validation"] = self.validation.tolist()
+        return json.dumps(data)
 
     @classmethod
     def from_json(cls, text: str) -> "Manifest":
@@ -71,7 +76,25 @@ class Manifest:
         if data.get("version") != MANIFEST_VERSION:
             raise BenchError(f"split manifest version {data.get('version')!r}: this bench reads version "
                              f"{MANIFEST_VERSION}")
-        return cls(tuple(np.asarray(s, dtype=np.int64) for s in data["stages"]), tuple(data["labelled"]))
+        return cls(tuple(np.asarray(s, dtype=np.int64) for s in data["stages"]), tuple(data["labelled"]),
+                   np.asarray(data.get("validation", []), dtype=np.int64))
+
+
+def hold_out(manifest: Manifest, train_labels: np.ndarray, fraction: float, seed: int) -> Manifest:
+    """`manifest` with `fraction` of each labelled class's stage-0 images moved to its `validation`
+    (at least one image of a class with two or more, never all of them), drawn with `seed`; the other
+    stages are left as they are."""
+    labels = np.asarray(train_labels, dtype=np.int64)
+    rng = np.random.default_rng([seed, 1])  # a stream of its own: the stages' draw is unchanged
+    first = manifest.stages[0]
+    held = []
+    for c in np.unique(labels[first]):
+        images = first[labels[first] == c]
+        n = min(len(images) - 1, max(1, int(round(fraction * len(images)))))
+        held.append(rng.choice(images, size=n, replace=False) if n > 0 else np.empty(0, dtype=np.int64))
+    validation = np.sort(np.concatenate(held)) if held else np.empty(0, dtype=np.int64)
+    stages = (np.setdiff1d(first, validation), *manifest.stages[1:])
+    return Manifest(stages, manifest.labelled, validation)
 
 
 def draw(protocol: MixedProtocol, train_labels: np.ndarray, seed: int) -> Manifest:

@@ -26,9 +26,10 @@ import numpy as np
 import torch
 
 from bench import checkpoint
-from bench.evaluate import MetricRow, TaskLayout, old_new_accuracy
+from bench.epoch_selection import EpochSelection
+from bench.evaluate import MetricRow, TaskLayout, clustering_accuracy, old_new_accuracy
 from bench.feeding import Feed, step_order
-from bench.mixed import Manifest, MixedProtocol, draw
+from bench.mixed import Manifest, MixedProtocol, draw, hold_out
 from bench.predictions import compact
 from bench.storage import write_atomic
 
@@ -39,17 +40,35 @@ MIXED_MARK = "mixed_setting"  # the key that marks a mixed run's stored predicti
 REPORTED: Mapping[str, tuple[str, str]] = {"A": ("cgcd", "A"), "F": ("cgcd", "F")}
 
 
-def manifest_of(out: Path, protocol: MixedProtocol, train_labels: np.ndarray, seed: int, log: Log) -> Manifest:
-    """The run's split: read back from its `split.json` (a resumed run), else drawn with `seed` and written."""
+def manifest_of(out: Path, protocol: MixedProtocol, train_labels: np.ndarray, seed: int, log: Log,
+                validation: float | None = None) -> Manifest:
+    """The run's split: read back from its `split.json` (a resumed run), else drawn with `seed` and written;
+    with `validation`, that fraction of each labelled class's stage-0 images is held out (`bench.mixed.hold_out`)."""
     path = out / SPLIT_FILE
     if path.exists():
         return Manifest.from_json(path.read_text())
     manifest = draw(protocol, train_labels, seed)
+    if validation:
+        manifest = hold_out(manifest, train_labels, validation, seed)
     write_atomic(path, manifest.to_json())
     sizes = ", ".join(str(len(s)) for s in manifest.stages)
+    held = f", {len(manifest.validation)} labelled images held out for validation" if validation else ""
     log(f"split drawn with seed {seed} into {SPLIT_FILE}: {len(manifest.stages)} stages of {sizes} images "
-        f"(stage 0 labelled)")
+        f"(stage 0 labelled){held}")
     return manifest
+
+
+def selection_for(rule: str, feed: Feed, source: str, index: np.ndarray, labels: np.ndarray) -> EpochSelection:
+    """A stage's epoch selection (`bench.epoch_selection`): for `val` and `oracle`, scored by the clustering
+    accuracy of a prediction function on the `source` images `index` of classes `labels`."""
+    if rule == "last":
+        return EpochSelection()
+
+    def score(logits: Callable[[torch.Tensor], torch.Tensor]) -> float:
+        pred = [logits(x).argmax(1).cpu() for x in feed.batches(source, index)]
+        return clustering_accuracy(labels, torch.cat(pred).numpy())
+
+    return EpochSelection(rule, score)
 
 
 def estimate_new_classes(features: torch.Tensor, known: int, k_max_new: int, seed: int) -> int:
@@ -70,7 +89,9 @@ def run_mixed(spec: Any, out: Path, log: Log, parts: Any, feed: Feed, state: dic
 
     method, data, layout, protocol = parts.method, parts.data, parts.layout, parts.protocol
     setting = spec.config["setting"]
-    manifest = manifest_of(out, protocol, data.train.labels, int(setting["manifest_seed"]), log)
+    rule = setting.get("selection", "last")
+    manifest = manifest_of(out, protocol, data.train.labels, int(setting["manifest_seed"]), log,
+                           setting["val_fraction"] if rule == "val" else None)
     progress = checkpoint.Progress.of(state)
     if state is not None:
         method.load_state_dict(state["method"])
@@ -91,9 +112,15 @@ def run_mixed(spec: Any, out: Path, log: Log, parts: Any, feed: Feed, state: dic
                                                 spec.seed * 1000 + t))
         past = [feed.train.subset(step_order(manifest.stages[s], spec.seed, s)).to(feed.device)
                 for s in range(t)] if method.runs_on.sees_past_steps else []  # a reference's only
-        method.learn(Step(index=t, n_classes=n_new, offset=known, train=train, last=t == spec.n_steps - 1,
-                          past=past, device=feed.device, labels=labels))
         seen = np.flatnonzero(test_stage <= t)
+        selection = (selection_for(rule, feed, "test", seen, test_labels[seen]) if rule == "oracle" else
+                     selection_for(rule, feed, "train", manifest.validation, data.train.labels[manifest.validation]))
+        method.learn(Step(index=t, n_classes=n_new, offset=known, train=train, last=t == spec.n_steps - 1,
+                          past=past, device=feed.device, labels=labels, selection=selection))
+        if rule != "last":
+            progress.stored[f"selected_{t}"] = compact(np.asarray([e for e, _ in selection.chosen], dtype=np.int64))
+            log(f"stage {t}: kept epochs {', '.join(f'{e + 1}/{n}' for e, n in selection.chosen) or '- (no epochs)'} "
+                f"by {rule}{' (ORACLE ON TEST)' if rule == 'oracle' else ''}")
         progress.stored[f"test_labels_{t}"] = compact(test_labels[seen])
         progress.stored[f"unified_{t}"] = compact(_predict(method, feed, seen))
         progress.stored[f"k_given_{t}"] = compact(np.asarray([n_new]))
@@ -132,13 +159,19 @@ def stage_rows(t: int, stored: Mapping[str, np.ndarray], layout: TaskLayout) -> 
     hard = old_new_accuracy(labels, pred, np.unique(labels[stage == 0]))
     rows = [MetricRow(t, "all", "cgcd", "acc", hard["all"])]
     if t == 0:
-        return rows
+        return rows + selected_rows(t, stored)
     soft = old_new_accuracy(labels, pred, np.unique(labels[stage < t]))
     for flavour, acc in (("cgcd_hard", hard), ("cgcd_soft", soft)):
         rows += [MetricRow(t, group, flavour, "acc", acc[group]) for group in ("old", "new") if not np.isnan(acc[group])]
     rows += [MetricRow(t, "k", "cgcd", "true", float(layout.sizes[t])),
              MetricRow(t, "k", "cgcd", "given", float(stored[f"k_given_{t}"][0]))]
-    return rows
+    return rows + selected_rows(t, stored)
+
+
+def selected_rows(t: int, stored: Mapping[str, np.ndarray]) -> list[MetricRow]:
+    """The epoch (1-based) each training loop of stage t kept, where the run selected among epochs."""
+    chosen = np.asarray(stored.get(f"selected_{t}", []))
+    return [MetricRow(t, "selected_epoch", "cgcd", f"loop_{i}", float(e + 1)) for i, e in enumerate(chosen)]
 
 
 def summary(rows: list[MetricRow], n_steps: int) -> list[MetricRow]:

@@ -30,8 +30,14 @@ SETTINGS: dict[str, str] = {
     "incd": "class-iNCD (the paper's): each step holds unlabelled images of its new classes only",
     "mixed": "continual category discovery: a labelled first stage, then unlabelled stages of old and new classes",
 }
+# setting.selection: which epoch of its training a stage keeps (`bench.epoch_selection`)
+SELECTIONS: dict[str, str] = {
+    "last": "the last epoch",
+    "val": "the best epoch on held-out labelled images",
+    "oracle": "the best epoch on the test images (oracle on test: a leak, marked as such)",
+}
+ORACLE_MARK = "oracle on test"
 K_SOURCES = ("known", "silhouette")  # setting.k: the new classes' count given, or estimated from the stage
-SELECTIONS = ("last",)  # setting.selection: what a run reports of its training; see `check_setting`
 
 
 @dataclass(frozen=True)
@@ -62,7 +68,7 @@ MIXED_SPLITS: dict[str, MixedSplit] = {
 }
 # the setting section of a mixed run, besides its counts
 SETTING_KEYS: dict[str, Any] = {"name": "mixed", "protocol": "", "manifest_seed": 0, "k": "known",
-                                "k_max_new": 0, "selection": "last"}
+                                "k_max_new": 0, "selection": "last", "val_fraction": 0.1}
 
 
 def setting_of(config: Mapping[str, Any]) -> str:
@@ -90,8 +96,11 @@ def check_setting(setting: Mapping[str, Any]) -> None:
         raise fail("k", setting["k"], f"choose from {', '.join(K_SOURCES)}")
     if setting["selection"] not in SELECTIONS:
         raise fail("selection", setting["selection"],
-                   "only 'last' (what a method ends its stage with): no method here selects among epochs, so "
-                   "neither a held-out labelled validation nor an oracle on test has anything to choose from")
+                   "choose from " + "; ".join(f"{k} ({v})" for k, v in SELECTIONS.items()))
+    fraction = setting.get("val_fraction", SETTING_KEYS["val_fraction"])
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
+        raise fail("val_fraction", fraction, "a fraction in (0, 1) of each labelled class's images, held out "
+                   "for setting.selection=val")
     for key in ("manifest_seed", "k_max_new"):
         if not isinstance(setting[key], int) or isinstance(setting[key], bool) or setting[key] < 0:
             raise fail(key, setting[key], "an integer >= 0")
@@ -171,6 +180,11 @@ def describe(split: str, config: Mapping[str, Any]) -> str:
     parts = [split, f"draw {setting['manifest_seed']}"]
     if setting["k"] != "known":
         parts.append(f"K {setting['k']}")
+    selection = setting.get("selection", "last")
+    if selection == "oracle":
+        parts.append(ORACLE_MARK.upper())  # a leak: shown wherever the run is
+    elif selection != "last":
+        parts.append(f"selected on {selection}")
     return " · ".join(parts)
 
 

@@ -71,7 +71,8 @@ DEFAULT_SECTIONS: dict[str, dict[str, Any]] = {
 LATER_KEYS: dict[tuple[str, str], Any] = {("features", "tokens"): "live", ("features", "token_dtype"): "float16",
                                           ("split", "class_order_seed"): None,
                                           # on CUDA, tails ran in bf16 before this key (fp32 on the CPU)
-                                          ("precision", "tails"): "fp32", ("setting", "name"): "incd"}
+                                          ("precision", "tails"): "fp32", ("setting", "name"): "incd",
+                                          ("setting", "val_fraction"): 0.1}
 
 
 # Sections a preset may set besides the method's own keys (a `code` preset sets `features.policy`).

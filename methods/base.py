@@ -6,6 +6,7 @@ from typing import Any, ClassVar, Mapping
 
 import torch
 
+from bench.epoch_selection import LAST, EpochSelection
 from bench.features import FeatureViews
 from bench.runs_on import RunsOn
 
@@ -37,6 +38,9 @@ class Step:
     # The class of each image of `train`, in 0..offset+n_classes-1: given ONLY in a labelled stage of the
     # `mixed` setting (stage 0, classes [0, n_classes)); None in every unlabelled step and in class-iNCD.
     labels: torch.Tensor | None = None
+    # Which epoch of each training loop the stage keeps (`setting.selection` of the mixed setting): a method
+    # that trains over epochs wraps each loop in `selection.over(parameters, logits)`; `last` does nothing.
+    selection: EpochSelection = LAST
 
 
 # Where the paper's A and F of the methods whose testers re-fit every task's map come from

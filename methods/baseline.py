@@ -36,12 +36,16 @@ class Baseline(Method):
         head = self.new_head(step.n_classes).to(step.device)
         gen = torch.Generator().manual_seed(self.seed * 1000 + step.index)
         epochs = hp["epochs_per_step"][step.index] if hp.get("epochs_per_step") else hp["epochs"]
-        if step.labels is None:
-            self.losses.append(train_head_swapped(head, step.train, hp, epochs=epochs, batch_size=hp["batch_size"],
-                                                  gen=gen))
-        else:  # a labelled stage (the mixed setting): the same head, trained on the labels
-            self.losses.append(train_head_supervised(head, step.train, step.labels, hp, epochs=epochs,
-                                                     batch_size=hp["batch_size"], gen=gen))
+        # the mixed setting's epoch selection scores the heads as they will predict: [h^1; …; h^t]
+        heads = [*self.heads, head]
+        with step.selection.over(head.parameters(), lambda x: torch.cat([h(x) for h in heads], 1),
+                                 [head]) as after_epoch:
+            if step.labels is None:
+                self.losses.append(train_head_swapped(head, step.train, hp, epochs=epochs,
+                                                      batch_size=hp["batch_size"], gen=gen, after_epoch=after_epoch))
+            else:  # a labelled stage (the mixed setting): the same head, trained on the labels
+                self.losses.append(train_head_supervised(head, step.train, step.labels, hp, epochs=epochs,
+                                                         batch_size=hp["batch_size"], gen=gen, after_epoch=after_epoch))
         self.heads.append(head)
 
     @torch.no_grad()

@@ -95,8 +95,9 @@ class BaselinePlusPlus(WithStudent):
                               hp["temperature"], hp["ktrfr_reduction"])
 
         student.train()
-        train_epochs(student.parameters(), hp, epochs=hp["ktrfr_epochs"], sizes=[len(step.train)],
-                     batch_size=hp["ktrfr_batch_size"], gen=gen, loss_of=loss_of)
+        with step.selection.over(student.parameters(), student, [student]) as after_epoch:
+            train_epochs(student.parameters(), hp, epochs=hp["ktrfr_epochs"], sizes=[len(step.train)],
+                         batch_size=hp["ktrfr_batch_size"], gen=gen, loss_of=loss_of, after_epoch=after_epoch)
         return student.eval()
 
     def state_dict(self) -> dict[str, Any]:

@@ -3,6 +3,8 @@ Sinkhorn-Knopp pseudo-labels, the swapped-prediction loss, head training and pro
 The epoch loop is `methods.loop`'s, the trainable tails `methods.tails`'."""
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -86,7 +88,7 @@ def swapped_prediction_loss(logits1: torch.Tensor, logits2: torch.Tensor, temper
 
 
 def train_head_swapped(head: CosineHead, data: FeatureViews, hp: dict, *, epochs: int, batch_size: int,
-                       gen: torch.Generator) -> list[float]:
+                       gen: torch.Generator, after_epoch: Callable[[int], None] | None = None) -> list[float]:
     """Train a cosine head with the swapped Sinkhorn loss on two views per item (Baseline's step):
     `hp` holds the optimiser keys (lr, momentum, weight_decay, eta_min) and the loss's (temperature,
     sk_epsilon, sk_iters, swap_reduction). `data` is anything with `two_views` (stored features,
@@ -98,13 +100,14 @@ def train_head_swapped(head: CosineHead, data: FeatureViews, hp: dict, *, epochs
 
     head.train()
     losses = train_epochs(head.parameters(), hp, epochs=epochs, sizes=[len(data)], batch_size=batch_size, gen=gen,
-                          loss_of=loss_of)
+                          loss_of=loss_of, after_epoch=after_epoch)
     head.eval()
     return losses
 
 
 def train_head_supervised(head: CosineHead, data: FeatureViews, labels: torch.Tensor, hp: dict, *, epochs: int,
-                          batch_size: int, gen: torch.Generator) -> list[float]:
+                          batch_size: int, gen: torch.Generator,
+                          after_epoch: Callable[[int], None] | None = None) -> list[float]:
     """Train a cosine head with the cross-entropy of the given labels (classes 0..C-1 of the head) on two
     views per item: a labelled stage of the mixed setting, with the optimiser and temperature of the
     method's swapped-loss training (`train_head_swapped`). Returns the mean loss per epoch."""
@@ -116,7 +119,7 @@ def train_head_supervised(head: CosineHead, data: FeatureViews, labels: torch.Te
 
     head.train()
     losses = train_epochs(head.parameters(), hp, epochs=epochs, sizes=[len(data)], batch_size=batch_size, gen=gen,
-                          loss_of=loss_of)
+                          loss_of=loss_of, after_epoch=after_epoch)
     head.eval()
     return losses
 

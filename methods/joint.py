@@ -44,6 +44,7 @@ class JointFrozen(WithStudent):
             return hard_cross_entropy(student(torch.cat(xs)), torch.cat(ys), hp["temperature"])
 
         student.train()
-        train_epochs(student.parameters(), hp, epochs=hp["joint_epochs"], sizes=[len(d) for d in datasets],
-                     batch_size=hp["joint_batch_size"], gen=gen, loss_of=loss_of)
+        with step.selection.over(student.parameters(), student, [student]) as after_epoch:
+            train_epochs(student.parameters(), hp, epochs=hp["joint_epochs"], sizes=[len(d) for d in datasets],
+                         batch_size=hp["joint_batch_size"], gen=gen, loss_of=loss_of, after_epoch=after_epoch)
         return student.eval()

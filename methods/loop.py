@@ -30,11 +30,12 @@ def train_epochs(parameters: Iterable[nn.Parameter], hp: dict, *, epochs: int, s
                  lr_at: Callable[[int], float] | None = None,
                  on_epoch: Callable[[int], None] | None = None,
                  after_step: Callable[[], None] | None = None, drop_last: bool = False,
-                 read_ahead: Sequence[Any] = ()) -> list[float]:
+                 read_ahead: Sequence[Any] = (), after_epoch: Callable[[int], None] | None = None) -> list[float]:
     """Train `parameters` for `epochs` with SGD (`hp`: lr, momentum, weight_decay, eta_min), a fresh
     optimiser and a cosine schedule restarting from `lr`, as every stage of the authors' code
     (`lr_at(epoch)` replaces the schedule; `on_epoch(epoch)` is called as each epoch starts,
-    `after_step()` after every optimiser step; `drop_last` drops a last partial batch, unless it
+    `after_step()` after every optimiser step, `after_epoch(epoch)` after each epoch's last (a stage's
+    epoch selection, `bench.epoch_selection`); `drop_last` drops a last partial batch, unless it
     would be the only one; `read_ahead` holds the token sources of the sources of `sizes`, told
     each next batch's images before the current batch is computed, where they can read ahead).
 
@@ -66,6 +67,8 @@ def train_epochs(parameters: Iterable[nn.Parameter], hp: dict, *, epochs: int, s
                 after_step()
             total, rows = total + loss.item() * len(index[0]), rows + len(index[0])
         losses.append(total / max(rows, 1))
+        if after_epoch:
+            after_epoch(epoch)
     for source in read_ahead:
         if hasattr(source, "end_read_ahead"):
             source.end_read_ahead()
