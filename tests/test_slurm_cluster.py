@@ -126,6 +126,7 @@ def test_a_requeued_job_resumes_and_ends_with_the_uninterrupted_metrics(capsys, 
 
 
 @pytest.mark.slow
+@pytest.mark.scale  # 140 s on two cores: .ci/run's `pytest -m scale` stage runs it
 def test_a_hundred_runs_in_one_array(capsys, tmp_path):
     # K-means on the pixel backbone: each job imports and builds no timm model, so the test measures the
     # array (100 runs, one submission), not 100 model builds on two cores
