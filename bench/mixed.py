@@ -196,3 +196,52 @@ def labelled_count(protocol: MixedProtocol, train_labels: Sequence[int]) -> dict
     """Images per labelled class in the labelled stage, for `train_labels`."""
     labels = np.asarray(train_labels)
     return {c: _labelled_size(protocol, c, int((labels == c).sum())) for c in protocol.labelled_classes}
+
+
+def read_manifest_file(path: str | Path, stages: int) -> tuple[Manifest, str]:
+    """A split manifest a user gives (`setting.manifest_file`: a run's `split.json`, or one written from
+    another codebase's files) and its sha256, or a `BenchError` saying what is wrong with it. `stages`:
+    the unlabelled stages the run's split has."""
+    import hashlib
+
+    path = Path(path).expanduser()
+    try:
+        raw = path.read_bytes()
+        manifest = Manifest.from_json(raw.decode("utf-8"))
+    except BenchError as err:
+        raise BenchError(f"setting.manifest_file {path}: {err}") from None
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as err:
+        raise BenchError(f"setting.manifest_file {path}: not a readable split manifest ({type(err).__name__}: "
+                         f"{err}); give a run's split.json or one in its format (bench.mixed.Manifest)") from None
+    if len(manifest.stages) != stages + 1 or manifest.labelled != (True,) + (False,) * stages:
+        raise BenchError(f"setting.manifest_file {path}: {len(manifest.stages)} stages labelled {list(manifest.labelled)}; "
+                         f"the split has a labelled stage then {stages} unlabelled ones")
+    return manifest, hashlib.sha256(raw).hexdigest()
+
+
+def class_order_of(manifest: Manifest, train_labels: np.ndarray, num_classes: int, source: str) -> np.ndarray:
+    """The class order a manifest's stages make (the labelled stage's classes, then each stage's new ones,
+    each group sorted; classes in no stage last, left out), or a `BenchError` for a manifest that does not
+    fit the dataset."""
+    labels = np.asarray(train_labels, dtype=np.int64)
+    for t, rows in enumerate(manifest.stages):
+        if len(rows) and (rows.min() < 0 or rows.max() >= len(labels)):
+            raise BenchError(f"{source}: stage {t} names training image {int(rows.max())}; the dataset has "
+                             f"{len(labels)} (0..{len(labels) - 1})")
+        if len(rows) == 0:
+            raise BenchError(f"{source}: stage {t} holds no image")
+    order: list[int] = []
+    for t, rows in enumerate(manifest.stages):
+        new = sorted(set(np.unique(labels[rows]).tolist()) - set(order))
+        if t > 0 and not new:
+            raise BenchError(f"{source}: stage {t} brings no new class; every unlabelled stage must")
+        order += new
+    return np.asarray(order + sorted(set(range(num_classes)) - set(order)), dtype=np.int64)
+
+
+def protocol_of(manifest: Manifest, train_labels: np.ndarray) -> MixedProtocol:
+    """The counts a manifest holds, as a protocol (its classes as `train_labels` number them)."""
+    counts = manifest.counts(train_labels)
+    first = counts[0]
+    return MixedProtocol(tuple(sorted(first)), float("nan"), tuple(counts[1:]),
+                         labelled_counts=dict(first))

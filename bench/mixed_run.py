@@ -41,19 +41,21 @@ REPORTED: Mapping[str, tuple[str, str]] = {"A": ("cgcd", "A"), "F": ("cgcd", "F"
 
 
 def manifest_of(out: Path, protocol: MixedProtocol, train_labels: np.ndarray, seed: int, log: Log,
-                validation: float | None = None) -> Manifest:
-    """The run's split: read back from its `split.json` (a resumed run), else drawn with `seed` and written;
-    with `validation`, that fraction of each labelled class's stage-0 images is held out (`bench.mixed.hold_out`)."""
+                validation: float | None = None, given: Manifest | None = None) -> Manifest:
+    """The run's split: read back from its `split.json` (a resumed run), else the `given` one
+    (`setting.manifest_file`) or one drawn with `seed`, and written; with `validation`, that fraction of
+    each labelled class's stage-0 images is held out (`bench.mixed.hold_out`)."""
     path = out / SPLIT_FILE
     if path.exists():
         return Manifest.from_json(path.read_text())
-    manifest = draw(protocol, train_labels, seed)
+    manifest = given if given is not None else draw(protocol, train_labels, seed)
     if validation:
         manifest = hold_out(manifest, train_labels, validation, seed)
     write_atomic(path, manifest.to_json())
     sizes = ", ".join(str(len(s)) for s in manifest.stages)
     held = f", {len(manifest.validation)} labelled images held out for validation" if validation else ""
-    log(f"split drawn with seed {seed} into {SPLIT_FILE}: {len(manifest.stages)} stages of {sizes} images "
+    log(f"split {'given' if given is not None else f'drawn with seed {seed}'} into {SPLIT_FILE}: "
+        f"{len(manifest.stages)} stages of {sizes} images "
         f"(stage 0 labelled){held}")
     return manifest
 
@@ -91,7 +93,7 @@ def run_mixed(spec: Any, out: Path, log: Log, parts: Any, feed: Feed, state: dic
     setting = spec.config["setting"]
     rule = setting.get("selection", "last")
     manifest = manifest_of(out, protocol, data.train.labels, int(setting["manifest_seed"]), log,
-                           setting["val_fraction"] if rule == "val" else None)
+                           setting["val_fraction"] if rule == "val" else None, parts.manifest)
     progress = checkpoint.Progress.of(state)
     if state is not None:
         method.load_state_dict(state["method"])

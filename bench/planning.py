@@ -16,6 +16,7 @@ import torch
 from bench import numerics
 from bench.backbones import build_backbone
 from bench.data import ImageSet, build_dataset
+from bench.errors import BenchError
 from bench.evaluate import TaskLayout
 from bench.settings import protocol_for, setting_of, stage_sizes
 from bench.spec import RunSpec
@@ -57,6 +58,7 @@ class Parts:
     val_images: ImageSet
     mapping_images: str
     protocol: Any = None  # the mixed setting's protocol (`bench.settings`); None in class-iNCD
+    manifest: Any = None  # a mixed run's given split (`setting.manifest_file`); None: drawn by the run
 
 
 def assemble(spec: RunSpec, out: Path, device: torch.device, log: Log) -> Parts:
@@ -70,8 +72,12 @@ def assemble(spec: RunSpec, out: Path, device: torch.device, log: Log) -> Parts:
     data = data.with_class_order(order_seed)
     if order_seed is not None:
         log(f"class order {order_seed}: the canonical classes in the order {data.extra['class_order']}")
-    protocol = None
-    if setting_of(spec.config) == "mixed":  # its stages own the labelled classes, then each stage's new ones
+    protocol = manifest = None
+    if setting_of(spec.config) == "mixed" and spec.config["setting"].get("manifest_file"):
+        data, manifest, protocol = _from_manifest_file(spec, data, log)
+        sizes = stage_sizes(protocol)
+        layout = TaskLayout(tuple(int(o) for o in np.cumsum((0,) + sizes[:-1])), sizes)
+    elif setting_of(spec.config) == "mixed":  # its stages own the labelled classes, then each stage's new ones
         protocol = protocol_for(spec.config["setting"], data.num_classes, data.train.labels)
         sizes = stage_sizes(protocol)
         layout = TaskLayout(tuple(int(o) for o in np.cumsum((0,) + sizes[:-1])), sizes)
@@ -95,4 +101,23 @@ def assemble(spec: RunSpec, out: Path, device: torch.device, log: Log) -> Parts:
                                 **spec.config["method"]))
     # what tail methods copy and fine-tune, and in which precision, also after a resume
     method.bind(backbone, spec.config.get("precision", {}).get("tails", "fp32"))
-    return Parts(data, layout, backbone, method, val_images, mapping_images, protocol)
+    return Parts(data, layout, backbone, method, val_images, mapping_images, protocol, manifest)
+
+
+def _from_manifest_file(spec: RunSpec, data: Any, log: Log) -> tuple[Any, Any, Any]:
+    """A mixed run that holds a given split (`setting.manifest_file`): the dataset in the class order its
+    stages make, the manifest, and its counts as the run's protocol."""
+    from bench.mixed import class_order_of, protocol_of, read_manifest_file
+
+    setting = spec.config["setting"]
+    manifest, digest = read_manifest_file(setting["manifest_file"], spec.n_steps - 1)
+    if digest != setting["manifest_sha256"]:
+        raise BenchError(f"setting.manifest_file {setting['manifest_file']}: its sha256 is {digest[:12]}…, the run was "
+                         f"planned with {setting['manifest_sha256'][:12]}…: the file changed since; plan the run again")
+    order = class_order_of(manifest, data.train.labels, data.num_classes, setting["manifest_file"])
+    data = data.in_class_order(order)
+    protocol = protocol_of(manifest, data.train.labels)
+    log(f"split read from {setting['manifest_file']} (sha256 {digest[:12]}…): {len(manifest.stages)} stages of "
+        f"{', '.join(str(len(rows)) for rows in manifest.stages)} images; classes in the order its stages make: "
+        f"{order[:sum(stage_sizes(protocol))].tolist()}")
+    return data, manifest, protocol

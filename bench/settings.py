@@ -68,7 +68,22 @@ MIXED_SPLITS: dict[str, MixedSplit] = {
 }
 # the setting section of a mixed run, besides its counts
 SETTING_KEYS: dict[str, Any] = {"name": "mixed", "protocol": "", "manifest_seed": 0, "k": "known",
-                                "k_max_new": 0, "selection": "last", "val_fraction": 0.1}
+                                "k_max_new": 0, "selection": "last", "val_fraction": 0.1,
+                                # a split manifest file the run holds instead of drawing its own (its sha256,
+                                # filled in when the run is planned, is part of the run id; its path is not)
+                                "manifest_file": "", "manifest_sha256": ""}
+
+
+def with_manifest_file(setting: dict[str, Any]) -> dict[str, Any]:
+    """The section with the sha256 of its `manifest_file`, read and checked now (before anything runs)."""
+    if not setting.get("manifest_file"):
+        return setting
+    from bench.mixed import read_manifest_file
+
+    if not isinstance(setting["manifest_file"], str):
+        raise BenchError(f"bad setting.manifest_file={setting['manifest_file']!r}: the path of a split manifest")
+    _, digest = read_manifest_file(setting["manifest_file"], MIXED_SPLITS[setting["protocol"]].stages)
+    return {**setting, "manifest_sha256": digest}
 
 
 def setting_of(config: Mapping[str, Any]) -> str:
@@ -101,6 +116,8 @@ def check_setting(setting: Mapping[str, Any]) -> None:
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
         raise fail("val_fraction", fraction, "a fraction in (0, 1) of each labelled class's images, held out "
                    "for setting.selection=val")
+    if setting.get("manifest_sha256") and not setting.get("manifest_file"):
+        raise fail("manifest_sha256", setting["manifest_sha256"], "filled in from setting.manifest_file; give that")
     for key in ("manifest_seed", "k_max_new"):
         if not isinstance(setting[key], int) or isinstance(setting[key], bool) or setting[key] < 0:
             raise fail(key, setting[key], "an integer >= 0")
@@ -177,7 +194,9 @@ def stage_sizes(protocol: MixedProtocol) -> tuple[int, ...]:
 def describe(split: str, config: Mapping[str, Any]) -> str:
     """How results show a mixed run's split: `happy-5-stage · draw 0 · K silhouette`."""
     setting = config["setting"]
-    parts = [split, f"draw {setting['manifest_seed']}"]
+    drawn = (f"file {setting['manifest_sha256'][:8]}" if setting.get("manifest_sha256")
+             else f"draw {setting['manifest_seed']}")
+    parts = [split, drawn]
     if setting["k"] != "known":
         parts.append(f"K {setting['k']}")
     selection = setting.get("selection", "last")

@@ -72,7 +72,7 @@ LATER_KEYS: dict[tuple[str, str], Any] = {("features", "tokens"): "live", ("feat
                                           ("split", "class_order_seed"): None,
                                           # on CUDA, tails ran in bf16 before this key (fp32 on the CPU)
                                           ("precision", "tails"): "fp32", ("setting", "name"): "incd",
-                                          ("setting", "val_fraction"): 0.1}
+                                          ("setting", "val_fraction"): 0.1, ("setting", "manifest_sha256"): ""}
 
 
 # Sections a preset may set besides the method's own keys (a `code` preset sets `features.policy`).
@@ -134,6 +134,8 @@ class RunSpec:
         ident.pop("location")
         ident["config"] = {**ident["config"], "dataset": {k: v for k, v in ident["config"]["dataset"].items()
                                                           if k != "root"}}
+        if "setting" in ident["config"]:  # a manifest file is known by its sha256, wherever it lies
+            ident["config"]["setting"] = {k: v for k, v in ident["config"]["setting"].items() if k != "manifest_file"}
         for (section, key), value in LATER_KEYS.items():
             if section in ident["config"] and ident["config"][section].get(key, value) == value:
                 ident["config"][section] = {k: v for k, v in ident["config"][section].items() if k != key}
@@ -444,6 +446,10 @@ def resolve_config(method: str, preset: str, dataset: str, split: str,
         relevant = {k: v for k, v in source.items()
                     if not (k.startswith("method.") and k.split(".")[1] not in params)}
         config = apply_options(config, relevant, allow_new=("dataset",))
+    if split in MIXED_SPLITS:
+        from bench.settings import with_manifest_file
+
+        config["setting"] = with_manifest_file(config["setting"])
     return config
 
 

@@ -98,7 +98,11 @@ class LoadedDataset:
         canonical order becomes class i, so that contiguous tasks hold the permuted classes."""
         if seed is None:
             return self
-        order = np.random.default_rng(seed).permutation(self.num_classes)
+        return self.in_class_order(np.random.default_rng(seed).permutation(self.num_classes))
+
+    def in_class_order(self, order: np.ndarray) -> "LoadedDataset":
+        """The dataset with class `order[i]` of the canonical order as class i (`order`: a permutation)."""
+        order = np.asarray(order, dtype=np.int64)
         new_id = np.empty_like(order)
         new_id[order] = np.arange(self.num_classes)
 

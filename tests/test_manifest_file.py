@@ -1,0 +1,93 @@
+"""A mixed run that holds a given split (`setting.manifest_file`): a run's own split.json run again gives
+the same run; a hand-written manifest with its own class order runs with exactly its counts; the file is
+known by its content in the run id, not by its path; a bad or changed file is refused."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench.errors import BenchError
+from bench.mixed import Manifest
+from bench.runner import execute
+from tests.helpers import tiny_specs
+
+MIXED = {"dataset.num_classes": 12, "dataset.train_per_class": 20, "dataset.test_per_class": 4}
+
+
+def spec_with(path=None, **options):
+    extra = {"setting.manifest_file": str(path)} if path else {}
+    return tiny_specs(methods=["K-means"], splits=["happy-5-stage"], **MIXED, **extra, **options)[0]
+
+
+def metrics(out):
+    frame = pd.read_parquet(out / "metrics.parquet")
+    return frame[["step", "group", "flavour", "metric", "value"]].sort_values(["step", "group", "flavour", "metric"])
+
+
+def test_a_runs_own_split_given_back_gives_the_same_run(tmp_path):
+    drawn = execute(spec_with(), tmp_path / "a")
+    given = spec_with(drawn / "split.json")
+    assert given.config["setting"]["manifest_sha256"] and given.run_id != spec_with().run_id
+    out = execute(given, tmp_path / "b")
+    assert json.loads((out / "split.json").read_text()) == json.loads((drawn / "split.json").read_text())
+    pd.testing.assert_frame_equal(metrics(out).reset_index(drop=True), metrics(drawn).reset_index(drop=True))
+    assert set(pd.read_parquet(out / "metrics.parquet").split) == {
+        f"happy-5-stage · file {given.config['setting']['manifest_sha256'][:8]}"}
+
+
+def test_a_manifest_with_its_own_class_order_runs_with_exactly_its_counts(tmp_path):
+    labels = np.repeat(np.arange(12), 20)  # the synthetic dataset's training labels, class by class
+    rng = np.random.default_rng(3)
+
+    def images(c, n):
+        return rng.choice(np.flatnonzero(labels == c), size=n, replace=False)
+
+    # labelled: classes 7, 2, 9, 4, 0, 11; then one new class per stage, in the order 5, 1, 10, 3, 8
+    labelled = [7, 2, 9, 4, 0, 11]
+    arrivals = [5, 1, 10, 3, 8]
+    stages = [np.concatenate([images(c, 15) for c in labelled])]
+    for s, new in enumerate(arrivals):
+        stages.append(np.concatenate([images(c, 3) for c in labelled[:3]] + [images(c, 2) for c in arrivals[:s]]
+                                     + [images(new, 12 + s)]))
+    path = tmp_path / "theirs.json"
+    path.write_text(Manifest(tuple(np.sort(s) for s in stages), (True,) + (False,) * 5).to_json())
+    out = execute(spec_with(path), tmp_path / "r")
+    kept = Manifest.from_json((out / "split.json").read_text())
+    assert kept.counts(labels) == Manifest.from_json(path.read_text()).counts(labels)  # exactly the file's
+    log = (out / "log.txt").read_text()
+    assert "classes in the order its stages make: [0, 2, 4, 7, 9, 11, 5, 1, 10, 3, 8]" in log
+    k = pd.read_parquet(out / "metrics.parquet").query("group == 'k' and metric == 'true'")
+    assert k.value.tolist() == [1.0] * 5  # one new class per stage, as the file has it
+
+
+def test_the_run_id_knows_the_file_by_its_content_not_its_path(tmp_path):
+    first = execute(spec_with(), tmp_path / "a") / "split.json"
+    copy = tmp_path / "elsewhere" / "copy.json"
+    copy.parent.mkdir()
+    copy.write_text(first.read_text())
+    assert spec_with(first).run_id == spec_with(copy).run_id
+    data = json.loads(first.read_text())
+    data["stages"][1] = data["stages"][1][1:]
+    copy.write_text(json.dumps(data))
+    assert spec_with(copy).run_id != spec_with(first).run_id
+
+
+def test_a_bad_or_changed_manifest_file_is_refused(tmp_path):
+    with pytest.raises(BenchError, match="manifest_file .*missing.json: not a readable split manifest"):
+        spec_with(tmp_path / "missing.json")
+    short = tmp_path / "short.json"
+    short.write_text(Manifest((np.arange(3), np.arange(3, 6)), (True, False)).to_json())
+    with pytest.raises(BenchError, match="2 stages .* a labelled stage then 5 unlabelled ones"):
+        spec_with(short)
+    first = execute(spec_with(), tmp_path / "a") / "split.json"
+    path = tmp_path / "given.json"
+    path.write_text(first.read_text())
+    planned = spec_with(path)
+    data = json.loads(path.read_text())
+    data["stages"][2] = data["stages"][2][:-1]
+    path.write_text(json.dumps(data))
+    with pytest.raises(BenchError, match="the file changed since"):
+        execute(planned, tmp_path / "b")
