@@ -215,12 +215,27 @@ def check_weights_file(path: str | Path) -> Path:
     return path
 
 
+def _check_patch_size(state: Mapping[str, torch.Tensor], model: nn.Module, path: Path, name: str) -> None:
+    """A file whose patch embedding has another patch size is another architecture: timm's conversion would
+    resample its kernel to the model's and load it, so it is refused here, before the conversion."""
+    proj = getattr(getattr(model, "patch_embed", None), "proj", None)
+    kernel = next((tuple(state[k].shape[-2:]) for k in ("patch_embed.proj.weight", "visual.conv1.weight")
+                   if k in state and state[k].dim() == 4), None)
+    if kernel is not None and proj is not None and kernel != tuple(proj.weight.shape[-2:]):
+        own = tuple(proj.weight.shape[-2:])
+        raise BenchError(f"backbone weights {path} do not fit backbone {name!r}: its patch embedding is "
+                         f"{kernel[0]}x{kernel[1]} where the model's is {own[0]}x{own[1]} (a file of another "
+                         f"architecture). Expected one of: {FORMATS}, for this architecture")
+
+
 def load_backbone_weights(model: nn.Module, path: str | Path, name: str) -> None:
     """Load `path` into the timm `model` (registered as backbone `name`), or raise a `BenchError`
     that says which keys did not match. The classifier of a model built without one
     (`num_classes=0`) is the only part of a file that may go unused."""
     path = check_weights_file(path)
-    state = _timm_filter(backbone_state(read_checkpoint(path)), model)
+    state = backbone_state(read_checkpoint(path))
+    _check_patch_size(state, model, path, name)
+    state = _timm_filter(state, model)
     classifier = model.pretrained_cfg.get("classifier") if hasattr(model, "pretrained_cfg") else None
     if classifier and getattr(model, "num_classes", 1) == 0:
         state = {k: v for k, v in state.items() if not k.startswith(f"{classifier}.")}
