@@ -191,3 +191,54 @@ def test_a_feature_bank_method_and_a_token_bank_tail_method_run_on_it(name, tmp_
     assert sorted(b.kind for b in banks).count("token bank") == 1
     assert all(b.fields["backbone"] == name and b.fields["normalisation"] == [list(v) for v in
                                                                              FEATURE_NORMALISATION[name]] for b in banks)
+
+
+def test_the_backbones_grid_covers_every_registered_backbone_and_renders_tab4_extended(capsys, tmp_path):
+    """The `backbones` grid: Baseline, Baseline++ and Joint (frozen) on every registered backbone, Joint
+    (unfrozen) on every registered ViT, five datasets, both splits; `bench report` renders each block in
+    Tab. 4's layout: the paper's rows first in the paper's order, then the field's, every run in its row."""
+    from bench.spec import expand, load_grid
+    from tests.test_cli import fake_run, run
+
+    grid = load_grid("backbones")
+    frozen, unfrozen = grid.blocks
+    assert (frozen.layout, unfrozen.layout) == ("backbones", "backbones")
+    assert frozen.methods == ("Baseline", "Baseline++", "Joint (frozen)") and unfrozen.methods == ("Joint (unfrozen)",)
+    assert set(frozen.backbones) == set(REGISTERED_BACKBONES) and set(unfrozen.backbones) == set(VITS)
+    assert set(grid.datasets) == {"cifar10", "cifar100", "tinyimagenet", "cub200", "herbarium19"}
+    assert set(grid.splits) == {"2-step", "5-step"}
+    assert len(expand(grid)) == 10 * (3 * len(REGISTERED_BACKBONES) + len(VITS))
+    # the paper's Tab. 4 cells are runs of this grid: the same run ids
+    tab4 = {s.run_id for s in expand(load_grid("paper")) if s.method == "Baseline" and s.split == "5-step"
+            and s.dataset == "cifar10" and s.backbone in ("dino-resnet50", "clip-vitb16")}
+    assert tab4 <= {s.run_id for s in expand(grid)}
+
+    specs = expand(grid, datasets=["cifar10"])
+    values = {}
+    for i, spec in enumerate(specs):  # a distinct A per run, to find each run's row again
+        values[(spec.split, spec.method, spec.backbone)] = a = 10.0 + i * 0.5
+        fake_run(tmp_path, spec, a)
+    code, _, err = run(capsys, "report", "--grid", "backbones", "--results", str(tmp_path), "--format", "markdown")
+    assert code == 0, err
+    folder = tmp_path / "reports" / "backbones"
+    order = ["ResNet50-DINO", "ViT-B/16-DINO", "ViT-B/16-CLIP", "ViT-S/14-DINOv2", "ViT-B/14-DINOv2", "ViT-L/14-DINOv2",
+             "ViT-S/14-DINOv2-reg4", "ViT-B/14-DINOv2-reg4", "ViT-L/14-DINOv2-reg4", "ViT-B/16-DINOv3", "ViT-L/14-CLIP",
+             "ViT-B/16-IN21k"]
+    backbone_of = {SHOWN_NAMES[name]: name for name in REGISTERED_BACKBONES}
+    for table, methods, shown in (("table_frozen.md", frozen.methods, order), ("table_unfrozen.md", unfrozen.methods,
+                                                                             order[1:])):
+        lines = [[c.strip() for c in line.strip().strip("|").split("|")]
+                 for line in (folder / table).read_text().splitlines() if line.startswith("|")]
+        header, rows = lines[0], lines[2:]
+        several = len(methods) > 1
+        assert header[:3 if several else 2] == (["split", "method", "backbone"] if several else ["split", "backbone"])
+        expected = [(split, method, name) for split in ("2-step", "5-step") for method in methods for name in shown]
+        got = [(r[0] or None, r[1] if several else methods[0], r[2 if several else 1]) for r in rows]
+        split = None  # the split column names a split on its first row only
+        for (s, method, name), (want_split, want_method, want_name) in zip(got, expected):
+            split = s or split
+            assert (split, method, name) == (want_split, want_method, want_name)
+        assert len(got) == len(expected)
+        for row, (want_split, method, name) in zip(rows, expected):
+            a = float(row[-1].strip("*"))
+            assert a == pytest.approx(values[(want_split, method, backbone_of[name])])

@@ -51,10 +51,12 @@ def command(args: argparse.Namespace) -> int:
     else:
         from bench.spec import expand
 
-        for name in grid_names():
+        names = grid_names()
+        width = max(map(len, names), default=8)
+        for name in names:
             g = load_grid(name)
             n = len(expand(g))
-            print(f"{name:<8} {n:>4} runs: {', '.join(g.methods)} on {', '.join(g.datasets)}; "
+            print(f"{name:<{width}} {n:>4} runs: {', '.join(g.methods)} on {', '.join(g.datasets)}; "
                   f"{', '.join(g.splits)}; {', '.join(g.backbones)}; seeds {', '.join(map(str, g.seeds))}")
     return 0
 
