@@ -81,7 +81,7 @@ PUBLISHED_FILES: dict[str, str] = {
     "sup21k-vitb16": "timm/vit_base_patch16_224.augreg_in21k/model.safetensors",
 }
 
-# Where each file is published (docs/reproducing-the-paper.md#weights lists them).
+# Where each file is published (docs/reproducing-the-paper.md#the-fields-backbones lists them).
 RELEASES: dict[str, str] = {
     "dino-vitb16": "https://github.com/facebookresearch/dino#pretrained-models",
     "dino-resnet50": "https://github.com/facebookresearch/dino#pretrained-models",
