@@ -17,7 +17,8 @@ import torch
 from torch import nn
 
 from bench.errors import BenchError, unknown
-from bench.weights import PAPER_BACKBONES, PUBLISHED_FILES, resolve_pretrained  # noqa: F401
+from bench.weights import (FEATURE_NORMALISATION, NORMALISATION_NAMES, PAPER_BACKBONES,  # noqa: F401
+                           PUBLISHED_FILES, REGISTERED_BACKBONES, SHOWN_NAMES, resolve_pretrained)
 from bench.registries import BACKBONES
 
 
@@ -25,7 +26,8 @@ class Backbone(nn.Module):
     """Maps preprocessed images (N×C×H×W floats) to features (N×D).
 
     `input_size` is the square size the model expects (None: the dataset's native size);
-    `channels` the number of input channels; `normalize` whether the dataset's mean/std apply.
+    `channels` the number of input channels; `normalize` whether images are normalised, with the
+    backbone's own `mean`/`std` where it has them, else with the dataset's.
     """
 
     feature_dim: int
@@ -33,6 +35,8 @@ class Backbone(nn.Module):
     input_size: int | None = None
     channels: int | None = None
     normalize: bool = True
+    mean: tuple[float, ...] | None = None  # None: the dataset's (the paper's convention)
+    std: tuple[float, ...] | None = None
 
 
 @BACKBONES.register_module(name="pixels")
@@ -144,16 +148,23 @@ def block_count(name: str, options: Mapping[str, Any]) -> int:
 
 
 def _register_alias(alias: str, model_name: str, defaults: dict[str, Any]) -> None:
+    paper = alias in PAPER_BACKBONES
+    normalisation = FEATURE_NORMALISATION.get(alias)
+
     class Alias(TimmBackbone):
-        __doc__ = f"the paper's {alias}: timm:{model_name}" + (f" with {defaults}" if defaults else "")
+        __doc__ = (f"{'the paper' if paper else 'the field'}'s {SHOWN_NAMES[alias]}: timm:{model_name}"
+                   + (f" with {defaults}" if defaults else "")
+                   + ("; the dataset's mean/std" if normalisation is None
+                      else f"; {NORMALISATION_NAMES[normalisation]} mean/std"))
+        mean, std = normalisation if normalisation is not None else (None, None)
 
         def __init__(self, model_name: str = "", pretrained: bool | str = True,
                      kwargs: Mapping[str, Any] | None = None, **_: Any) -> None:
-            super().__init__(PAPER_BACKBONES[alias][0], pretrained, {**defaults, **(kwargs or {})})
+            super().__init__(REGISTERED_BACKBONES[alias][0], pretrained, {**defaults, **(kwargs or {})})
 
     Alias.__name__ = f"Backbone_{alias.replace('-', '_')}"
     BACKBONES.register_module(name=alias, module=Alias)
 
 
-for _alias, (_model, _defaults) in PAPER_BACKBONES.items():
+for _alias, (_model, _defaults) in REGISTERED_BACKBONES.items():
     _register_alias(_alias, _model, _defaults)

@@ -355,8 +355,15 @@ def list_folders(cache: Path) -> list[BankInfo]:
 # images per dataset (train + val + test) and values per image of a backbone's features and tokens.
 DATASET_IMAGES = {"cifar10": 60_000, "cifar100": 60_000, "tinyimagenet": 120_000, "cub200": 11_788,
                   "herbarium19": 37_000, "digits": 1_797}
-FEATURE_DIMS = {"dino-resnet50": 2048, "dino-vitb16": 768, "clip-vitb16": 768}
+# per value a ViT's width (what its tokens hold; at least its feature: CLIP's projection is narrower)
+FEATURE_DIMS = {"dino-resnet50": 2048, "dino-vitb16": 768, "clip-vitb16": 768, "dinov2-vits14": 384,
+                "dinov2-vitb14": 768, "dinov2-vitl14": 1024, "dinov2-vits14-reg4": 384, "dinov2-vitb14-reg4": 768,
+                "dinov2-vitl14-reg4": 1024, "dinov3-vitb16": 768, "clip-vitl14": 1024, "sup21k-vitb16": 768}
 TOKENS = 197  # a ViT-B/16 at 224 px: 14 x 14 patches and the class token
+# tokens per image of the backbones that have other counts at 224 px: 16 x 16 patches of 14 px, registers
+# (DINOv2's 4) and DINOv3's 4 storage tokens besides the class token
+TOKEN_COUNTS = {"dinov2-vits14": 257, "dinov2-vitb14": 257, "dinov2-vitl14": 257, "dinov2-vits14-reg4": 261,
+                "dinov2-vitb14-reg4": 261, "dinov2-vitl14-reg4": 261, "dinov3-vitb16": 201, "clip-vitl14": 257}
 
 
 def bank_bytes_bound(images: int, views: int, dim: int, tokens: int = 1, bytes_per_value: int = 2) -> int:

@@ -79,7 +79,9 @@ class Encoder:
                  policy: str = "code") -> None:
         self.backbone, self.device = backbone, torch.device(device)
         self.policy = get_policy(dataset.augmentation, policy, size=backbone.input_size)
-        self.norm = (dataset.mean, dataset.std) if backbone.normalize else (None, None)
+        own = getattr(backbone, "mean", None) is not None  # the backbone's authors' statistics, else the dataset's
+        self.norm = (((backbone.mean, backbone.std) if own else (dataset.mean, dataset.std)) if backbone.normalize
+                     else (None, None))
 
     def preprocess(self, x: torch.Tensor, input_scale: float = 1.0) -> torch.Tensor:
         """Normalise and resize on the device: on a GPU the 256/224 upsampling is not left to the CPU."""

@@ -41,7 +41,10 @@ def bank_fields(spec: RunSpec, data: Any, backbone: Any) -> dict[str, Any]:
             "sizes": [len(data.train), len(data.test), len(data.val) if data.val is not None else 0],
             "backbone": spec.backbone, "pretrained": weights_identity(backbone.weights),
             "backbone_kwargs": spec.config["backbone"]["kwargs"], "policy": [data.augmentation, feat["policy"]],
-            "bank_seed": feat["bank_seed"]}
+            "bank_seed": feat["bank_seed"],
+            # a backbone with its own normalisation says so (absent otherwise: older banks keep their keys)
+            **({"normalisation": [list(backbone.mean), list(backbone.std)]}
+               if getattr(backbone, "mean", None) is not None else {})}
 
 
 def cache_of(spec: RunSpec, results: Path) -> Path:

@@ -63,7 +63,7 @@ def check_tail_backbones(specs: Sequence[Any]) -> None:
     """A method that trains a ViT's last blocks on a backbone without blocks, or with fewer blocks than
     it unfreezes, is refused before anything runs."""
     from bench.spec import first_trainable_block
-    from bench.weights import PAPER_BACKBONES
+    from bench.weights import REGISTERED_BACKBONES
     from bench.registries.catalogue import backbone_depth, method_info
 
     depths: dict[str, int] = {}
@@ -74,7 +74,7 @@ def check_tail_backbones(specs: Sequence[Any]) -> None:
         if key not in depths:
             depths[key] = backbone_depth(spec.backbone, spec.config["backbone"])
         if not depths[key]:
-            vits = [name for name in PAPER_BACKBONES if backbone_depth(name, {})]
+            vits = [name for name in REGISTERED_BACKBONES if backbone_depth(name, {})]
             raise BenchError(f"{spec.method} trains a ViT's last blocks; backbone {spec.backbone!r} has none; choose a "
                              f"ViT backbone: {', '.join(vits)} or timm:<a ViT model>")
         try:
@@ -157,7 +157,7 @@ def check_caches(results: Path, specs: Sequence[Any]) -> None:
     """Refuse a cache the pending runs' missing banks cannot be written to (read-only, too little space)."""
     import json
 
-    from bench.bank import (DATASET_IMAGES, FEATURE_DIMS, TOKENS, bank_bytes_bound, check_cache,
+    from bench.bank import (DATASET_IMAGES, FEATURE_DIMS, TOKEN_COUNTS, TOKENS, bank_bytes_bound, check_cache,
                             default_cache_dir, list_banks)
     from bench.registries.catalogue import method_info
 
@@ -174,7 +174,8 @@ def check_caches(results: Path, specs: Sequence[Any]) -> None:
         dim = FEATURE_DIMS.get(spec.backbone, side * side * channels if spec.backbone == "pixels" else 2048)
         cache = Path(spec.location.get("cache_dir") or default_cache_dir(results))
         what = (spec.dataset, spec.backbone, views, tokens, json.dumps(data, sort_keys=True, default=str))
-        needed.setdefault(cache, {})[what] = bank_bytes_bound(images, views, dim, TOKENS if tokens else 1)
+        needed.setdefault(cache, {})[what] = bank_bytes_bound(images, views, dim,
+                                                                   TOKEN_COUNTS.get(spec.backbone, TOKENS) if tokens else 1)
     for cache, banks in needed.items():
         present = {(b.fields.get("dataset"), b.fields.get("backbone"), b.fields.get("views"), b.kind == "token bank",
                     json.dumps(b.fields.get("dataset_options"), sort_keys=True, default=str))

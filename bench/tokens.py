@@ -33,6 +33,38 @@ def vit_of(backbone: nn.Module) -> nn.Module:
     return model
 
 
+def embed(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """The tokens entering block 0 of a timm ViT or Eva: patch embedding, prefix tokens (class, registers,
+    DINOv3's storage tokens) and absolute position embedding, as the model's own forward makes them."""
+    out = model._pos_embed(model.patch_embed(x))
+    if isinstance(out, tuple):  # an Eva: (tokens, rotary embedding), patch dropout already applied
+        return model.norm_pre(out[0])
+    return model.norm_pre(model.patch_drop(out))
+
+
+def rotary(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor | None:
+    """The rotary position embedding an Eva's blocks take for `tokens` (None for a model without, as timm's
+    ViT): it depends on the patch grid only, so it is made again from the token count (a square grid, as
+    bench's preprocessing crops), never stored with the tokens."""
+    rope = getattr(model, "rope", None)
+    if rope is None:
+        return None
+    if not getattr(model, "dynamic_img_size", False):
+        return rope.get_embed() if hasattr(rope, "feat_shape") else rope.get_embed(shape=model.patch_embed.grid_size)
+    patches = tokens.shape[1] - model.num_prefix_tokens
+    side = int(round(patches ** 0.5))
+    if side * side != patches:
+        raise BenchError(f"{patches} patch tokens are not a square grid; bench feeds square images")
+    return rope.get_embed(shape=(side, side)).to(tokens.device)
+
+
+def run_block(model: nn.Module, index: int, block: nn.Module, x: torch.Tensor, rope: torch.Tensor | None) -> torch.Tensor:
+    """Block `index` of `model` (or a trainable copy of it) on `x`, with its rotary embedding where it has one."""
+    if rope is None:
+        return block(x)
+    return block(x, rope=rope[index] if getattr(model, "rope_mixed", False) else rope)
+
+
 class Prefix:
     """The frozen first `first` blocks of a ViT backbone (with its patch and position embedding):
     preprocessed images in, tokens out, under `no_grad`. It holds the backbone, never a copy."""
@@ -46,9 +78,10 @@ class Prefix:
         self.calls += 1
         m = self.model
         with cuda_bf16(x.device):
-            x = m.norm_pre(m.patch_drop(m._pos_embed(m.patch_embed(x))))
-            for block in m.blocks[: self.first]:
-                x = block(x)
+            x = embed(m, x)
+            rope = rotary(m, x)
+            for index, block in enumerate(m.blocks[: self.first]):
+                x = run_block(m, index, block, x, rope)
         return x
 
 

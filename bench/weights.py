@@ -39,11 +39,80 @@ PAPER_BACKBONES: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
-# The file each paper backbone's authors publish, by the name it is published under.
+# The backbones the field moved to after the paper (docs/methods.md#backbones), in the same form: the CLS
+# feature, the last blocks trainable by count or name, at 224 px (a patch-14 model sees 16 x 16 patches, as
+# GCD and PromptCCD feed DINOv2), each with its authors' normalisation (FEATURE_NORMALISATION).
+FIELD_BACKBONES: dict[str, tuple[str, dict[str, Any]]] = {
+    # DINOv2 (Oquab et al. 2023): 384/768/1024-d CLS token after the final LayerNorm; the published files'
+    # 37 x 37 position embedding (518 px) is resampled to the 16 x 16 grid once, as the file is read
+    "dinov2-vits14": ("vit_small_patch14_dinov2.lvd142m", {"img_size": 224}),
+    "dinov2-vitb14": ("vit_base_patch14_dinov2.lvd142m", {"img_size": 224}),
+    "dinov2-vitl14": ("vit_large_patch14_dinov2.lvd142m", {"img_size": 224}),
+    # DINOv2 with 4 registers (Darcet et al. 2024): 4 more prefix tokens, the CLS token is the feature
+    "dinov2-vits14-reg4": ("vit_small_patch14_reg4_dinov2.lvd142m", {"img_size": 224}),
+    "dinov2-vitb14-reg4": ("vit_base_patch14_reg4_dinov2.lvd142m", {"img_size": 224}),
+    "dinov2-vitl14-reg4": ("vit_large_patch14_reg4_dinov2.lvd142m", {"img_size": 224}),
+    # DINOv3 (Simeoni et al. 2025): an Eva with rotary position embedding and 4 storage tokens; the CLS token
+    # (timm pools by average unless told), the qkv-bias variant so that every tensor of the file is used
+    "dinov3-vitb16": ("vit_base_patch16_dinov3_qkvb.lvd1689m", {"img_size": 224, "global_pool": "token"}),
+    # OpenAI CLIP ViT-L/14: the 768-d projected image embedding, QuickGELU as OpenAI's
+    "clip-vitl14": ("vit_large_patch14_clip_quickgelu_224.openai", {"num_classes": 768}),
+    # supervised ImageNet-21k ViT-B/16 (AugReg, Steiner et al. 2022): 768-d CLS token, the 21k classifier dropped
+    "sup21k-vitb16": ("vit_base_patch16_224.augreg_in21k", {}),
+}
+
+# Every backbone registered by short name: the paper's, then the field's.
+REGISTERED_BACKBONES: dict[str, tuple[str, dict[str, Any]]] = {**PAPER_BACKBONES, **FIELD_BACKBONES}
+
+# The file each registered backbone's authors publish, by the name it is published under (a path under the
+# weights directory: the Hugging Face file keeps its repository's name as its folder).
 PUBLISHED_FILES: dict[str, str] = {
     "dino-vitb16": "dino_vitbase16_pretrain.pth",
     "dino-resnet50": "dino_resnet50_pretrain.pth",
     "clip-vitb16": "ViT-B-16.pt",  # what OpenAI's clip.load("ViT-B/16") downloads
+    "dinov2-vits14": "dinov2_vits14_pretrain.pth",
+    "dinov2-vitb14": "dinov2_vitb14_pretrain.pth",
+    "dinov2-vitl14": "dinov2_vitl14_pretrain.pth",
+    "dinov2-vits14-reg4": "dinov2_vits14_reg4_pretrain.pth",
+    "dinov2-vitb14-reg4": "dinov2_vitb14_reg4_pretrain.pth",
+    "dinov2-vitl14-reg4": "dinov2_vitl14_reg4_pretrain.pth",
+    "dinov3-vitb16": "dinov3_vitb16_pretrain_lvd1689m-73cec8be.pth",
+    "clip-vitl14": "ViT-L-14.pt",  # what OpenAI's clip.load("ViT-L/14") downloads
+    "sup21k-vitb16": "timm/vit_base_patch16_224.augreg_in21k/model.safetensors",
+}
+
+# Where each file is published (docs/reproducing-the-paper.md#the-fields-backbones lists them).
+RELEASES: dict[str, str] = {
+    "dino-vitb16": "https://github.com/facebookresearch/dino#pretrained-models",
+    "dino-resnet50": "https://github.com/facebookresearch/dino#pretrained-models",
+    "clip-vitb16": "https://github.com/openai/CLIP (clip/clip.py: _MODELS)",
+    **{name: "https://github.com/facebookresearch/dinov2#pretrained-models" for name in FIELD_BACKBONES
+       if name.startswith("dinov2-")},
+    "dinov3-vitb16": "https://github.com/facebookresearch/dinov3#pretrained-models (after accepting the licence)",
+    "clip-vitl14": "https://github.com/openai/CLIP (clip/clip.py: _MODELS)",
+    "sup21k-vitb16": "https://huggingface.co/timm/vit_base_patch16_224.augreg_in21k (model.safetensors)",
+}
+
+# Row names in the report's backbone table (Tab. 4's names for the paper's three).
+SHOWN_NAMES: dict[str, str] = {
+    "dino-resnet50": "ResNet50-DINO", "dino-vitb16": "ViT-B/16-DINO", "clip-vitb16": "ViT-B/16-CLIP",
+    "dinov2-vits14": "ViT-S/14-DINOv2", "dinov2-vitb14": "ViT-B/14-DINOv2", "dinov2-vitl14": "ViT-L/14-DINOv2",
+    "dinov2-vits14-reg4": "ViT-S/14-DINOv2-reg4", "dinov2-vitb14-reg4": "ViT-B/14-DINOv2-reg4",
+    "dinov2-vitl14-reg4": "ViT-L/14-DINOv2-reg4", "dinov3-vitb16": "ViT-B/16-DINOv3",
+    "clip-vitl14": "ViT-L/14-CLIP", "sup21k-vitb16": "ViT-B/16-IN21k",
+}
+
+IMAGENET_MEAN_STD = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+OPENAI_CLIP_MEAN_STD = ((0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711))
+INCEPTION_MEAN_STD = ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
+NORMALISATION_NAMES = {IMAGENET_MEAN_STD: "ImageNet's", OPENAI_CLIP_MEAN_STD: "OpenAI CLIP's",
+                       INCEPTION_MEAN_STD: "0.5/0.5 (AugReg's)"}
+# The mean and std each field backbone's authors normalise with. The paper's three keep the dataset's
+# (the authors' code normalises with CIFAR's statistics for DINO and CLIP alike: discrepancy 12).
+FEATURE_NORMALISATION: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
+    **{name: IMAGENET_MEAN_STD for name in FIELD_BACKBONES if name.startswith("dino")},
+    "clip-vitl14": OPENAI_CLIP_MEAN_STD,
+    "sup21k-vitb16": INCEPTION_MEAN_STD,
 }
 
 # Paper backbones whose timm hub weights are not the paper's: timm's `resnet50` weights are a supervised
@@ -52,7 +121,7 @@ NOT_ON_THE_HUB = {"dino-resnet50"}
 
 
 def resolve_pretrained(name: str, pretrained: bool | str, weights_dir: str | None) -> bool | str:
-    """With a weights directory (`bench run --weights-dir`), a paper backbone asked for its
+    """With a weights directory (`bench run --weights-dir`), a registered backbone asked for its
     pretrained weights (`pretrained=True`) reads the file its authors publish, under its published
     name, from there: one directory serves a grid of several backbones (Tab. 4). An explicit path
     in `pretrained`, `False`, and `timm:<model>` backbones are left as they are. A backbone whose
@@ -66,8 +135,9 @@ def resolve_pretrained(name: str, pretrained: bool | str, weights_dir: str | Non
     path = Path(weights_dir).expanduser() / PUBLISHED_FILES[name]
     if not path.is_file():
         expected = ", ".join(f"{file} ({alias})" for alias, file in PUBLISHED_FILES.items())
-        raise BenchError(f"backbone {name!r}: no {PUBLISHED_FILES[name]} in the weights directory {weights_dir}; "
-                         f"it holds the paper backbones' files under their published names: {expected}")
+        raise BenchError(f"backbone {name!r}: no {PUBLISHED_FILES[name]} in the weights directory {weights_dir} "
+                         f"(published at {RELEASES[name]}); it holds the registered backbones' files under their "
+                         f"published names: {expected}")
     return str(path.resolve())
 
 
@@ -145,12 +215,27 @@ def check_weights_file(path: str | Path) -> Path:
     return path
 
 
+def _check_patch_size(state: Mapping[str, torch.Tensor], model: nn.Module, path: Path, name: str) -> None:
+    """A file whose patch embedding has another patch size is another architecture: timm's conversion would
+    resample its kernel to the model's and load it, so it is refused here, before the conversion."""
+    proj = getattr(getattr(model, "patch_embed", None), "proj", None)
+    kernel = next((tuple(state[k].shape[-2:]) for k in ("patch_embed.proj.weight", "visual.conv1.weight")
+                   if k in state and state[k].dim() == 4), None)
+    if kernel is not None and proj is not None and kernel != tuple(proj.weight.shape[-2:]):
+        own = tuple(proj.weight.shape[-2:])
+        raise BenchError(f"backbone weights {path} do not fit backbone {name!r}: its patch embedding is "
+                         f"{kernel[0]}x{kernel[1]} where the model's is {own[0]}x{own[1]} (a file of another "
+                         f"architecture). Expected one of: {FORMATS}, for this architecture")
+
+
 def load_backbone_weights(model: nn.Module, path: str | Path, name: str) -> None:
     """Load `path` into the timm `model` (registered as backbone `name`), or raise a `BenchError`
     that says which keys did not match. The classifier of a model built without one
     (`num_classes=0`) is the only part of a file that may go unused."""
     path = check_weights_file(path)
-    state = _timm_filter(backbone_state(read_checkpoint(path)), model)
+    state = backbone_state(read_checkpoint(path))
+    _check_patch_size(state, model, path, name)
+    state = _timm_filter(state, model)
     classifier = model.pretrained_cfg.get("classifier") if hasattr(model, "pretrained_cfg") else None
     if classifier and getattr(model, "num_classes", 1) == 0:
         state = {k: v for k, v in state.items() if not k.startswith(f"{classifier}.")}

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bench.features import autocast_for
-from bench.tokens import vit_of
+from bench.tokens import rotary, run_block, vit_of
 from bench.methods.base import REFITTED, RunsOn, Step
 from bench.methods.blocks import SWAP_REDUCTIONS, CosineHead, clustering_scale, swapped_loss
 from bench.methods.loop import train_epochs
@@ -57,8 +57,10 @@ class ResidualBranch(SharesBackbone):
         self.precision = precision
 
     def forward(self, entry: torch.Tensor) -> torch.Tensor:
+        model = self._finish[0]
         with autocast_for(entry.device, self.precision):
-            return self._finish[0].forward_head(self.norm(self.block(entry))).float()
+            x = run_block(model, len(model.blocks) - 1, self.block, entry, rotary(model, entry))
+            return model.forward_head(self.norm(x)).float()
 
 
 class ResidualEncoder(nn.Module):

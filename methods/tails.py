@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from bench.features import autocast_for
-from bench.tokens import first_trainable_block, vit_of
+from bench.tokens import first_trainable_block, rotary, run_block, vit_of
 from bench.methods.base import Method, RunsOn
 
 
@@ -43,6 +43,7 @@ class Tail(SharesBackbone):
         super().__init__()
         model = vit_of(backbone)
         self.blocks = copy.deepcopy(model.blocks[first:]).requires_grad_(True)
+        self.first = first  # the index of its first block in the backbone (an Eva's rotary embedding is per block)
         self._finish = [model]
         self.precision = precision  # copies (teachers, targets, snapshots) compute as their original
 
@@ -51,11 +52,13 @@ class Tail(SharesBackbone):
 
     def entry_and_feature(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The tokens entering the last block (what ResTune's residual branches read) and the feature."""
+        model = self._finish[0]
+        rope = rotary(model, tokens)
         with autocast_for(tokens.device, self.precision):
             x = tokens
-            for block in self.blocks[:-1]:
-                x = block(x)
-            return x, self.finish(self.blocks[-1](x))
+            for index, block in enumerate(self.blocks[:-1], start=self.first):
+                x = run_block(model, index, block, x, rope)
+            return x, self.finish(run_block(model, len(model.blocks) - 1, self.blocks[-1], x, rope))
 
     def finish(self, x: torch.Tensor) -> torch.Tensor:
         """The backbone's frozen final norm, pooling and own head on the last block's tokens."""

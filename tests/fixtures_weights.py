@@ -77,3 +77,40 @@ def write_dino_full_checkpoint(teacher: dict[str, torch.Tensor], student: dict[s
                             **{f"module.{k}": v for k, v in head.items()}},
                 "optimizer": {"state": {}}, "epoch": 100, "args": argparse.Namespace(arch="vit_base", patch_size=16)},
                path)
+
+
+def dinov2_state(vit: nn.Module) -> dict[str, torch.Tensor]:
+    """A timm DINOv2 ViT's weights under facebookresearch/dinov2's key names (its hub checkpoints): the
+    pretraining mask token, and with registers `register_tokens` and a position embedding that covers the
+    class token (timm folds that entry into its class token; here it is drawn at random and taken back out)."""
+    t = {k: v.detach().clone() for k, v in vit.state_dict().items()}
+    dim = t["cls_token"].shape[-1]
+    out = {"mask_token": torch.randn(1, dim)}
+    if "reg_token" in t:
+        first = torch.randn(1, 1, dim)
+        out["register_tokens"] = t.pop("reg_token")
+        out["cls_token"] = t.pop("cls_token") - first
+        out["pos_embed"] = torch.cat([first, t.pop("pos_embed")], dim=1)
+    return {**out, **t}
+
+
+def dinov3_state(eva: nn.Module) -> dict[str, torch.Tensor]:
+    """A timm DINOv3 Eva's weights under facebookresearch/dinov3's key names (its hub checkpoints): storage
+    tokens, layer scales `ls1.gamma`/`ls2.gamma`, one qkv bias with its mask (DINOv3 masks the key's part: here
+    it holds noise that must not be read), the rotary periods and the pretraining mask token."""
+    t = {k: v.detach().clone() for k, v in eva.state_dict().items()}
+    dim = t["cls_token"].shape[-1]
+    out = {"mask_token": torch.randn(1, dim), "rope_embed.periods": torch.rand(dim // eva.blocks[0].attn.num_heads // 4)}
+    for key, value in t.items():
+        if key == "reg_token":
+            out["storage_tokens"] = value
+        elif key.endswith(".gamma_1") or key.endswith(".gamma_2"):
+            out[key.replace("gamma_1", "ls1.gamma").replace("gamma_2", "ls2.gamma")] = value
+        elif key.endswith("attn.q_bias"):
+            stem = key[: -len("q_bias")]
+            out[f"{stem}qkv.bias"] = torch.cat([value, torch.randn_like(value), t[f"{stem}v_bias"]])
+            out[f"{stem}qkv.bias_mask"] = torch.cat([torch.ones_like(value), torch.zeros_like(value),
+                                                     torch.ones_like(value)])
+        elif not key.endswith("attn.v_bias"):
+            out[key] = value
+    return out

@@ -39,16 +39,24 @@ def command(args: argparse.Namespace) -> int:
             print(f"{name:<17} mixed setting ({mixed.source}): a labelled stage, then {mixed.stages} stages of old "
                   f"and new classes (docs/settings.md)")
     elif args.kind == "backbones":
-        for name, doc in sorted(catalogue()["backbone_docs"].items()):
+        from bench.weights import PUBLISHED_FILES
+
+        # the registered backbones with the file their authors publish (found under --weights-dir), then the rest
+        docs = catalogue()["backbone_docs"]
+        names = [n for n in PUBLISHED_FILES if n in docs] + sorted(n for n in docs if n not in PUBLISHED_FILES)
+        width = max(len(f) for f in PUBLISHED_FILES.values())
+        for name in names:
             shown = "timm:<model name>" if name == "timm" else name
-            print(f"{shown:<20} {doc}")
+            print(f"{shown:<20} {PUBLISHED_FILES.get(name, '-'):<{width}} {docs[name]}")
     else:
         from bench.spec import expand
 
-        for name in grid_names():
+        names = grid_names()
+        width = max(map(len, names), default=8)
+        for name in names:
             g = load_grid(name)
             n = len(expand(g))
-            print(f"{name:<8} {n:>4} runs: {', '.join(g.methods)} on {', '.join(g.datasets)}; "
+            print(f"{name:<{width}} {n:>4} runs: {', '.join(g.methods)} on {', '.join(g.datasets)}; "
                   f"{', '.join(g.splits)}; {', '.join(g.backbones)}; seeds {', '.join(map(str, g.seeds))}")
     return 0
 

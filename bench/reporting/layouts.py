@@ -12,9 +12,12 @@ import pandas as pd
 
 from bench.reporting.compare import BACKBONES
 from bench.spec import DEFAULT_PRESET, method_label
+from bench.weights import REGISTERED_BACKBONES, SHOWN_NAMES
 
 YES, NO = "✓", "✗"  # the renderers draw these marks (LaTeX: \checkmark and $\times$)
-BACKBONE_NAMES = {registry: shown for shown, registry in BACKBONES.items()}  # paper order: Tab. 4's rows
+# Tab. 4's rows in the paper's order, then the field's backbones in their registration order
+BACKBONE_NAMES = {**{registry: shown for shown, registry in BACKBONES.items()},
+                  **{name: SHOWN_NAMES[name] for name in REGISTERED_BACKBONES}}
 COSNORM_OFF = "no_cosnorm"  # the preset of Tab. 3's "w/o CosNorm" rows
 KTRFR_METHOD = "Baseline++"  # the only method that trains KTRFR
 OWN_BASELINES = ("Baseline", "Baseline++")  # the paper's methods: below the rule in the appendix's table
@@ -131,8 +134,8 @@ def ablation(scores: pd.DataFrame, references: Sequence[str]) -> Shape:
 
 def backbones(scores: pd.DataFrame, references: Sequence[str]) -> Shape:
     """Tab. 4: one row per backbone, named as in the paper (ResNet50-DINO, ViT-B/16-DINO, ViT-B/16-CLIP
-    first, in that order); a method column only when the block has several methods, a split
-    column only when it has several splits."""
+    first, in that order, then the field's registered backbones: ViT-B/14-DINOv2, ...); a method
+    column only when the block has several methods, a split column only when it has several splits."""
     splits, _, labels = axes(scores)
     identity = _identity(scores)
     methods = list(dict.fromkeys(method_label(*identity[l][:2]) for s in splits for l in labels[s]))
