@@ -463,9 +463,10 @@ def _metrics_tables(rows: pd.DataFrame) -> str:
     for flavour in sorted(by_flavour, key=lambda f: (list(names).index(f) if f in names else 99, f)):
         lines = by_flavour[flavour]
         cols = metrics[flavour]
-        body = "".join(f'<tr><td class="num">{step + 1}</td><td>{e(group)}</td>'
-                       + "".join(f'<td class="num">{e(_metric_text(m, lines[(step, group)][m]))}</td>' if m in lines[(step, group)]
-                                 else '<td class="na" data-v="" title="not recorded for this group">·</td>'
+        # compact (a 10-step run has hundreds of lines): no per-cell attributes; `·`: not a metric of the group
+        body = "".join(f'<tr><td>{step + 1}</td><td>{e(group)}</td>'
+                       + "".join(f'<td>{e(_metric_text(m, lines[(step, group)][m]))}</td>' if m in lines[(step, group)]
+                                 else '<td class="na">·</td>'
                                  for m in cols) + "</tr>"
                        for step, group in sorted(lines, key=lambda k: (k[0], _group_key(k[1]))))
         out.append(f'<h3>{e(names.get(flavour, flavour))}</h3><table class="sortable metrics"><thead><tr>'
@@ -566,7 +567,8 @@ def run_page(run: Run, rows: pd.DataFrame | None, page_dir: Path, title: str) ->
         prov = [(c, f"{v:.1f} s" if c == "duration_s" else (v if str(v) != "" else "—")) for c, v in prov]
         parts.append('<section id="provenance"><h2>Provenance</h2>' + _kv_table(prov) + "</section></div>"
                      + '<section id="metrics"><h2>Per-step metrics, every flavour</h2>'
-                     '<p class="note">Accuracies and F in %, NMI and ARI in 0..1; steps counted from 1.</p>'
+                     '<p class="note">Accuracies and F in %, NMI and ARI in 0..1; steps counted from 1; · where the '
+                     'metric is not one of the group\'s.</p>'
                      + _metrics_tables(rows) + "</section>")
     else:
         parts.append('<section id="provenance"><h2>Provenance</h2><p class="na">No metrics: the run has not finished.'

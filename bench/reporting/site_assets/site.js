@@ -3,6 +3,7 @@
   "use strict";
 
   function sortValue(cell) {
+    if (cell.classList.contains("na")) return "";  // nothing to sort by: last
     var v = cell.getAttribute("data-v");
     return v === null ? cell.textContent.trim() : v;
   }
