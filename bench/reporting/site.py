@@ -188,15 +188,16 @@ def _leaderboards(scores: pd.DataFrame, runs: Sequence[Run], references: Sequenc
         stats[(str(r["split"]), str(r["dataset"]), str(r["label"]))][r["metric"]] = r
     keys = list(stats) + [k for k in by_cell if k not in stats]
     splits = list(dict.fromkeys(k[0] for k in keys))
-    head = ("method", "preset", "dataset", "A ↑ (%)", "A 95% CI", "F ↓ (%)", "F 95% CI", "seeds", "runs",
-            "A · F flavour", "features", "backbone")
+    rank = {d: i for i, d in enumerate(dict.fromkeys(k[1] for k in keys))}
     parts = []
     for split in splits:
         rows = []
         mine = [k for k in keys if k[0] == split]
         # as `bench run`'s leaderboard: by dataset, best A first, cells without a number last
-        mine.sort(key=lambda k: (list(dict.fromkeys(x[1] for x in keys)).index(k[1]),
-                                 -stats[k]["A"]["mean"] if "A" in stats[k] else math.inf))
+        mine.sort(key=lambda k: (rank[k[1]], -stats[k]["A"]["mean"] if "A" in stats[k] else math.inf))
+        backbones = {_backbone(stats.get(k), by_cell.get(k)) for k in mine}
+        head = ("method", "dataset", "A ↑ (%)", "A 95% CI", "F ↓ (%)", "F 95% CI", "seeds", "runs",
+                "A · F flavour", "features") + (("backbone",) if len(backbones) > 1 else ())
         for key in mine:
             members, values = by_cell.get(key, []), stats.get(key, {})
             first = next(iter(values.values()), None)
@@ -205,7 +206,7 @@ def _leaderboards(scores: pd.DataFrame, runs: Sequence[Run], references: Sequenc
             preset = str(first["preset"]) if first is not None and "preset" in first else (run.preset if run else "")
             label = e(key[2]) + (' <span class="ref" title="a reference method: sees earlier steps\' data; '
                                  'never bold in the paper\'s tables">reference</span>' if key[2] in references else "")
-            tds = [f'<td class="label" data-v="{e(key[2])}">{label}</td>', f"<td>{e(preset)}</td>", f"<td>{e(key[1])}</td>"]
+            tds = [f'<td class="label" data-v="{e(key[2])}">{label}</td>', f"<td>{e(key[1])}</td>"]
             for metric in ("A", "F"):
                 hit = values.get(metric)
                 if hit is None:
@@ -227,15 +228,25 @@ def _leaderboards(scores: pd.DataFrame, runs: Sequence[Run], references: Sequenc
             tds.append(f'<td class="runs">{_run_links(members)}</td>')
             flavours = " · ".join(source_text(values[m]["source"]) if m in values and isinstance(values[m].get("source"), str)
                                   else "--" for m in ("A", "F"))
-            tds += [f"<td>{e(flavours)}</td>", f"<td>{e(first.get('features', '--') if first else '--')}</td>",
-                    f"<td>{e(first.get('backbone', '') if first else (run.backbone if run else ''))}</td>"]
+            tds += [f'<td class="wrap">{e(flavours)}</td>',
+                    f'<td class="wrap">{e(first.get("features", "--") if first else "--")}</td>']
+            if len(backbones) > 1:
+                tds.append(f"<td>{e(_backbone(values, members))}</td>")
             rows.append(f'<tr data-dataset="{e(key[1])}" data-method="{e(method)}" data-preset="{e(preset)}">'
                         + "".join(tds) + "</tr>")
-        parts.append(f'<h3 id="leaderboard-{e(_slug(split))}">{e(split)}</h3>'
+        one = f' <span class="meta">· backbone {e(next(iter(backbones)))}</span>' if len(backbones) == 1 else ""
+        parts.append(f'<h3 id="leaderboard-{e(_slug(split))}">{e(split)}{one}</h3>'
                      f'<div class="scroll"><table class="sortable filterable leaderboard"><thead><tr>'
                      + "".join(f'<th scope="col"><button type="button">{e(h)}</button></th>' for h in head)
                      + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")
     return "".join(parts)
+
+
+def _backbone(values: Mapping[str, Any] | None, members: Sequence[Run] | None) -> str:
+    first = next(iter((values or {}).values()), None)
+    if first is not None and "backbone" in first:
+        return str(first["backbone"])
+    return members[0].backbone if members else ""
 
 
 def _slug(text: str) -> str:
