@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -14,7 +15,7 @@ import pytest
 import bench
 from bench.cli import main
 from chromium import Browser, chromium_path
-from helpers import TINY
+from helpers import TINY, tiny_specs
 
 GRID = dict(grid="smoke", datasets=["synthetic"], splits=["2-step"], backbones=["pixels"], cfg_options=TINY)
 METHODS = ["Baseline", "Baseline++", "K-means"]
@@ -90,7 +91,7 @@ def test_user_text_is_escaped(tmp_path):
     evil = '<img src=x onerror="alert(1)">'
     rows = []
     for seed in (0, 1):
-        base = dict(run_id=f"r{seed}", method=evil, preset="code", label=evil, dataset=f'd"><script>x()</script>',
+        base = dict(run_id=f"r{seed}", method=evil, preset="code", label=evil, dataset='d"><script>x()</script>',
                     split="2-step", n_steps=2, backbone="pixels", seed=seed, reported_A="wo/A", reported_F="wo/F",
                     features=evil, host=evil)
         for step in (0, 1):
@@ -102,13 +103,17 @@ def test_user_text_is_escaped(tmp_path):
         (tmp_path / "runs" / f"r{seed}").mkdir(parents=True)
         (tmp_path / "runs" / f"r{seed}" / "log.txt").write_text(f"line\n{evil}\n</pre><script>y()</script>\n")
     frame = pd.DataFrame(rows)
-    paths = write_site(frame, tmp_path / "site", title=evil, runs=[(tmp_path / "runs" / f"r{s}", None) for s in (0, 1)],
+    spec = replace(tiny_specs()[0], config={"method": {"note": evil}})  # a configuration value, on r0's page
+    runs = [(tmp_path / "runs" / "r0", spec), (tmp_path / "runs" / "r1", None)]
+    paths = write_site(frame, tmp_path / "site", title=evil, runs=runs,
                        unplaced={}, label_of_spec=str, tables=[("t", "comparison", _scores(frame))])
     for path in [paths[0], *(tmp_path / "site" / "runs").glob("*.html")]:
         text = path.read_text()
         assert "<img" not in text and "<script>x()" not in text and "<script>y()" not in text, path
         assert text.count("<script") == 1  # site.js, nothing else
     assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in paths[0].read_text()
+    page = (tmp_path / "site" / "runs" / "r0.html").read_text()
+    assert "<th scope=\"row\">method.note</th><td>&lt;img src=x onerror=&quot;alert(1)&quot;&gt;</td>" in page
 
 
 def _scores(frame):

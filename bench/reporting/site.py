@@ -561,7 +561,8 @@ def run_page(run: Run, rows: pd.DataFrame | None, page_dir: Path, title: str) ->
                                 f'<small>{e(source_text(source))}</small></div>')
         parts.append('<div class="bigs">' + "".join(reported) + "</div>")
     parts.append('<nav class="toc"><a href="#config">config</a> <a href="#provenance">provenance</a> '
-                 '<a href="#metrics">per-step metrics</a> <a href="#log">log</a> <a href="#files">files</a></nav>')
+                 '<a href="#metrics">per-step metrics</a> ' + ('<a href="#error">error</a> ' if run.state == FAILED else "")
+                 + '<a href="#log">log</a> <a href="#files">files</a></nav>')
     if spec is not None:
         ident = [("run id", run.run_id), ("method", spec.method), ("preset", spec.preset), ("dataset", spec.dataset),
                  ("split", spec.split_label), ("steps", spec.n_steps), ("backbone", spec.backbone), ("seed", spec.seed)]
