@@ -26,7 +26,8 @@ from bench.provenance import VERSION_COLUMNS
 from bench.selection import default_backbone, expand_selection, finished_selection, parse_options
 
 DEFAULT_RESULTS = Path("results")
-REPORT_FORMATS = {"latex": "tex", "markdown": "md", "csv": "csv"}  # format -> file suffix
+REPORT_FORMATS = {"latex": "tex", "markdown": "md", "csv": "csv", "html": "html"}  # format -> file suffix
+DEFAULT_REPORT_FORMATS = ("latex", "html")  # the LaTeX tables and, beside them, the site (index.html)
 PathLike = str | os.PathLike[str]
 Options = Mapping[str, Any] | Sequence[str]  # {"method.epochs": 3} or ["method.epochs=3"], as on the command line
 
@@ -233,14 +234,20 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
            splits: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
            backbones: Sequence[str] | None = None, results: PathLike = DEFAULT_RESULTS,
            data_root: PathLike | None = None, cache_dir: PathLike | None = None, cfg_options: Options | None = None,
-           format: str = "latex", out: PathLike | None = None, pool_orders: bool = False, by: str | None = None,
-           compare: Sequence[str] | None = None, include: Sequence[PathLike] | None = None) -> ReportOutcome:
+           format: str | Sequence[str] = DEFAULT_REPORT_FORMATS, out: PathLike | None = None, pool_orders: bool = False,
+           by: str | None = None, compare: Sequence[str] | None = None,
+           include: Sequence[PathLike] | None = None) -> ReportOutcome:
     """Tables and plots of finished runs, as `bench report` writes them: of a grid's selection, or without
-    `grid` of every finished run under `results`. `compare`: ["paper"], or two method labels.
-    `include`: plugin folders, as for `run`."""
+    `grid` of every finished run under `results`. `format`: one of latex, markdown, csv, html (the
+    static site, `index.html`) or several (default: latex and html). `compare`: ["paper"], or two method
+    labels. `include`: plugin folders, as for `run`."""
     _use_plugins(include)
-    if format not in REPORT_FORMATS:
-        raise unknown("report format", format, REPORT_FORMATS)
+    formats = [format] if isinstance(format, str) else list(dict.fromkeys(format))
+    for fmt in formats:
+        if fmt not in REPORT_FORMATS:
+            raise unknown("report format", fmt, REPORT_FORMATS)
+    if not formats:
+        raise BenchError(f"no report format given; choose from {', '.join(REPORT_FORMATS)}")
     if by is not None and by not in VERSION_COLUMNS:
         raise unknown("version column", by, VERSION_COLUMNS)
     if isinstance(compare, str):
@@ -281,39 +288,67 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
     order = {"split": list(dict.fromkeys(s.split_label for s in specs)),
              "dataset": list(dict.fromkeys(s.dataset for s in specs)), "label": labels}
     references = reference_labels(labelled)
-    paths = write_report(labelled, out, format, title=f"grid {loaded.name}", order=order,
-                         exclude_from_best=references)
-    suffix = REPORT_FORMATS[format]
+    texts = [fmt for fmt in formats if fmt != "html"]
+    paths: list[Path] = []
+    for i, fmt in enumerate(texts):  # the figures once, with the first format's table
+        paths += write_report(labelled, out, fmt, title=f"grid {loaded.name}", order=order,
+                              exclude_from_best=references, figures=i == 0)
+    if not texts:
+        from bench.reporting import write_figures
+
+        paths += write_figures(labelled, out, order)
+    site_tables = [("table (Tab. 5 layout, every run)", "comparison", final_scores(labelled, order))]
     for block in loaded.blocks if len(loaded.blocks) > 1 else ():
         mine = sorted((s for s in specs if block.contains(s)), key=block.position)
         part = labelled[labelled["run_id"].isin({s.run_id for s in mine})]
         if block.name and len(part):
-            path = out / f"table_{block.name}.{suffix}"
             block_order = {**order, "label": _row_order(part, mine)}
-            write_atomic(path, render_table(final_scores(part, block_order), format, layout=block.layout,
-                                            exclude_from_best=references, caption=f"grid {loaded.name}, {block.name}."))
-            paths.append(path)
+            scores = final_scores(part, block_order)
+            for fmt in texts:
+                path = out / f"table_{block.name}.{REPORT_FORMATS[fmt]}"
+                write_atomic(path, render_table(scores, fmt, layout=block.layout, exclude_from_best=references,
+                                                caption=f"grid {loaded.name}, {block.name}."))
+                paths.append(path)
+            site_tables.append((f"table_{block.name} ({block.layout} layout)", block.layout, scores))
             paths += steps_figures(part, out, f"steps_{block.name}", block_order)  # the appendix's figures
+    paired = None
     if compare and list(compare) != ["paper"]:
-        paths.append(_compare_methods(labelled, list(compare), out, suffix))
-    elif compare:
-        from bench.reporting.compare import compare as compare_with, paper_reference, render_compare
+        for fmt in texts:
+            paths.append(_compare_methods(labelled, list(compare), out, REPORT_FORMATS[fmt]))
+        if "html" in formats:
+            paired = (list(compare), _paired_table(labelled, list(compare)))
+    from bench.reporting.compare import compare as compare_with, paper_reference, render_compare
 
+    comparison = None
+    if (compare and list(compare) == ["paper"]) or "html" in formats:  # the site always shows the reproduction rows
         # score the relabelled frame, so that runs of different backbones are never averaged together,
         # then give the rows their method label back: the backbone is a column of its own
         scores = final_scores(labelled, order)
         scores["label"] = scores["label"].astype(str).str.split(" · ").str[0]
-        table = compare_with(scores, paper_reference(default_backbone="dino-vitb16"))
-        path = out / f"compare_paper.{suffix}"
-        write_atomic(path, render_compare(table, format))
-        paths.append(path)
+        comparison = compare_with(scores, paper_reference(default_backbone="dino-vitb16"))
+    if compare and list(compare) == ["paper"]:
+        for fmt in texts:
+            path = out / f"compare_paper.{REPORT_FORMATS[fmt]}"
+            write_atomic(path, render_compare(comparison, fmt))
+            paths.append(path)
+    if "html" in formats:
+        from bench.reporting.site import write_site
+
+        spec_of = {s.run_id: s for s in specs}
+        site = write_site(labelled, out, title=f"grid {loaded.name}", runs=[(d, spec_of.get(d.name)) for d in directories],
+                          unplaced={u.run: u.why for u in unplaced},
+                          label_of_spec=lambda s: backbone_label(s.label, s.backbone, shown_backbone), order=order,
+                          references=references, tables=site_tables, comparison=comparison, paired=paired,
+                          figures=paths, files=paths)
+        paths += site
     n_finished = frame["run_id"].nunique() + len(unplaced)
     left_out = (f", {len(unplaced)} of them in no row ({', '.join(u.run for u in unplaced)}: see the warnings above)"
                 if unplaced else "")
     print(f"report of grid {loaded.name}: {n_finished}/{len(directories)} runs finished{left_out}; "
           f"wrote {len(paths)} files to {out}")
     for path in paths:
-        print(f"  {path}")
+        print(f"  {path}" + (f"  (the site: open it in a browser; one page per run under {out / 'runs'})"
+                             if path.name == "index.html" else ""))
     return ReportOutcome(loaded.name, out, tuple(paths), labelled)
 
 
@@ -324,21 +359,27 @@ def _row_order(frame: Any, specs: Sequence[Any]) -> list[str]:
     return list(dict.fromkeys(label_of[s.run_id] for s in specs if s.run_id in label_of))
 
 
-def _compare_methods(frame: Any, labels: Sequence[str], out: Path, suffix: str) -> Path:
-    """`bench report --compare A B`: A − B per cell over the seeds both ran, with its 95% CI."""
-    from tabulate import tabulate
-
+def _paired_table(frame: Any, labels: Sequence[str]) -> Any:
+    """A − B per cell over the seeds both ran (`--compare A B`), or a BenchError naming the labels."""
     from bench.reporting.aggregate import seed_values
     from bench.reporting.stats import paired_differences
-    from bench.storage import write_atomic
 
     values = seed_values(frame)
     known = list(dict.fromkeys(values["label"]))
     if len(labels) != 2 or any(label not in known for label in labels):
         raise BenchError(f"--compare takes `paper` or two method labels of the report; got {' '.join(labels)}; "
                          f"labels: {', '.join(known)}")
+    return paired_differences(values, *labels)
+
+
+def _compare_methods(frame: Any, labels: Sequence[str], out: Path, suffix: str) -> Path:
+    """`bench report --compare A B`: A − B per cell over the seeds both ran, with its 95% CI."""
+    from tabulate import tabulate
+
+    from bench.storage import write_atomic
+
     first, second = labels
-    table = paired_differences(values, first, second)
+    table = _paired_table(frame, labels)
     path = out / f"compare_{first}_vs_{second}.{suffix}".replace(" ", "_").replace("/", "_")
     if suffix == "csv":
         write_atomic(path, table.to_csv(index=False, float_format="%.4f"))

@@ -88,8 +88,10 @@ def test_the_api_refuses_what_the_command_refuses_before_writing_anything(tmp_pa
 
 
 def test_report_refuses_an_unknown_format_or_version_column(tmp_path):
-    with pytest.raises(BenchError, match="unknown report format 'html'; known: csv, latex, markdown"):
-        bench.report(results=tmp_path, format="html")
+    with pytest.raises(BenchError, match="unknown report format 'pdf'; known: csv, html, latex, markdown"):
+        bench.report(results=tmp_path, format="pdf")
+    with pytest.raises(BenchError, match="unknown report format 'pdf'; known: csv, html, latex, markdown"):
+        bench.report(results=tmp_path, format=["html", "pdf"])
     with pytest.raises(BenchError, match="unknown version column 'colour'; known: "):
         bench.report(results=tmp_path, by="colour")
 

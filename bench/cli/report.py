@@ -13,7 +13,9 @@ def add_parser(sub: Any) -> None:
     rep = sub.add_parser("report", help="tables and plots of a grid's finished runs")
     add_selection(rep)
     rep.set_defaults(grid=None)  # no grid named: every finished run under the results root
-    rep.add_argument("--format", default="latex", choices=("latex", "markdown", "csv"))
+    rep.add_argument("--format", action="append", choices=("latex", "markdown", "csv", "html"),
+                     help="latex, markdown, csv, or html (a static site: index.html, one page per run); repeat it "
+                          "for several (default: latex and html)")
     rep.add_argument("--out", type=Path, help="output directory (default: <results>/reports/<grid>, "
                      "or <results>/reports/all without --grid)")
     rep.add_argument("--pool-orders", action="store_true",
@@ -27,8 +29,9 @@ def add_parser(sub: Any) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    from bench.api import report
+    from bench.api import DEFAULT_REPORT_FORMATS, report
 
-    report(args.grid, **selection(args), results=args.results, format=args.format, out=args.out,
+    report(args.grid, **selection(args), results=args.results,
+           format=args.format or DEFAULT_REPORT_FORMATS, out=args.out,
            pool_orders=args.pool_orders, by=args.by, compare=args.compare)
     return 0

@@ -14,14 +14,14 @@ SUFFIX = {"latex": "tex", "markdown": "md", "csv": "csv"}
 
 
 def write_report(frame: pd.DataFrame, out_dir: Path, fmt: str, title: str,
-                 order: Mapping[str, Sequence[str]] | None = None, exclude_from_best: Sequence[str] = ()) -> list[Path]:
-    """Write the table, the radar plots and the per-step curves; returns the files written."""
+                 order: Mapping[str, Sequence[str]] | None = None, exclude_from_best: Sequence[str] = (),
+                 figures: bool = True) -> list[Path]:
+    """Write the table, and unless `figures` is False the radar plots and the per-step curves (a second
+    format of the same report has them already); returns the files written."""
     if fmt not in SUFFIX:
         raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(SUFFIX)}")
     if frame.empty:
         raise ValueError("no finished runs to report")
-    from bench.reporting.plots import curve_plot, radar_plot  # matplotlib: only where figures are drawn
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     scores = final_scores(frame, order)
@@ -37,6 +37,19 @@ def write_report(frame: pd.DataFrame, out_dir: Path, fmt: str, title: str,
     if not mixed.empty:  # the mixed setting's own table, beside the leaderboard
         paths.append(out_dir / f"cgcd.{SUFFIX[fmt]}")
         write_atomic(paths[-1], render(mixed, fmt))
+    return paths + (write_figures(frame, out_dir, order, scores) if figures else [])
+
+
+def write_figures(frame: pd.DataFrame, out_dir: Path, order: Mapping[str, Sequence[str]] | None = None,
+                  scores: pd.DataFrame | None = None) -> list[Path]:
+    """The radar plots, the per-step curves and the appendix's figures; `scores`: the frame's
+    `final_scores`, if already computed."""
+    from bench.reporting.plots import curve_plot, radar_plot  # matplotlib: only where figures are drawn
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    scores = final_scores(frame, order) if scores is None else scores
+    paths: list[Path] = []
     # A radar needs at least three axes: one per split when splits cover several datasets,
     # otherwise one over every (split, dataset, metric).
     splits = [s for s in scores["split"].cat.categories if (scores["split"] == s).any()]
