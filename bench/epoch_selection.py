@@ -50,27 +50,26 @@ class EpochSelection:
             yield None
             return
         params = list(parameters)
-        best: dict[str, object] = {"score": float("-inf"), "epoch": -1, "values": None}
-        epochs = [0]
+        best_score, best_epoch, best_values, epochs = float("-inf"), -1, None, 0
 
         @torch.no_grad()
         def after_epoch(epoch: int) -> None:
-            epochs[0] = epoch + 1
+            nonlocal best_score, best_epoch, best_values, epochs
+            epochs = epoch + 1
             modes = [m.training for m in modules]
             for m in modules:
                 m.eval()
             score = float(self.score(logits))  # type: ignore[misc]
             for m, mode in zip(modules, modes):
                 m.train(mode)
-            if score >= best["score"]:  # type: ignore[operator]
-                best.update(score=score, epoch=epoch, values=[p.detach().clone() for p in params])
+            if score >= best_score:
+                best_score, best_epoch, best_values = score, epoch, [p.detach().clone() for p in params]
 
         yield after_epoch
-        if best["values"] is not None:
+        if best_values is not None:
             with torch.no_grad():
-                for p, value in zip(params, best["values"]):  # type: ignore[arg-type]
+                for p, value in zip(params, best_values):
                     p.copy_(value)
-            self.chosen.append((int(best["epoch"]), epochs[0]))  # type: ignore[arg-type]
-
+            self.chosen.append((best_epoch, epochs))
 
 LAST = EpochSelection()  # what every step of class-iNCD, and a mixed run by default, uses

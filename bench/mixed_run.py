@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from bench import checkpoint
-from bench.epoch_selection import EpochSelection
+from bench.epoch_selection import LAST, EpochSelection
 from bench.evaluate import MetricRow, TaskLayout, clustering_accuracy, old_new_accuracy
 from bench.feeding import Feed, step_order
 from bench.mixed import Manifest, MixedProtocol, draw, hold_out
@@ -64,7 +64,7 @@ def selection_for(rule: str, feed: Feed, source: str, index: np.ndarray, labels:
     """A stage's epoch selection (`bench.epoch_selection`): for `val` and `oracle`, scored by the clustering
     accuracy of a prediction function on the `source` images `index` of classes `labels`."""
     if rule == "last":
-        return EpochSelection()
+        return LAST
 
     def score(logits: Callable[[torch.Tensor], torch.Tensor]) -> float:
         pred = [logits(x).argmax(1).cpu() for x in feed.batches(source, index)]

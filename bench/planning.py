@@ -73,17 +73,17 @@ def assemble(spec: RunSpec, out: Path, device: torch.device, log: Log) -> Parts:
     if order_seed is not None:
         log(f"class order {order_seed}: the canonical classes in the order {data.extra['class_order']}")
     protocol = manifest = None
-    if setting_of(spec.config) == "mixed" and spec.config["setting"].get("manifest_file"):
-        data, manifest, protocol = _from_manifest_file(spec, data, log)
-        sizes = stage_sizes(protocol)
-        layout = TaskLayout(tuple(int(o) for o in np.cumsum((0,) + sizes[:-1])), sizes)
-    elif setting_of(spec.config) == "mixed":  # its stages own the labelled classes, then each stage's new ones
-        protocol = protocol_for(spec.config["setting"], data.num_classes, data.train.labels)
+    if setting_of(spec.config) == "mixed":  # its stages own the labelled classes, then each stage's new ones
+        if spec.config["setting"].get("manifest_file"):
+            data, manifest, protocol = _from_manifest_file(spec, data, log)
+        else:
+            protocol = protocol_for(spec.config["setting"], data.num_classes, data.train.labels)
         sizes = stage_sizes(protocol)
         layout = TaskLayout(tuple(int(o) for o in np.cumsum((0,) + sizes[:-1])), sizes)
         if layout.num_classes < data.num_classes:
-            log(f"the {spec.split} protocol leaves classes {layout.num_classes}..{data.num_classes - 1} out: its "
-                f"stages cannot share them equally; neither their training nor their test images take part")
+            why = "no stage of the file holds them" if manifest is not None else "its stages cannot share them equally"
+            log(f"the {spec.split} protocol leaves classes {layout.num_classes}..{data.num_classes - 1} out: {why}; "
+                f"neither their training nor their test images take part")
     else:
         layout = TaskLayout.contiguous(data.num_classes, spec.n_steps)
     backbone = build_backbone(spec.backbone, spec.config["backbone"], data.train.image_shape,
