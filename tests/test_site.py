@@ -168,6 +168,12 @@ def test_the_site_works_in_headless_chromium(site, tmp_path):
         assert page.evaluate("document.querySelector('.filter-count').textContent") == "1 of 3 leaderboard rows"
         page.evaluate("const t = document.querySelector('select[data-filter=method]'); t.value = '';"
                       "t.dispatchEvent(new Event('change'))")
+        # a curve legend's click hides that method's lines in both panels (accuracy, forgetting)
+        hidden = page.evaluate("(() => { const li = document.querySelector('figure.curves ul.legend li'); li.click();"
+                               "return Array.from(li.closest('figure').querySelectorAll('svg g[data-label]'))"
+                               ".filter(g => getComputedStyle(g).display === 'none')"
+                               ".map(g => g.dataset.label === li.dataset.label); })()")
+        assert hidden == [True, True]
         page.screenshot(_artifact(tmp_path, "site-index.png"))
         # a run page, reached by clicking a leaderboard cell's link
         page.evaluate("document.querySelector('table.leaderboard td.runs a.st-done').click()")

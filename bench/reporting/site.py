@@ -398,21 +398,25 @@ def svg_curves(rows: pd.DataFrame, title: str, ylabel: str, colour: Any) -> str:
     out.append(f'<text x="{(left + width - right) / 2:.0f}" y="{height - 6}" class="axis" text-anchor="middle">step</text>'
                f'<text transform="translate(13 {(top + height - bottom) / 2:.0f}) rotate(-90)" class="axis" '
                f'text-anchor="middle">{e(ylabel)}</text>')
+    labels = rows["label"].astype(str).nunique()
     for label, group in rows.groupby("label", observed=True, sort=False):
         group = group.sort_values("step")
         c = colour(str(label))
+        out.append(f'<g data-label="{e(label)}">')
         sx = [x(s) for s in group["step"]]
         mean, sd = group["mean"].tolist(), group["std"].fillna(0.0).tolist()
         if len(sx) > 1 and any(v > 0 for v in sd):
             band = [f"{a:.1f},{y(m + s):.1f}" for a, m, s in zip(sx, mean, sd)]
             band += [f"{a:.1f},{y(m - s):.1f}" for a, m, s in reversed(list(zip(sx, mean, sd)))]
-            out.append(f'<polygon points="{" ".join(band)}" fill="{c}" fill-opacity="0.15" stroke="none"/>')
+            opacity = 0.15 if labels <= 5 else 0.07  # many overlapping bands would turn to mud
+            out.append(f'<polygon points="{" ".join(band)}" fill="{c}" fill-opacity="{opacity}" stroke="none"/>')
         dash = ' stroke-dasharray="5 3"' if " [" in str(label) else ""
         out.append(f'<polyline points="{" ".join(f"{a:.1f},{y(m):.1f}" for a, m in zip(sx, mean))}" fill="none" '
                    f'stroke="{c}" stroke-width="2"{dash}/>')
         for a, m, s, n, step in zip(sx, mean, sd, group["n"], group["step"]):
             out.append(f'<circle cx="{a:.1f}" cy="{y(m):.1f}" r="3" fill="{c}"><title>{e(label)}, step {int(step) + 1}: '
                        f'{m:.1f} ± {s:.1f} ({int(n)} seed(s))</title></circle>')
+        out.append("</g>")
     out.append("</svg>")
     return "".join(out)
 
@@ -426,8 +430,9 @@ def _curves(frame: pd.DataFrame, order: Mapping[str, Sequence[str]] | None, figu
     for (dataset, split), rows in accuracy.groupby(["dataset", "split"], observed=True, sort=False):
         fr = forgetting[(forgetting["dataset"] == dataset) & (forgetting["split"] == split)]
         labels = list(dict.fromkeys(rows["label"].astype(str)))
-        legend = "".join(f'<li><span class="swatch" style="background:{method_colour(l)}"></span>{e(l)}</li>'
-                         for l in labels)
+        legend = "".join(f'<li data-label="{e(l)}" title="click: hide or show its lines">'
+                         f'<span class="swatch{" dashed" if " [" in l else ""}" style="--c:{method_colour(l)}"></span>'
+                         f'{e(l)}</li>' for l in labels)
         parts.append(f'<figure class="curves" data-dataset="{e(dataset)}"><figcaption>{e(dataset)}, {e(split)}'
                      f'</figcaption><div class="panels">'
                      + svg_curves(rows, "accuracy on all classes seen so far", "accuracy (%)", method_colour)
