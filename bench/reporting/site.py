@@ -464,11 +464,15 @@ def _metric_text(metric: str, value: float) -> str:
     return f"{value:.3f}" if metric in ("nmi", "ari") else f"{value:.2f}"
 
 
-def _metrics_tables(rows: pd.DataFrame) -> str:
+MEASURES = ["step", "group", "flavour", "metric", "value"]
+Measure = tuple[int, str, str, str, float]  # a metrics row: step, group, flavour, metric, value
+
+
+def _metrics_tables(rows: Sequence[Measure]) -> str:
     """A table per flavour: one line per (step, group), one column per metric."""
     by_flavour: dict[str, dict[tuple[int, str], dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
     metrics: dict[str, list[str]] = defaultdict(list)
-    for step, group, flavour, metric, value in rows[["step", "group", "flavour", "metric", "value"]].itertuples(index=False):
+    for step, group, flavour, metric, value in rows:
         by_flavour[str(flavour)][(int(step), str(group))][str(metric)] = value
         if metric not in metrics[flavour]:
             metrics[str(flavour)].append(str(metric))
@@ -541,7 +545,9 @@ def _read_spec(run: Run) -> Any:
         return None
 
 
-def run_page(run: Run, rows: pd.DataFrame | None, page_dir: Path, title: str) -> str:
+def run_page(run: Run, rows: Sequence[Measure] | None, first: Mapping[str, Any] | None, page_dir: Path,
+             title: str) -> str:
+    """The run's page; `rows`: its metrics, `first`: its first metrics row (identity, provenance)."""
     spec = _read_spec(run)
     what = " · ".join(str(v) for v in (run.label, run.dataset, run.split, run.backbone) if v)
     seed = f" · seed {run.seed}" if run.seed is not None else ""
@@ -553,16 +559,15 @@ def run_page(run: Run, rows: pd.DataFrame | None, page_dir: Path, title: str) ->
         parts.append('<p class="siblings">Runs of this cell (the other seeds): '
                      + " ".join(("<strong>" + e(f"s{s.seed}") + "</strong>") if s is run else _run_links([s], "")
                                 for s in run.siblings) + "</p>")
-    if rows is not None and len(rows):
-        summary = rows[rows["group"] == "summary"]
-        first = rows.iloc[0]
+    if rows and first is not None:
+        summary = {(flavour, metric): value for _, group, flavour, metric, value in rows if group == "summary"}
         reported = []
         for metric in ("A", "F"):
-            source = str(first.get(f"reported_{metric}", first.get("primary_flavour", "wo") + f"/{metric}"))
-            flavour, name = source.split("/") if "/" in source else (source, metric)
-            hit = summary[(summary["flavour"] == flavour) & (summary["metric"] == name)]
-            if len(hit):
-                reported.append(f'<div class="big"><span>{metric}</span>{hit["value"].iloc[0]:.1f}'
+            source = first.get(f"reported_{metric}")
+            source = str(source) if isinstance(source, str) else f"{first.get('primary_flavour', 'wo')}/{metric}"
+            key = tuple(source.split("/", 1)) if "/" in source else (source, metric)
+            if key in summary:
+                reported.append(f'<div class="big"><span>{metric}</span>{summary[key]:.1f}'
                                 f'<small>{e(source_text(source))}</small></div>')
         parts.append('<div class="bigs">' + "".join(reported) + "</div>")
     parts.append('<nav class="toc"><a href="#config">config</a> <a href="#provenance">provenance</a> '
@@ -578,9 +583,8 @@ def run_page(run: Run, rows: pd.DataFrame | None, page_dir: Path, title: str) ->
     else:
         parts.append('<div class="cols"><section id="config"><h2>Configuration</h2><p class="na">Its spec.json cannot be '
                      'read.</p></section>')
-    if rows is not None and len(rows):
-        first = rows.iloc[0]
-        prov = [(c, first[c]) for c in PROVENANCE if c in rows.columns and not (isinstance(first[c], float) and math.isnan(first[c]))]
+    if rows and first is not None:
+        prov = [(c, first[c]) for c in PROVENANCE if c in first and not pd.isna(first[c])]
         prov = [(c, f"{v:.1f} s" if c == "duration_s" else (v if str(v) != "" else "—")) for c, v in prov]
         parts.append('<section id="provenance"><h2>Provenance</h2>' + _kv_table(prov) + "</section></div>"
                      + '<section id="metrics"><h2>Per-step metrics, every flavour</h2>'
@@ -675,7 +679,14 @@ def write_site(frame: pd.DataFrame, out: Path, *, title: str, runs: Sequence[tup
     for name in ("site.css", "site.js"):
         write_atomic(out / name, (ASSETS / name).read_text())
         assets.append(out / name)
-    by_run = dict(tuple(frame.groupby("run_id", sort=False))) if len(frame) else {}
+    # each run's rows as plain tuples: slicing the frame per run copies every column (pyarrow strings), slowly
+    by_run: dict[str, list[Measure]] = defaultdict(list)
+    firsts: dict[str, dict[str, Any]] = {}
+    if len(frame):
+        for run_id, *measure in zip(frame["run_id"].astype(str).tolist(), *(frame[c].tolist() for c in MEASURES)):
+            by_run[run_id].append(tuple(measure))  # type: ignore[arg-type]
+        firsts = frame.drop(columns=MEASURES).drop_duplicates("run_id").set_index("run_id").to_dict("index")
     for run in all_runs:
-        write_atomic(page_dir / f"{run.page}.html", run_page(run, by_run.get(run.run_id), page_dir, title))
+        write_atomic(page_dir / f"{run.page}.html",
+                     run_page(run, by_run.get(run.run_id), firsts.get(run.run_id), page_dir, title))
     return [index, *assets]
