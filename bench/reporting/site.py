@@ -210,7 +210,7 @@ def _leaderboards(scores: pd.DataFrame, runs: Sequence[Run], references: Sequenc
             for metric in ("A", "F"):
                 hit = values.get(metric)
                 if hit is None:
-                    tds += [_missing_td(members), '<td data-v=""></td>']
+                    tds += [_missing_td(members), '<td class="na" data-v="" title="no finished run">—</td>']
                     continue
                 std = "" if pd.isna(hit["std"]) else f" ± {hit['std']:.1f}"
                 target = next((r for r in members if r.state == DONE), None)
