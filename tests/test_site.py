@@ -23,7 +23,8 @@ METHODS = ["Baseline", "Baseline++", "K-means"]
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    """Two seeds of three methods on the tiny smoke recipe, K-means' seed 1 failing; seed 2 never runs."""
+    """Two seeds of three methods on the tiny smoke recipe, K-means' seed 1 failing; Baseline's seed 2
+    interrupted after its first step; the other seeds 2 never run."""
     from bench.registries import METHODS as REGISTRY, load_all
 
     results = tmp_path_factory.mktemp("site") / "results"
@@ -39,6 +40,17 @@ def results(tmp_path_factory):
         mp.setattr(cls, "learn", learn)
         outcome = bench.run(**GRID, methods=["K-means"], seeds=[1], results=results, cluster="debug")
     assert [s.seed for s, _ in outcome.failed] == [1]
+    baseline = REGISTRY.get("Baseline")
+    real = baseline.learn
+
+    def interrupted(self, step):
+        if step.index == 1:
+            raise KeyboardInterrupt("stopped as Ctrl-C stops a run")
+        return real(self, step)
+
+    with pytest.MonkeyPatch.context() as mp, pytest.raises(KeyboardInterrupt):
+        mp.setattr(baseline, "learn", interrupted)
+        bench.run(**GRID, methods=["Baseline"], seeds=[2], results=results, cluster="debug")
     return results
 
 
@@ -55,7 +67,7 @@ def test_the_site_has_a_page_per_run_and_shows_failed_and_missing_runs(site):
     pages = sorted((site.out / "runs").glob("*.html"))
     assert len(pages) == 9  # 3 methods × 3 seeds, whatever their state
     states = dict(re.findall(r'<a href="runs/([0-9a-f]{16})\.html">[0-9a-f]{16}</a>.*?data-v="([a-z ]+)"', index))
-    assert sorted(states.values()) == ["done"] * 5 + ["failed"] + ["not run"] * 3
+    assert sorted(states.values()) == ["done"] * 5 + ["failed"] + ["not run"] * 2 + ["unfinished"]
     failed = next(run for run, state in states.items() if state == "failed")
     page = (site.out / "runs" / f"{failed}.html").read_text()
     assert "planted failure &lt;b&gt;not bold&lt;/b&gt;" in page and "<b>not bold" not in page
@@ -63,6 +75,8 @@ def test_the_site_has_a_page_per_run_and_shows_failed_and_missing_runs(site):
     # K-means has one finished seed of three: its row says so, and its runs are links coloured by state
     row = next(r for r in re.findall(r"<tr data-dataset.*?</tr>", index) if 'data-method="K-means"' in r)
     assert ">1/3<" in row and row.count("st-failed") == 1 and row.count("st-not-run") == 1
+    row = next(r for r in re.findall(r"<tr data-dataset.*?</tr>", index) if 'data-method="Baseline"' in r)
+    assert ">2/3<" in row and row.count("st-unfinished") == 1
     # no CDN, no absolute URL: every link and source is a file beside the page
     for path in [site.out / "index.html", *pages]:
         assert not re.search(r'(src|href)="(https?:)?//', path.read_text()), path
@@ -168,6 +182,12 @@ def test_the_site_works_in_headless_chromium(site, tmp_path):
         assert page.evaluate("document.querySelector('.filter-count').textContent") == "1 of 3 leaderboard rows"
         page.evaluate("const t = document.querySelector('select[data-filter=method]'); t.value = '';"
                       "t.dispatchEvent(new Event('change'))")
+        # a curve legend's click hides that method's lines in both panels (accuracy, forgetting)
+        hidden = page.evaluate("(() => { const li = document.querySelector('figure.curves ul.legend li'); li.click();"
+                               "return Array.from(li.closest('figure').querySelectorAll('svg g[data-label]'))"
+                               ".filter(g => getComputedStyle(g).display === 'none')"
+                               ".map(g => g.dataset.label === li.dataset.label); })()")
+        assert hidden == [True, True]
         page.screenshot(_artifact(tmp_path, "site-index.png"))
         # a run page, reached by clicking a leaderboard cell's link
         page.evaluate("document.querySelector('table.leaderboard td.runs a.st-done').click()")

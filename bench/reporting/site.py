@@ -210,7 +210,7 @@ def _leaderboards(scores: pd.DataFrame, runs: Sequence[Run], references: Sequenc
             for metric in ("A", "F"):
                 hit = values.get(metric)
                 if hit is None:
-                    tds += [_missing_td(members), '<td data-v=""></td>']
+                    tds += [_missing_td(members), '<td class="na" data-v="" title="no finished run">—</td>']
                     continue
                 std = "" if pd.isna(hit["std"]) else f" ± {hit['std']:.1f}"
                 target = next((r for r in members if r.state == DONE), None)
@@ -398,21 +398,25 @@ def svg_curves(rows: pd.DataFrame, title: str, ylabel: str, colour: Any) -> str:
     out.append(f'<text x="{(left + width - right) / 2:.0f}" y="{height - 6}" class="axis" text-anchor="middle">step</text>'
                f'<text transform="translate(13 {(top + height - bottom) / 2:.0f}) rotate(-90)" class="axis" '
                f'text-anchor="middle">{e(ylabel)}</text>')
+    labels = rows["label"].astype(str).nunique()
     for label, group in rows.groupby("label", observed=True, sort=False):
         group = group.sort_values("step")
         c = colour(str(label))
+        out.append(f'<g data-label="{e(label)}">')
         sx = [x(s) for s in group["step"]]
         mean, sd = group["mean"].tolist(), group["std"].fillna(0.0).tolist()
         if len(sx) > 1 and any(v > 0 for v in sd):
             band = [f"{a:.1f},{y(m + s):.1f}" for a, m, s in zip(sx, mean, sd)]
             band += [f"{a:.1f},{y(m - s):.1f}" for a, m, s in reversed(list(zip(sx, mean, sd)))]
-            out.append(f'<polygon points="{" ".join(band)}" fill="{c}" fill-opacity="0.15" stroke="none"/>')
+            opacity = 0.15 if labels <= 5 else 0.07  # many overlapping bands would turn to mud
+            out.append(f'<polygon points="{" ".join(band)}" fill="{c}" fill-opacity="{opacity}" stroke="none"/>')
         dash = ' stroke-dasharray="5 3"' if " [" in str(label) else ""
         out.append(f'<polyline points="{" ".join(f"{a:.1f},{y(m):.1f}" for a, m in zip(sx, mean))}" fill="none" '
                    f'stroke="{c}" stroke-width="2"{dash}/>')
         for a, m, s, n, step in zip(sx, mean, sd, group["n"], group["step"]):
             out.append(f'<circle cx="{a:.1f}" cy="{y(m):.1f}" r="3" fill="{c}"><title>{e(label)}, step {int(step) + 1}: '
                        f'{m:.1f} ± {s:.1f} ({int(n)} seed(s))</title></circle>')
+        out.append("</g>")
     out.append("</svg>")
     return "".join(out)
 
@@ -426,8 +430,9 @@ def _curves(frame: pd.DataFrame, order: Mapping[str, Sequence[str]] | None, figu
     for (dataset, split), rows in accuracy.groupby(["dataset", "split"], observed=True, sort=False):
         fr = forgetting[(forgetting["dataset"] == dataset) & (forgetting["split"] == split)]
         labels = list(dict.fromkeys(rows["label"].astype(str)))
-        legend = "".join(f'<li><span class="swatch" style="background:{method_colour(l)}"></span>{e(l)}</li>'
-                         for l in labels)
+        legend = "".join(f'<li data-label="{e(l)}" title="click: hide or show its lines">'
+                         f'<span class="swatch{" dashed" if " [" in l else ""}" style="--c:{method_colour(l)}"></span>'
+                         f'{e(l)}</li>' for l in labels)
         parts.append(f'<figure class="curves" data-dataset="{e(dataset)}"><figcaption>{e(dataset)}, {e(split)}'
                      f'</figcaption><div class="panels">'
                      + svg_curves(rows, "accuracy on all classes seen so far", "accuracy (%)", method_colour)
@@ -459,11 +464,15 @@ def _metric_text(metric: str, value: float) -> str:
     return f"{value:.3f}" if metric in ("nmi", "ari") else f"{value:.2f}"
 
 
-def _metrics_tables(rows: pd.DataFrame) -> str:
+MEASURES = ["step", "group", "flavour", "metric", "value"]
+Measure = tuple[int, str, str, str, float]  # a metrics row: step, group, flavour, metric, value
+
+
+def _metrics_tables(rows: Sequence[Measure]) -> str:
     """A table per flavour: one line per (step, group), one column per metric."""
     by_flavour: dict[str, dict[tuple[int, str], dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
     metrics: dict[str, list[str]] = defaultdict(list)
-    for step, group, flavour, metric, value in rows[["step", "group", "flavour", "metric", "value"]].itertuples(index=False):
+    for step, group, flavour, metric, value in rows:
         by_flavour[str(flavour)][(int(step), str(group))][str(metric)] = value
         if metric not in metrics[flavour]:
             metrics[str(flavour)].append(str(metric))
@@ -536,7 +545,9 @@ def _read_spec(run: Run) -> Any:
         return None
 
 
-def run_page(run: Run, rows: pd.DataFrame | None, page_dir: Path, title: str) -> str:
+def run_page(run: Run, rows: Sequence[Measure] | None, first: Mapping[str, Any] | None, page_dir: Path,
+             title: str) -> str:
+    """The run's page; `rows`: its metrics, `first`: its first metrics row (identity, provenance)."""
     spec = _read_spec(run)
     what = " · ".join(str(v) for v in (run.label, run.dataset, run.split, run.backbone) if v)
     seed = f" · seed {run.seed}" if run.seed is not None else ""
@@ -548,16 +559,15 @@ def run_page(run: Run, rows: pd.DataFrame | None, page_dir: Path, title: str) ->
         parts.append('<p class="siblings">Runs of this cell (the other seeds): '
                      + " ".join(("<strong>" + e(f"s{s.seed}") + "</strong>") if s is run else _run_links([s], "")
                                 for s in run.siblings) + "</p>")
-    if rows is not None and len(rows):
-        summary = rows[rows["group"] == "summary"]
-        first = rows.iloc[0]
+    if rows and first is not None:
+        summary = {(flavour, metric): value for _, group, flavour, metric, value in rows if group == "summary"}
         reported = []
         for metric in ("A", "F"):
-            source = str(first.get(f"reported_{metric}", first.get("primary_flavour", "wo") + f"/{metric}"))
-            flavour, name = source.split("/") if "/" in source else (source, metric)
-            hit = summary[(summary["flavour"] == flavour) & (summary["metric"] == name)]
-            if len(hit):
-                reported.append(f'<div class="big"><span>{metric}</span>{hit["value"].iloc[0]:.1f}'
+            source = first.get(f"reported_{metric}")
+            source = str(source) if isinstance(source, str) else f"{first.get('primary_flavour', 'wo')}/{metric}"
+            key = tuple(source.split("/", 1)) if "/" in source else (source, metric)
+            if key in summary:
+                reported.append(f'<div class="big"><span>{metric}</span>{summary[key]:.1f}'
                                 f'<small>{e(source_text(source))}</small></div>')
         parts.append('<div class="bigs">' + "".join(reported) + "</div>")
     parts.append('<nav class="toc"><a href="#config">config</a> <a href="#provenance">provenance</a> '
@@ -573,9 +583,8 @@ def run_page(run: Run, rows: pd.DataFrame | None, page_dir: Path, title: str) ->
     else:
         parts.append('<div class="cols"><section id="config"><h2>Configuration</h2><p class="na">Its spec.json cannot be '
                      'read.</p></section>')
-    if rows is not None and len(rows):
-        first = rows.iloc[0]
-        prov = [(c, first[c]) for c in PROVENANCE if c in rows.columns and not (isinstance(first[c], float) and math.isnan(first[c]))]
+    if rows and first is not None:
+        prov = [(c, first[c]) for c in PROVENANCE if c in first and not pd.isna(first[c])]
         prov = [(c, f"{v:.1f} s" if c == "duration_s" else (v if str(v) != "" else "—")) for c, v in prov]
         parts.append('<section id="provenance"><h2>Provenance</h2>' + _kv_table(prov) + "</section></div>"
                      + '<section id="metrics"><h2>Per-step metrics, every flavour</h2>'
@@ -670,7 +679,14 @@ def write_site(frame: pd.DataFrame, out: Path, *, title: str, runs: Sequence[tup
     for name in ("site.css", "site.js"):
         write_atomic(out / name, (ASSETS / name).read_text())
         assets.append(out / name)
-    by_run = dict(tuple(frame.groupby("run_id", sort=False))) if len(frame) else {}
+    # each run's rows as plain tuples: slicing the frame per run copies every column (pyarrow strings), slowly
+    by_run: dict[str, list[Measure]] = defaultdict(list)
+    firsts: dict[str, dict[str, Any]] = {}
+    if len(frame):
+        for run_id, *measure in zip(frame["run_id"].astype(str).tolist(), *(frame[c].tolist() for c in MEASURES)):
+            by_run[run_id].append(tuple(measure))  # type: ignore[arg-type]
+        firsts = frame.drop(columns=MEASURES).drop_duplicates("run_id").set_index("run_id").to_dict("index")
     for run in all_runs:
-        write_atomic(page_dir / f"{run.page}.html", run_page(run, by_run.get(run.run_id), page_dir, title))
+        write_atomic(page_dir / f"{run.page}.html",
+                     run_page(run, by_run.get(run.run_id), firsts.get(run.run_id), page_dir, title))
     return [index, *assets]

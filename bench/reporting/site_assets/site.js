@@ -60,6 +60,16 @@
     if (count) count.textContent = shown + " of " + total + " leaderboard rows";
   }
 
+  // a curve figure's legend: a click hides or shows that method's lines in both panels
+  Array.prototype.forEach.call(document.querySelectorAll("figure.curves ul.legend li"), function (item) {
+    item.addEventListener("click", function () {
+      var off = item.classList.toggle("off");
+      Array.prototype.forEach.call(item.closest("figure").querySelectorAll("svg g[data-label]"), function (g) {
+        if (g.getAttribute("data-label") === item.getAttribute("data-label")) g.classList.toggle("off", off);
+      });
+    });
+  });
+
   selects.forEach(function (s) { s.addEventListener("change", applyFilters); });
   if (search) search.addEventListener("input", applyFilters);
   if (count) applyFilters();
