@@ -399,6 +399,18 @@ def test_confidence_interval_by_hand():
     assert (row["mean"], row["n"]) == (2.0, 3) and row["ci95"] == pytest.approx(4.302653 / 3 ** 0.5, rel=1e-6)
 
 
+def test_a_shown_interval_is_cut_to_the_metrics_range(frame):
+    from bench.reporting.stats import ci95_bounds
+
+    # Baseline, 5-step: A 82 ± 25.4124 over seeds 80 and 84 runs to 107.4, past any accuracy; F 12 ± 25.4 stays
+    assert ci95_bounds(82.0, 25.4124, "A") == (pytest.approx(56.5876), 100.0)
+    assert ci95_bounds(12.0, 25.4124, "F") == (pytest.approx(-13.4124), pytest.approx(37.4124))
+    assert ci95_bounds(-95.0, 10.0, "F") == (-100.0, pytest.approx(-85.0))
+    assert ci95_bounds(50.0, 80.0, "nmi") == (pytest.approx(-30.0), pytest.approx(130.0))  # no known range: uncut
+    line = next(line for line in leaderboard(final_scores(frame)).splitlines() if "5-step" in line and "Baseline " in line)
+    assert "56.6 – 100.0" in line
+
+
 def test_paired_differences_over_shared_seeds_by_hand():
     from bench.reporting.stats import paired_differences
 

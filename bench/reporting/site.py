@@ -28,6 +28,7 @@ import pandas as pd
 
 from bench.reporting.aggregate import final_scores, flat_config, step_curves, step_forgetting
 from bench.reporting.layouts import axes, shape_of
+from bench.reporting.stats import ci95_bounds
 from bench.reporting.table import LOWER_IS_BETTER, METRICS, _cells, source_text
 from bench.storage import write_atomic
 
@@ -219,8 +220,12 @@ def _leaderboards(scores: pd.DataFrame, runs: Sequence[Run], references: Sequenc
                 tds.append(f'<td class="num" data-v="{hit["mean"]:.6g}" title="mean ± std over {int(hit["n"])} '
                            f'seed(s); the link opens the first seed\'s run, whose page links the others">{link}</td>')
                 ci = hit.get("ci95")
-                tds.append(f'<td class="num" data-v="{hit["mean"] - ci:.6g}">{hit["mean"] - ci:.1f} – {hit["mean"] + ci:.1f}</td>'
-                           if ci is not None and not pd.isna(ci) else '<td data-v="" class="na" title="one seed: no interval">n/a</td>')
+                if ci is None or pd.isna(ci):
+                    tds.append('<td data-v="" class="na" title="one seed: no interval">n/a</td>')
+                    continue
+                low, high = ci95_bounds(hit["mean"], ci, metric)
+                tds.append(f'<td class="num" data-v="{low:.6g}" title="Student\'s t over the seeds, cut to the '
+                           f'metric\'s range">{low:.1f} – {high:.1f}</td>')
             n_done = sum(r.state == DONE for r in members)
             others = _cell_state([r for r in members if r.state != DONE])
             tds.append(f'<td class="num" data-v="{n_done}" title="finished seeds / runs of the cell'

@@ -21,6 +21,18 @@ def ci95_half_width(std: float, n: int) -> float:
     return t_quantile(n - 1) * std / math.sqrt(n)
 
 
+# The range a percentage metric can take: an accuracy lies in [0, 100]; a forgetting (an accuracy
+# minus another) in [-100, 100]. A t interval over few seeds can run past it (44.7 – 133.7 for an F of
+# 89 ± 18 over 3 seeds); shown, it is cut to the range, since no seed could land outside it.
+METRIC_RANGE = {"A": (0.0, 100.0), "F": (-100.0, 100.0)}
+
+
+def ci95_bounds(mean: float, half_width: float, metric: str) -> tuple[float, float]:
+    """The 95% interval mean ± half_width, cut to the metric's range (METRIC_RANGE; others uncut)."""
+    low, high = METRIC_RANGE.get(metric, (-math.inf, math.inf))
+    return max(low, mean - half_width), min(high, mean + half_width)
+
+
 def paired_differences(frame: pd.DataFrame, first: str, second: str) -> pd.DataFrame:
     """Per (split, dataset, metric): the mean over shared seeds of `first` − `second`, its 95% CI, the
     number of shared seeds and whether the interval excludes 0 (`beyond noise`). `frame` has one row

@@ -12,7 +12,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from bench.reporting.layouts import NO, YES, Shape, axes, shape_of
-from bench.reporting.stats import separable
+from bench.reporting.stats import ci95_bounds, separable
 
 METRICS = ("F", "A")  # column order within a dataset, as in the paper
 LOWER_IS_BETTER = {"F"}
@@ -190,7 +190,7 @@ def leaderboard(scores: pd.DataFrame, references: Sequence[str] = ()) -> str:
         best_first = -float(a["mean"].iloc[0]) if len(a) else math.inf
         shown = f"{label} (reference)" if label in references else str(label)
         features = str(group["features"].iloc[0]) if "features" in group else "--"
-        ci = (f"{a['mean'].iloc[0] - a['ci95'].iloc[0]:.1f} – {a['mean'].iloc[0] + a['ci95'].iloc[0]:.1f}"
+        ci = ("{:.1f} – {:.1f}".format(*ci95_bounds(a["mean"].iloc[0], a["ci95"].iloc[0], "A"))
               if len(a) and "ci95" in a and not pd.isna(a["ci95"].iloc[0]) else "--")
         rows.append(((split, dataset, best_first), (split, dataset, shown, text(a), ci, text(f), int(group["n"].max()),
                                                     f"{flavour(a)} · {flavour(f)}", features)))
