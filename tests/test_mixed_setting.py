@@ -5,12 +5,14 @@ refused before anything runs, and the setting is part of the run id."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
+import bench
 from bench.backbones import build_backbone
 from bench.cli import main
 from bench.data import build_dataset
@@ -138,6 +140,18 @@ def test_a_grid_block_carries_its_own_cfg_and_the_report_has_the_settings_table(
     summary = frame[frame.group == "summary"].set_index("metric")["value"]
     row = table.iloc[1]
     assert row["Old (hard)"] == f"{summary['Old_hard']:.1f}" and row["K error"] == f"{summary['K_error']:.2f}"
+    # the html site has the same table, each value a link to its run's page
+    site = bench.report(results=tmp_path, format="html", out=tmp_path / "site")
+    index = (site.out / "index.html").read_text()
+    assert '<a href="#cgcd">' in index
+    section = index[index.index('<section id="cgcd">'):]
+    rows = re.findall(r"<tr data-dataset.*?</tr>", section[:section.index("</section>")])
+    assert [re.search(r"<td>(happy[^<]*)</td>", r).group(1) for r in rows] == list(table["split"])
+    cells = re.findall(r'<td class="num" data-v="([^"]*)"><a href="runs/(\w+)\.html">([^<]*)</a>', rows[1])
+    assert [text for _, _, text in cells] == [row[c] for c in ("All", "Old (hard)", "New (hard)", "Old (soft)",
+                                                               "New (soft)", "F (lower is better)", "K error")]
+    assert float(cells[1][0]) == pytest.approx(summary["Old_hard"], rel=1e-5)
+    assert (site.out / "runs" / f"{cells[1][1]}.html").is_file()
 
 
 def test_the_registered_protocols_are_happys_and_promptccds_cifar100_splits():

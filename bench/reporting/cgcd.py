@@ -11,13 +11,16 @@ COLUMNS = {"All": "All", "Old_hard": "Old (hard)", "New_hard": "New (hard)", "Ol
 # discovery (the summary's D) is New (soft), shown once
 
 
-def cgcd_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per (dataset, split, method) of the frame's mixed runs (empty when it has none)."""
+KEYS = ["dataset", "split", "label"]
+
+
+def cgcd_stats(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per (dataset, split, method, metric) of the frame's mixed runs: mean, std and count over seeds,
+    and the value as the table shows it (`shown`); empty when the frame has no mixed run."""
     rows = frame[(frame["group"] == "summary") & (frame["flavour"] == "cgcd") & frame["metric"].isin(COLUMNS)]
     if rows.empty:
         return pd.DataFrame()
-    keys = ["dataset", "split", "label"]
-    stats = rows.groupby(keys + ["metric"], observed=True)["value"].agg(["mean", "std", "count"]).reset_index()
+    stats = rows.groupby(KEYS + ["metric"], observed=True)["value"].agg(["mean", "std", "count"]).reset_index()
 
     def shown(row: pd.Series) -> str:
         if row["metric"] == "K_error":
@@ -25,8 +28,17 @@ def cgcd_table(frame: pd.DataFrame) -> pd.DataFrame:
         return f"{row['mean']:.1f}" + ("" if row["count"] < 2 else f" ± {row['std']:.1f}")
 
     stats["shown"] = stats.apply(shown, axis=1)
-    table = stats.pivot(index=keys, columns="metric", values="shown").reindex(columns=list(COLUMNS))
-    seeds = rows.groupby(keys, observed=True)["seed"].nunique().rename("seeds")
+    seeds = rows.groupby(KEYS, observed=True)["seed"].nunique().rename("seeds")
+    return stats.join(seeds, on=KEYS)
+
+
+def cgcd_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per (dataset, split, method) of the frame's mixed runs (empty when it has none)."""
+    stats = cgcd_stats(frame)
+    if stats.empty:
+        return stats
+    table = stats.pivot(index=KEYS, columns="metric", values="shown").reindex(columns=list(COLUMNS))
+    seeds = stats.groupby(KEYS, observed=True)["seeds"].first()
     table = table.join(seeds).rename(columns=COLUMNS).reset_index().rename(columns={"label": "method"})
     return table.fillna("--")
 

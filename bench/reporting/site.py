@@ -160,6 +160,10 @@ def _missing_td(members: Sequence[Run], extra: str = "") -> str:
     return f'<td data-v="" class="missing st-{e(worst.replace(" ", "-"))}" title="no finished run{e(extra)}">{inner}</td>'
 
 
+REFERENCE_MARK = (' <span class="ref" title="a reference method: sees earlier steps\' data; never bold in the '
+                  'paper\'s tables">reference</span>')
+
+
 def _run_links(members: Sequence[Run], prefix: str = "runs/") -> str:
     return " ".join(f'<a class="seed st-{e(r.state.replace(" ", "-"))}" href="{prefix}{quote(r.page)}.html" '
                     f'title="{e(r.run_id)}: {e(r.state)}{(": " + e(r.why)) if r.why else ""}">'
@@ -205,8 +209,7 @@ def _leaderboards(scores: pd.DataFrame, runs: Sequence[Run], references: Sequenc
             run = members[0] if members else None
             method = str(first["method"]) if first is not None and "method" in first else (run.method if run else key[2])
             preset = str(first["preset"]) if first is not None and "preset" in first else (run.preset if run else "")
-            label = e(key[2]) + (' <span class="ref" title="a reference method: sees earlier steps\' data; '
-                                 'never bold in the paper\'s tables">reference</span>' if key[2] in references else "")
+            label = e(key[2]) + (REFERENCE_MARK if key[2] in references else "")
             tds = [f'<td class="label" data-v="{e(key[2])}">{label}</td>', f"<td>{e(key[1])}</td>"]
             for metric in ("A", "F"):
                 hit = values.get(metric)
@@ -318,6 +321,50 @@ def _paired(table: pd.DataFrame | None, labels: Sequence[str]) -> str:
                 f'<th scope="col"><button type="button">{e(h)}</button></th>'
                 for h in ("split", "dataset", "metric", "shared seeds", "difference", "95% CI", "beyond noise"))
             + "</tr></thead><tbody>" + rows + "</tbody></table></section>")
+
+
+def _cgcd_section(frame: pd.DataFrame, runs_by_cell: Mapping[tuple[str, str, str], list[Run]],
+                  references: Sequence[str]) -> str:
+    """The mixed setting's table (as `cgcd.*`), sortable and filtered with the leaderboards: All, Old and
+    New (hard, soft), F and the error in K per (split, dataset, method), each value a link to a run of its
+    cell; empty when the report has no mixed run."""
+    from bench.reporting.cgcd import COLUMNS, cgcd_stats
+
+    stats = cgcd_stats(frame)
+    if stats.empty:
+        return ""
+    cells: dict[tuple[str, str, str], dict[str, Any]] = defaultdict(dict)
+    for r in stats.to_dict("records"):
+        cells[(str(r["split"]), str(r["dataset"]), str(r["label"]))][str(r["metric"])] = r
+    body = []
+    for (split, dataset, label), values in cells.items():
+        members = runs_by_cell.get((split, dataset, label), [])
+        target = next((m for m in members if m.state == DONE), None)
+        method = members[0].method if members else label
+        preset = members[0].preset if members else ""
+        tds = [f"<td>{e(split)}</td><td>{e(dataset)}</td><td>{e(label)}{REFERENCE_MARK if label in references else ''}</td>"]
+        for metric in COLUMNS:
+            hit = values.get(metric)
+            if hit is None:
+                tds.append('<td class="na" data-v="">--</td>')
+                continue
+            text = e(hit["shown"])
+            if target:
+                text = f'<a href="runs/{quote(target.page)}.html">{text}</a>'
+            tds.append(f'<td class="num" data-v="{hit["mean"]:.6g}">{text}</td>')
+        seeds = int(next(iter(values.values()))["seeds"])
+        tds.append(f'<td class="num" data-v="{seeds}">{seeds}</td><td class="runs">{_run_links(members)}</td>')
+        body.append(f'<tr data-dataset="{e(dataset)}" data-method="{e(method)}" data-preset="{e(preset)}">'
+                    + "".join(tds) + "</tr>")
+    head = ["split", "dataset", "method", *COLUMNS.values(), "seeds", "runs"]
+    return ('<section id="cgcd"><h2>Continual category discovery</h2><p class="note">The mixed setting\'s runs '
+            '(cgcd.* beside): accuracy on All classes of a stage\'s test images, on Old and New classes in the hard '
+            'sense (the labelled stage\'s classes vs the rest) and the soft one (classes seen before a stage vs new '
+            'in it), each the mean over the unlabelled stages, in %, mean ± std over seeds; F the forgetting of the '
+            'labelled classes (their accuracy after the labelled stage minus after the last); K error the mean '
+            '|K given − K| over the unlabelled stages (0 where K is known).</p><table class="sortable filterable"><thead><tr>'
+            + "".join(f'<th scope="col"><button type="button">{e(h)}</button></th>' for h in head)
+            + "</tr></thead><tbody>" + "".join(body) + "</tbody></table></section>")
 
 
 def _layout_table(title: str, scores: pd.DataFrame, layout: str, references: Sequence[str],
@@ -642,8 +689,10 @@ def write_site(frame: pd.DataFrame, out: Path, *, title: str, runs: Sequence[tup
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     summary = ", ".join(f'{n} {_state_badge(s)}' for s, n in
                         sorted(counts.items(), key=lambda kv: list(STATE_HELP).index(kv[0])))
-    sections = [("leaderboards", "Leaderboards"), ("comparison", "Paper comparison"), ("curves", "Curves"),
-                ("tables", "Paper tables"), ("runs", "Runs"), ("files", "Files")]
+    cgcd = _cgcd_section(frame, runs_by_cell, references) if len(frame) else ""
+    sections = [("leaderboards", "Leaderboards"), *([("cgcd", "Category discovery")] if cgcd else []),
+                ("comparison", "Paper comparison"), ("curves", "Curves"), ("tables", "Paper tables"), ("runs", "Runs"),
+                ("files", "Files")]
     nav = "".join(f'<a href="#{k}">{v}</a>' for k, v in sections)
     body = [f'<header><h1>{e(title)}</h1><p class="meta">{len(all_runs)} runs: {summary} · generated {e(generated)}'
             f'</p><nav class="toc">{nav}</nav></header>',
@@ -653,6 +702,7 @@ def write_site(frame: pd.DataFrame, out: Path, *, title: str, runs: Sequence[tup
             'to sort (again to reverse); filter by dataset, method and preset. Reference methods see earlier steps\' '
             'data, as in the paper.</p>'
             + _filters(all_runs) + (_leaderboards(scores, all_runs, references) or "<p>No runs.</p>") + "</section>",
+            cgcd,
             '<section id="comparison"><h2>Paper comparison</h2>' + _comparison(comparison, runs_by_cell) + "</section>"]
     if paired is not None:
         body.append(_paired(paired[1], paired[0]))
