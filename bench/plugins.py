@@ -8,6 +8,11 @@ A plugin is found in two places:
   every `*.py` in it not starting with `_` or `test_` is a plugin module.
 
 Importing a plugin module registers its parts with `@METHODS.register_module(name=...)` and the like.
+A folder is on `sys.path` (appended, as Python puts a script's folder there, so that it shadows nothing
+installed): its files import each other by name (`from ncm import NCMHead`), its private helpers
+(`_losses.py`) and its packages too, and a plugin file is imported once whichever comes first, bench or
+another file's import. A helper or package name that an installed module or another plugin folder
+already has is an error naming both, when the command starts.
 `presets/*.py` and `grids/*.py` in a folder, or in an entry-point module's package folder, are its
 presets and grids. A method's preset file is looked up beside the file that defines it first, then in
 bench's own presets; a plugin preset or grid named like one of bench's is an error, never a silent
@@ -56,6 +61,7 @@ _loaded: set[str] = set()  # plugin sources imported (or tried) in this process
 _failures: dict[str, PluginFailure] = {}
 _done_for: tuple[Path, ...] | None = None  # the folders `load` has imported everything of
 _loading = False  # a plugin that asks a registry for a name while it imports must not re-enter
+_on_path: list[str] = []  # the plugin folders this process appended to sys.path
 
 
 def resolve(include: Iterable[str | Path] = ()) -> tuple[Path, ...]:
@@ -78,6 +84,7 @@ def use(dirs: Iterable[str | Path], *, warn: bool = True) -> None:
     global _dirs, _warn, _done_for
     _dirs = tuple(Path(d).resolve() for d in dirs)
     _warn = warn
+    _put_on_path(_dirs)
     _done_for = None  # the folders are looked at again: a file added since is imported by `load`
     from bench.registries import catalogue
 
@@ -90,7 +97,64 @@ def activate(include: Iterable[str | Path] = ()) -> tuple[Path, ...]:
     use(dirs)
     for kind in KINDS:
         config_files(kind)  # raises on a clash, before anything else is done
+    check_names(dirs)
     return dirs
+
+
+def _put_on_path(dirs: tuple[Path, ...]) -> None:
+    """The folders, and no other plugin folder, at the end of sys.path: a folder's modules import by name
+    as a script's do, and never shadow an installed module of the same name. A folder taken off also
+    takes what was imported by name from it (another folder may have a module of that name); its
+    modules' bench names stay, as their registrations do."""
+    for entry in [e for e in _on_path if Path(e) not in dirs]:
+        while entry in sys.path:
+            sys.path.remove(entry)
+        _on_path.remove(entry)
+        for name, module in list(sys.modules.items()):
+            file = _file_of(module)
+            if not name.startswith("bench_plugin_") and file is not None and file.is_relative_to(entry):
+                del sys.modules[name]
+    for folder in map(str, dirs):
+        if folder not in sys.path:
+            sys.path.append(folder)
+            _on_path.append(folder)
+
+
+def helper_modules(folder: Path) -> dict[str, Path]:
+    """What a folder holds only to be imported by name: private modules (`_losses.py`) and packages (a
+    folder with `__init__.py`), by the name an import gives them."""
+    found = {p.stem: p for p in sorted(folder.glob("_*.py")) if p.stem != "__init__"}
+    found.update({p.parent.name: p.parent for p in sorted(folder.glob("*/__init__.py"))})
+    return found
+
+
+def _location(name: str) -> Path | None:
+    """Where `import name` would take module `name` from, without importing it."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    where = spec.origin if spec.origin not in (None, "built-in", "frozen") else \
+        next(iter(spec.submodule_search_locations or ()), None)
+    return Path(where).resolve() if where else Path(f"<{spec.origin or name}>")
+
+
+def check_names(dirs: Iterable[Path]) -> None:
+    """A helper or package of a plugin folder whose name an installed module (or another plugin folder)
+    has would silently be that other one when imported: an error naming both, before anything runs."""
+    seen: dict[str, Path] = {}
+    for folder in dirs:
+        for name, path in helper_modules(folder).items():
+            if name in seen:
+                raise BenchError(f"plugin folders {seen[name].parent} and {folder} both have a module {name!r} "
+                                 f"({seen[name].name}, {path.name}); rename one: both are imported by that name")
+            seen[name] = path
+            where = _location(name)
+            if where is not None and where not in (path.resolve(), (path / "__init__.py").resolve()):
+                raise BenchError(f"plugin module {path} has the name {name!r} of {where}, which `import {name}` "
+                                 f"would give instead; rename {path.name}")
 
 
 def active_dirs() -> tuple[Path, ...]:
@@ -157,11 +221,13 @@ def roots() -> list[Path]:
 
 def sources() -> list[Path]:
     """The files that make up the plugins, for the catalogue's fingerprint: every `.py` in the include
-    folders (their presets and grids included), and every `.py` under an entry-point module's package."""
+    folders (their presets and grids, private helpers and packages included), and every `.py` under an
+    entry-point module's package."""
     files: list[Path] = []
     for folder in active_dirs():
-        files += [p for p in sorted(folder.glob("*.py")) if is_plugin_file(p)]
+        files += [p for p in sorted(folder.glob("*.py")) if not p.name.startswith("test_")]
         files += [p for kind in KINDS for p in sorted((folder / kind).glob("*.py"))]
+        files += [p for package in sorted(folder.glob("*/__init__.py")) for p in sorted(package.parent.rglob("*.py"))]
     for ep in _entry_points():
         folder, path = _package_dir(ep.module), _module_path(ep.module)
         files += sorted(folder.rglob("*.py")) if folder is not None else [path] if path is not None else []
@@ -200,17 +266,36 @@ def module_name(path: Path) -> str:
 
 
 def _import_file(path: Path) -> None:
+    """Import a plugin file under its bench name (`module_name`), and under its own name too where
+    `import <stem>` would find this file: another plugin file that imports it, before or after, gets
+    this module rather than a second copy (whose classes would register twice)."""
     name = module_name(path)
+    by_name = sys.modules.get(path.stem)
+    if by_name is not None and (file := _file_of(by_name)) is not None and file.resolve() == path.resolve():
+        sys.modules[name] = by_name  # another plugin file imported it by its name first: the same module
+        return
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import {path}")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # before it runs: dataclasses and pickle look their module up there
+    aliases = [name] + ([path.stem] if _location(path.stem) == path.resolve() else [])
+    for alias in aliases:
+        sys.modules[alias] = module  # before it runs: dataclasses and pickle look their module up there
     try:
         spec.loader.exec_module(module)
     except BaseException:
-        sys.modules.pop(name, None)
+        for alias in aliases:
+            sys.modules.pop(alias, None)
         raise
+
+
+def _file_of(module: object) -> Path | None:
+    """A module's file as it says it (absolute for an import from sys.path), None for one without."""
+    try:
+        file = getattr(module, "__file__", None)
+    except Exception:  # a lazy module's attribute lookup may itself import and fail
+        return None
+    return Path(file) if isinstance(file, str) else None
 
 
 def load() -> list[PluginFailure]:
@@ -281,9 +366,11 @@ def preset_dir(defining_file: str | Path | None, preset_file: str) -> str | None
 
 
 def reset() -> None:
-    """Forget this process's plugin state (tests): the folders and the failures; modules stay imported."""
+    """Forget this process's plugin state (tests): the folders (off sys.path) and the failures; the
+    modules imported under bench names stay imported."""
     global _dirs, _warn, _done_for
     _dirs, _warn, _done_for = None, True, None
+    _put_on_path(())
     _entry_points.cache_clear()
     _loaded.clear()
     _failures.clear()

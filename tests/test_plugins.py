@@ -100,15 +100,22 @@ def fresh_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
     monkeypatch.delenv(plugins.ENV, raising=False)
+    before = {registry: set(registry.module_dict) for registry in (METHODS, DATASETS, BACKBONES)}
     yield
-    for registry in (METHODS, DATASETS, BACKBONES):
-        for name, cls in list(registry.module_dict.items()):
-            if cls.__module__.startswith("bench_plugin_"):
+    for registry, names in before.items():  # what the test's plugins registered, whatever their module's name
+        for name in set(registry.module_dict) - names:
+            if not registry.module_dict[name].__module__.startswith("bench."):  # bench's own, loaded lazily, stay
                 del registry._module_dict[name]
-    for module in [m for m in sys.modules if m.startswith("bench_plugin_")]:
+    for module in [m for m, module in sys.modules.items() if m.startswith("bench_plugin_") or _made_here(module, tmp_path)]:
         del sys.modules[module]
     plugins.reset()
     catalogue.catalogue.cache_clear()
+
+
+def _made_here(module: Any, tmp_path: Path) -> bool:
+    """A module imported from a file of this test's folders (a plugin file or helper, by any name)."""
+    file = getattr(module, "__file__", None)
+    return isinstance(file, str) and Path(file).is_relative_to(tmp_path)
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -252,6 +259,65 @@ def test_a_plugin_grid_or_preset_never_shadows_benchs(capsys, tmp_path):
     code, _, err = run(capsys, "list", "methods", "--include", str(folder))
     (line,) = err.splitlines()
     assert code == 2 and str(folder / "presets" / "kmeans.py") in line and str(PRESETS_DIR / "kmeans.py") in line
+
+
+# a plugin folder that grows past one file: a private helper, a package, and a second method file that
+# builds on the first by importing it by its name (before bench imports it: "b" sorts before "toy")
+HELPER = "ITERATIONS = 7\n"
+PACKAGE = "def shift(x):\n    return x + 0.0\n"
+SECOND = '''
+from _settings import ITERATIONS
+from toy_method import ToyMeans
+from bench.registries import METHODS
+import tools
+
+
+@METHODS.register_module(name="Toy means shifted")
+class Shifted(ToyMeans):
+    preset_file = "toy_means"
+
+    def logits(self, x):
+        assert ITERATIONS == 7
+        return super().logits(tools.shift(x))
+'''
+
+
+def write_grown_plugin(folder: Path) -> Path:
+    write_plugin(folder)
+    (folder / "_settings.py").write_text(HELPER)
+    (folder / "tools").mkdir()
+    (folder / "tools" / "__init__.py").write_text(PACKAGE)
+    (folder / "b_shifted.py").write_text(SECOND)
+    return folder
+
+
+@pytest.mark.parametrize("cluster", ["debug", "local"])
+def test_a_plugin_folders_files_import_each_other_by_name(capsys, tmp_path, cluster):
+    folder = write_grown_plugin(tmp_path / "plugin")
+    results = tmp_path / "results"
+    code, out, err = run(capsys, "run", "--include", str(folder), "--grid", "toy_grid", "--methods", "Toy means",
+                         "Toy means shifted", "--cluster", cluster, "--workers", "1", "--results", str(results))
+    assert code == 0, err
+    assert "2 done, 0 failed" in out and "warning" not in err  # toy_method.py imported once: no double registration
+    assert sys.path.count(str(folder.resolve())) == 1 and sys.path.index(str(folder.resolve())) == len(sys.path) - 1
+    plugins.reset()
+    assert str(folder.resolve()) not in sys.path and "_settings" not in sys.modules
+
+
+def test_a_plugin_module_named_like_an_installed_one_is_refused(capsys, tmp_path):
+    folder = write_grown_plugin(tmp_path / "plugin")
+    (folder / "_pytest.py").write_text(HELPER)  # pytest's own package is `_pytest`
+    code, _, err = run(capsys, "list", "methods", "--include", str(folder))
+    (line,) = err.splitlines()
+    assert code == 2 and str(folder / "_pytest.py") in line and "_pytest" in line and "rename _pytest.py" in line
+
+    (folder / "_pytest.py").unlink()
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "_settings.py").write_text(HELPER)
+    code, _, err = run(capsys, "list", "methods", "--include", str(folder), "--include", str(other))
+    (line,) = err.splitlines()
+    assert code == 2 and str(folder) in line and str(other) in line and "'_settings'" in line
 
 
 def bench_in_subprocess(code: str, env: dict[str, str], cwd: Path, stderr: list[str] | None = None) -> str:
