@@ -57,6 +57,7 @@ def print_leaderboard(results: Path, specs: Sequence[Any], default_backbone: str
         print()
         print(leaderboard(final_scores(frame), references=reference_labels(frame)))
         warn_mixed_versions(frame)
+        warn_edited_methods(frame)
 
 
 def warn_mixed_versions(frame: Any) -> None:
@@ -64,6 +65,39 @@ def warn_mixed_versions(frame: Any) -> None:
     from bench.reporting.aggregate import mixed_versions
 
     for line in mixed_versions(frame, VERSION_COLUMNS):
+        print(f"bench: warning: {line}", file=sys.stderr)
+
+
+def edited_methods(frame: Any) -> list[str]:
+    """One line per method some of whose finished runs recorded other code than the method's files hold
+    now (`method_sha256`): a run id names a configuration, not code, so an edited method's earlier runs
+    are still `done`. Runs recorded before the column, rebuilt ones and unregistered methods say nothing."""
+    from bench.provenance import method_sha256
+    from bench.registries import METHODS
+
+    if frame.empty or "method_sha256" not in frame:
+        return []
+    lines = []
+    runs = frame[["method", "run_id", "method_sha256"]].astype(str).drop_duplicates("run_id")
+    for method, group in runs.groupby("method", sort=True):
+        try:
+            cls = METHODS.get(method)
+        except Exception:  # a registry that cannot build the name: nothing to compare with
+            cls = None
+        if cls is None:
+            continue
+        now = method_sha256(cls)
+        stale = group[~group["method_sha256"].isin(["", "unknown", "nan", "None", "<NA>", now])]
+        if len(stale):
+            lines.append(f"{len(stale)} of {method}'s {len(group)} finished run(s) ran other code than its files "
+                         f"hold now (method_sha256 {', '.join(sorted(stale['method_sha256'].str[:12].unique()))}, "
+                         f"now {now[:12]}); `bench run --force --methods {method!r}` with the same selection "
+                         f"computes them again")
+    return lines
+
+
+def warn_edited_methods(frame: Any) -> None:
+    for line in edited_methods(frame):
         print(f"bench: warning: {line}", file=sys.stderr)
 
 

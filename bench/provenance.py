@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import importlib.util
+import inspect
 import os
 import re
 import subprocess
@@ -23,7 +24,7 @@ if TYPE_CHECKING:  # torch is imported where versions are read: `bench report` r
 
 # The columns a report must not silently average over (`device` is the GPU's name, or "cpu").
 VERSION_COLUMNS = ("torch_version", "torchvision_version", "timm_version", "numpy_version", "cuda_version",
-                   "cudnn_version", "device", "weights_sha256", "tail_precision", "threads")
+                   "cudnn_version", "device", "weights_sha256", "tail_precision", "threads", "method_sha256")
 
 _CHUNK = 1 << 20
 # sha256 of weights files by (resolved path, size, mtime in ns): a ViT-B/16 file is 350 MB (about 1 s
@@ -87,6 +88,23 @@ def weights_sha256(pretrained: Any) -> str:
                 digest.update(chunk)
         _HASHES[key] = digest.hexdigest()
     return _HASHES[key]
+
+
+def method_sha256(cls: type) -> str:
+    """sha256 of the files that define a method's class and its bases, in the class's MRO order (a
+    built-in base has none): the method's code as the run's end finds it. A plugin method edited after
+    some of its runs finished is told apart from them (the run id names the configuration, not the code)."""
+    digest = hashlib.sha256()
+    seen: set[str] = set()
+    for klass in cls.__mro__:
+        try:
+            file = inspect.getsourcefile(klass)
+        except TypeError:  # built-in
+            continue
+        if file and file not in seen and Path(file).is_file():
+            seen.add(file)
+            digest.update(Path(file).read_bytes())
+    return digest.hexdigest() if seen else ""
 
 
 def provenance(device: torch.device, pretrained: Any) -> dict[str, str]:

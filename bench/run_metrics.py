@@ -12,7 +12,7 @@ import torch
 
 import bench
 from bench.evaluate import MetricRow
-from bench.provenance import git_commit, provenance, slurm_job_id, utc_now
+from bench.provenance import git_commit, method_sha256, provenance, slurm_job_id, utc_now
 from bench.rundir import METRICS
 from bench.runs_on import RunsOn
 from bench.spec import RunSpec, features_protocol
@@ -42,7 +42,8 @@ def metrics_frame(spec: RunSpec, rows: list[MetricRow], device: torch.device, st
         device=torch.cuda.get_device_name(device) if device.type == "cuda" else device.type,
         slurm_job_id=slurm_job_id(), started_at=started_at, ended_at=utc_now(), duration_s=float(duration),
         **provenance(device, weights), tail_precision=tail_precision(spec, cls.runs_on, device),
-        threads=str(torch.get_num_threads()))  # the run's own (bench.numerics.fix): a sum's order follows it
+        threads=str(torch.get_num_threads()),  # the run's own (bench.numerics.fix): a sum's order follows it
+        method_sha256=method_sha256(cls))
     for key, value in {**identity, **columns}.items():
         frame[key] = value
     frame = frame[list(identity) + ["step", "group", "flavour", "metric", "value"] + list(columns)]

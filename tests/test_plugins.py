@@ -304,6 +304,35 @@ def test_a_plugin_folders_files_import_each_other_by_name(capsys, tmp_path, clus
     assert str(folder.resolve()) not in sys.path and "_settings" not in sys.modules
 
 
+def test_a_run_records_its_methods_code_and_bench_run_says_when_it_was_edited_since(capsys, tmp_path):
+    import hashlib
+
+    import pandas as pd
+
+    import bench.methods.base
+
+    folder = write_plugin(tmp_path / "plugin")
+    source = folder / "toy_method.py"
+    results = tmp_path / "results"
+    argv = ("run", "--include", str(folder), "--grid", "toy_grid", "--cluster", "debug", "--results", str(results))
+    code, _, err = run(capsys, *argv)
+    assert code == 0 and "warning" not in err, err
+    (metrics,) = (results / "runs").glob("*/metrics.parquet")
+    # the class's file, then its base's (ToyMeans → Method → object, which has none)
+    expected = hashlib.sha256(source.read_bytes() + Path(bench.methods.base.__file__).read_bytes()).hexdigest()
+    assert set(pd.read_parquet(metrics)["method_sha256"]) == {expected}
+
+    source.write_text(source.read_text() + "\n# tuned since\n")
+    code, out, err = run(capsys, *argv)
+    assert code == 0 and "already done" in out
+    (line,) = [line for line in err.splitlines() if "ran other code" in line]
+    assert line.startswith("bench: warning: 1 of Toy means's 1 finished run(s)") and expected[:12] in line
+    code, out, err = run(capsys, *argv, "--force")
+    assert code == 0 and "1 done" in out and "ran other code" not in err
+    assert set(pd.read_parquet(metrics)["method_sha256"]) == {hashlib.sha256(
+        source.read_bytes() + Path(bench.methods.base.__file__).read_bytes()).hexdigest()}
+
+
 def test_a_plugin_module_named_like_an_installed_one_is_refused(capsys, tmp_path):
     folder = write_grown_plugin(tmp_path / "plugin")
     (folder / "_pytest.py").write_text(HELPER)  # pytest's own package is `_pytest`
