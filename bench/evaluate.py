@@ -157,14 +157,23 @@ def old_new_accuracy(labels: np.ndarray, pred: np.ndarray, old_classes: np.ndarr
     class is in `old_classes`. Which classes are old is the caller's: the labelled stage's classes
     ("hard"), or every class seen before this stage ("soft"); the two differ from the second unlabelled
     stage on. A group without images is NaN."""
+    return old_new_accuracies(labels, pred, old_classes)[0]
+
+
+def old_new_accuracies(labels: np.ndarray, pred: np.ndarray, *old_classes: np.ndarray) -> list[dict[str, float]]:
+    """`old_new_accuracy` for each set of old classes, all under the one match (fitted once)."""
     labels = np.asarray(labels, dtype=np.int64)
     correct = _matched(labels, pred)
-    old = np.isin(labels, np.asarray(old_classes, dtype=np.int64))
 
     def percent(sel: np.ndarray) -> float:
         return 100.0 * float(correct[sel].mean()) if sel.any() else float("nan")
 
-    return {"all": percent(np.ones(len(labels), dtype=bool)), "old": percent(old), "new": percent(~old)}
+    every = percent(np.ones(len(labels), dtype=bool))
+    out = []
+    for classes in old_classes:
+        old = np.isin(labels, np.asarray(classes, dtype=np.int64))
+        out.append({"all": every, "old": percent(old), "new": percent(~old)})
+    return out
 
 
 def clustering_accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:

@@ -27,7 +27,7 @@ import torch
 
 from bench import checkpoint
 from bench.epoch_selection import LAST, EpochSelection
-from bench.evaluate import MetricRow, TaskLayout, clustering_accuracy, old_new_accuracy
+from bench.evaluate import MetricRow, TaskLayout, clustering_accuracy, old_new_accuracies
 from bench.feeding import Feed, step_order
 from bench.mixed import Manifest, MixedProtocol, draw, hold_out
 from bench.predictions import compact
@@ -158,11 +158,10 @@ def stage_rows(t: int, stored: Mapping[str, np.ndarray], layout: TaskLayout) -> 
     """Stage t's rows from what it stored: its test labels, the method's predictions, the K it was given."""
     labels, pred = np.asarray(stored[f"test_labels_{t}"]), np.asarray(stored[f"unified_{t}"])
     stage = stage_of(labels, layout)
-    hard = old_new_accuracy(labels, pred, np.unique(labels[stage == 0]))
+    hard, soft = old_new_accuracies(labels, pred, np.unique(labels[stage == 0]), np.unique(labels[stage < t]))
     rows = [MetricRow(t, "all", "cgcd", "acc", hard["all"])]
     if t == 0:
         return rows + selected_rows(t, stored)
-    soft = old_new_accuracy(labels, pred, np.unique(labels[stage < t]))
     for flavour, acc in (("cgcd_hard", hard), ("cgcd_soft", soft)):
         rows += [MetricRow(t, group, flavour, "acc", acc[group]) for group in ("old", "new") if not np.isnan(acc[group])]
     rows += [MetricRow(t, "k", "cgcd", "true", float(layout.sizes[t])),

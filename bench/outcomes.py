@@ -72,21 +72,21 @@ def edited_methods(frame: Any) -> list[str]:
     """One line per method some of whose finished runs recorded other code than the method's files hold
     now (`method_sha256`): a run id names a configuration, not code, so an edited method's earlier runs
     are still `done`. Runs recorded before the column, rebuilt ones and unregistered methods say nothing."""
-    from bench.provenance import method_sha256
-    from bench.registries import METHODS
+    from bench.provenance import files_sha256
+    from bench.registries.catalogue import method_info
 
     if frame.empty or "method_sha256" not in frame:
         return []
     lines = []
     runs = frame[["method", "run_id", "method_sha256"]].astype(str).drop_duplicates("run_id")
     for method, group in runs.groupby("method", sort=True):
+        info = method_info(method)  # its files from the catalogue: torch is not imported to read them
         try:
-            cls = METHODS.get(method)
-        except Exception:  # a registry that cannot build the name: nothing to compare with
-            cls = None
-        if cls is None:
+            now = files_sha256(info.source_files) if info is not None else ""
+        except OSError:  # a file moved away since the catalogue was written: nothing to compare with
+            now = ""
+        if not now:
             continue
-        now = method_sha256(cls)
         stale = group[~group["method_sha256"].isin(["", "unknown", "nan", "None", "<NA>", now])]
         if len(stale):
             lines.append(f"{len(stale)} of {method}'s {len(group)} finished run(s) ran other code than its files "

@@ -94,17 +94,28 @@ def method_sha256(cls: type) -> str:
     """sha256 of the files that define a method's class and its bases, in the class's MRO order (a
     built-in base has none): the method's code as the run's end finds it. A plugin method edited after
     some of its runs finished is told apart from them (the run id names the configuration, not the code)."""
-    digest = hashlib.sha256()
-    seen: set[str] = set()
+    return files_sha256(method_source_files(cls))
+
+
+def method_source_files(cls: type) -> list[str]:
+    """The files that define `cls` and its bases, in MRO order, each once."""
+    files: list[str] = []
     for klass in cls.__mro__:
         try:
             file = inspect.getsourcefile(klass)
         except TypeError:  # built-in
             continue
-        if file and file not in seen and Path(file).is_file():
-            seen.add(file)
-            digest.update(Path(file).read_bytes())
-    return digest.hexdigest() if seen else ""
+        if file and file not in files and Path(file).is_file():
+            files.append(file)
+    return files
+
+
+def files_sha256(files: list[str] | tuple[str, ...]) -> str:
+    """sha256 of the files' contents one after the other; "" for none."""
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(Path(file).read_bytes())
+    return digest.hexdigest() if files else ""
 
 
 def provenance(device: torch.device, pretrained: Any) -> dict[str, str]:

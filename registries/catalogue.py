@@ -33,6 +33,7 @@ class MethodInfo:
     preset_file: str
     hparam_choices: Mapping[str, tuple[Any, ...]]
     preset_dir: str | None = None  # the `presets/` beside a plugin method's file; None: bench's own
+    source_files: tuple[str, ...] = ()  # the files of its class and bases (`bench.provenance.method_sha256`)
 
     def preset_path(self) -> Path:
         """The method's preset file: beside the file that defines it, else among bench's own presets."""
@@ -49,6 +50,9 @@ class MethodInfo:
         return self.runs_on.sees_past_steps
 
 
+SCHEMA = b"catalogue 2: source_files\0"  # what an entry holds: a catalogue written with fewer keys is not read
+
+
 def _sources() -> list[Path]:
     return sorted(resource_dir("methods").glob("*.py")) + [HERE / name for name in ("runs_on.py", "backbones.py",
                                                                                     "weights.py")]
@@ -57,7 +61,7 @@ def _sources() -> list[Path]:
 def _fingerprint() -> str:
     from bench import plugins
 
-    digest = hashlib.sha1()
+    digest = hashlib.sha1(SCHEMA)
     for path in _sources():
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     # plugins by their full paths: a plugin method's preset folder is kept as an absolute path
@@ -71,6 +75,7 @@ def _entry(cls: Any) -> dict[str, Any]:
     import inspect
 
     from bench.plugins import preset_dir
+    from bench.provenance import method_source_files
 
     try:
         defined_in: str | None = inspect.getfile(cls)
@@ -78,7 +83,7 @@ def _entry(cls: Any) -> dict[str, Any]:
         defined_in = None
     return {"runs_on": cls.runs_on.to_dict(), "preset_file": cls.preset_file,
             "hparam_choices": {k: list(v) for k, v in cls.hparam_choices.items()},
-            "preset_dir": preset_dir(defined_in, cls.preset_file)}
+            "preset_dir": preset_dir(defined_in, cls.preset_file), "source_files": method_source_files(cls)}
 
 
 def _cache_dir() -> Path:
@@ -137,7 +142,8 @@ def method_info(name: str) -> MethodInfo | None:
             return None
         entry = _entry(cls)
     return MethodInfo(RunsOn.from_dict(entry["runs_on"]), entry["preset_file"],
-                      {k: tuple(v) for k, v in entry["hparam_choices"].items()}, entry.get("preset_dir"))
+                      {k: tuple(v) for k, v in entry["hparam_choices"].items()}, entry.get("preset_dir"),
+                      tuple(entry.get("source_files", ())))
 
 
 def method_names() -> list[str]:

@@ -54,6 +54,9 @@ def test_nothing_to_run_imports_no_torch(tmp_path):
 
 
 def test_the_catalogue_is_what_the_classes_say():
+    import inspect
+
+    from bench.provenance import method_source_files
     from bench.registries import METHODS, load_all
 
     load_all()
@@ -64,6 +67,7 @@ def test_the_catalogue_is_what_the_classes_say():
         assert (info.runs_on, info.preset_file) == (cls.runs_on, cls.preset_file)
         assert (info.inputs, info.sees_past_steps) == (cls.runs_on.inputs, cls.runs_on.sees_past_steps)
         assert info.hparam_choices == {k: tuple(v) for k, v in cls.hparam_choices.items()}
+        assert info.source_files == tuple(method_source_files(cls)) and info.source_files[0] == inspect.getfile(cls)
     assert data["depths"] == {"clip-vitb16": 12, "dino-resnet50": 0, "dino-vitb16": 12, "pixels": 0,
                               "dinov2-vits14": 12, "dinov2-vitb14": 12, "dinov2-vitl14": 24, "dinov2-vits14-reg4": 12,
                               "dinov2-vitb14-reg4": 12, "dinov2-vitl14-reg4": 24, "dinov3-vitb16": 12,
