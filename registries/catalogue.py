@@ -62,8 +62,8 @@ def _fingerprint() -> str:
     from bench import plugins
 
     digest = hashlib.sha1(SCHEMA)
-    for path in _sources():
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in _sources():  # by full path: an entry names its method's files (two copies of bench, two catalogues)
+        digest.update(str(path).encode() + b"\0" + path.read_bytes() + b"\0")
     # plugins by their full paths: a plugin method's preset folder is kept as an absolute path
     digest.update(plugins.fingerprint_text().encode() + b"\0")
     for path in plugins.sources():

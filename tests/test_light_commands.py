@@ -91,5 +91,12 @@ def test_the_catalogue_follows_its_sources(tmp_path, monkeypatch):
         assert catalogue.catalogue()["n"] == 2
         files = sorted((tmp_path / "cache" / "bench").glob("catalogue-*.json"))
         assert len(files) == 2 and json.loads(files[0].read_text())["methods"] == {}
+        # the same file in another copy of bench: a catalogue of its own, since an entry names its files
+        copy = tmp_path / "copy" / "method.py"
+        copy.parent.mkdir()
+        copy.write_bytes(source.read_bytes())
+        monkeypatch.setattr(catalogue, "_sources", lambda: [copy])
+        catalogue.catalogue.cache_clear()
+        assert catalogue.catalogue()["n"] == 3
     finally:
         catalogue.catalogue.cache_clear()
