@@ -9,19 +9,18 @@ pandas: the commands that run nothing rely on it):
   `DatasetReader` (a dataset reader), `Backbone` (a backbone);
 - the registries they register in: `METHODS`, `DATASETS`, `BACKBONES`;
 - `RunSpec` (one run), `BenchError` (every user-facing error), `method_slug`, `resolve_method`.
+
+Imports from: bench.core, bench._moved (the public names above are imported on first use, by their module's name).
 """
 from __future__ import annotations
 
 from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from bench.resources import checkout_root
+from bench import _moved
+from bench.core.resources import VERSION as __version__, checkout_root
 
-try:
-    __version__ = version("bench")
-except PackageNotFoundError:  # running from a checkout that was not pip-installed
-    __version__ = "0+unknown"
+_moved.install()  # the modules' names before bench/ was grouped by concern still import (`bench._moved`)
 
 # A source checkout keeps `methods/` and `registries/` beside `bench/`; an install maps them to
 # `bench.methods` and `bench.registries`. A checkout imported without installing (PYTHONPATH) does the
@@ -32,11 +31,11 @@ if checkout_root() is not None:
 # public name -> the module that defines it
 _PUBLIC: dict[str, str] = {
     "run": "bench.api", "report": "bench.api", "RunOutcome": "bench.api", "ReportOutcome": "bench.api",
-    "Method": "bench.methods.base", "Step": "bench.methods.base", "RunsOn": "bench.runs_on",
+    "Method": "bench.methods.base", "Step": "bench.methods.base", "RunsOn": "bench.core.runs_on",
     "DatasetReader": "bench.data.base", "LoadedDataset": "bench.data.base", "ImageSet": "bench.data.base",
-    "Backbone": "bench.backbones",
+    "Backbone": "bench.features.backbones",
     "METHODS": "bench.registries", "DATASETS": "bench.registries", "BACKBONES": "bench.registries",
-    "RunSpec": "bench.spec", "method_slug": "bench.spec", "resolve_method": "bench.spec",
+    "RunSpec": "bench.config.spec", "method_slug": "bench.config.spec", "resolve_method": "bench.config.spec",
     "BenchError": "bench.errors",
 }
 __all__ = sorted(_PUBLIC)

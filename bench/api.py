@@ -1,5 +1,5 @@
 """bench's Python API: `bench.run(...)` and `bench.report(...)` do what `bench run` and `bench report` do,
-with the same checks before anything runs (`bench.preflight`), the same progress lines on stdout and
+with the same checks before anything runs (`bench.execution.preflight`), the same progress lines on stdout and
 the same `BenchError` for bad input; the commands are these functions behind an argument parser.
 
     import bench
@@ -7,6 +7,9 @@ the same `BenchError` for bad input; the commands are these functions behind an 
     written = bench.report(grid="smoke", results="out", format="markdown")
 
 Importing this module imports nothing heavy: each call imports what it needs.
+
+Imports from: bench.errors, bench.core, bench.registries, bench.data, bench.config, bench.features, bench.runs,
+bench.protocol, bench.reporting, bench.execution.
 """
 from __future__ import annotations
 
@@ -18,12 +21,12 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from bench.errors import BenchError, unknown
-from bench.outcomes import (error_line, print_leaderboard, reference_labels, report_failures, run_dirs,
+from bench.reporting.outcomes import (error_line, print_leaderboard, reference_labels, report_failures, run_dirs,
                             warn_mixed_versions)
-from bench.preflight import (check_caches, check_cluster, check_device, check_inputs, check_report_dir, check_splits,
+from bench.execution.preflight import (check_caches, check_cluster, check_device, check_inputs, check_report_dir, check_splits,
                              check_tail_backbones, check_timm_models)
-from bench.provenance import VERSION_COLUMNS
-from bench.selection import default_backbone, expand_selection, finished_selection, parse_options
+from bench.core.provenance import VERSION_COLUMNS
+from bench.execution.selection import default_backbone, expand_selection, finished_selection, parse_options
 
 DEFAULT_RESULTS = Path("results")
 REPORT_FORMATS = {"latex": "tex", "markdown": "md", "csv": "csv", "html": "html"}  # format -> file suffix
@@ -75,9 +78,9 @@ def _options(options: Options | None, option: str = "--cfg-options") -> dict[str
 
 
 def _use_plugins(include: Sequence[PathLike] | None) -> None:
-    """Plugin folders given to the API, as `--include` gives them to a command (`bench.plugins`)."""
+    """Plugin folders given to the API, as `--include` gives them to a command (`bench.registries.plugins`)."""
     if include is not None:
-        from bench.plugins import activate
+        from bench.registries.plugins import activate
 
         activate(include)
 
@@ -97,7 +100,7 @@ def run(grid: str = "demo", *, methods: Sequence[str] | None = None, datasets: S
     `include`: plugin folders, as `--include` (with $BENCH_INCLUDE's; None: those already in use)."""
     started = time.monotonic()  # the SLURM plan's time includes expanding the grid
     _use_plugins(include)
-    from bench.rundir import DONE, ERROR, check_writable, invalidate, is_done, run_dir, unreadable
+    from bench.runs.rundir import DONE, ERROR, check_writable, invalidate, is_done, run_dir, unreadable
 
     results = Path(results)
     check_cluster(cluster, workers, threads)
@@ -152,8 +155,8 @@ def run(grid: str = "demo", *, methods: Sequence[str] | None = None, datasets: S
     print(f"grid {loaded.name}: {len(specs)} runs, {len(specs) - len(pending)} already done, "
           f"running {len(pending)} on {cluster}")
     start = time.monotonic()
-    from bench.scheduler import run_specs
-    from bench.workers import sigterm_stops
+    from bench.execution.scheduler import run_specs
+    from bench.execution.workers import sigterm_stops
 
     with sigterm_stops():  # a closed session's or `timeout`'s SIGTERM stops the runs as Ctrl-C does
         ran = run_specs(pending, results, cluster=cluster, max_parallel=workers)
@@ -173,12 +176,12 @@ def _with(outcome: RunOutcome, **changes: Any) -> RunOutcome:
 def _rebuild_metrics(out: Path) -> bool:
     """A finished run whose metrics.parquet alone is unreadable gets it back from its stored
     predictions, here and now (seconds on the CPU), instead of running again (GPU-hours)."""
-    from bench.predictions import PREDICTIONS
-    from bench.rundir import METRICS, RunBusy, unreadable
+    from bench.runs.predictions import PREDICTIONS
+    from bench.runs.rundir import METRICS, RunBusy, unreadable
 
     if set(unreadable(out)) != {METRICS} or not (out / PREDICTIONS).exists():
         return False  # nothing to rebuild from: no torch imported for it
-    from bench.runner import rebuild_metrics
+    from bench.protocol.recompute import rebuild_metrics
 
     try:
         why = rebuild_metrics(out)
@@ -192,8 +195,8 @@ def _rebuild_metrics(out: Path) -> bool:
 
 def _run_slurm(outcome: RunOutcome, grid: Any, profile_name: str, slurm_options: Options | None, *, force: bool,
                dry_run: bool, wait: bool, started: float, shown_backbone: str) -> RunOutcome:
-    from bench import slurm
-    from bench.rundir import check_writable, invalidate
+    from bench.execution import slurm
+    from bench.runs.rundir import check_writable, invalidate
 
     results, specs, pending = outcome.results, list(outcome.specs), list(outcome.pending)
     profile = slurm.load_profile(profile_name)
@@ -253,11 +256,11 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
     if isinstance(compare, str):
         compare = [compare]
     results = Path(results)
-    from bench.reporting import steps_figures, write_report
+    from bench.reporting.files import steps_figures, write_report
     from bench.reporting.aggregate import backbone_label, final_scores, split_by
     from bench.reporting.load import load_runs
     from bench.reporting.table import render_table
-    from bench.storage import write_atomic
+    from bench.core.storage import write_atomic
 
     if grid:
         loaded, specs = expand_selection(grid, methods=methods, datasets=datasets, splits=splits, seeds=seeds,
@@ -294,7 +297,7 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
         paths += write_report(labelled, out, fmt, title=f"grid {loaded.name}", order=order,
                               exclude_from_best=references, figures=i == 0)
     if not texts:
-        from bench.reporting import write_figures
+        from bench.reporting.files import write_figures
 
         paths += write_figures(labelled, out, order)
     site_tables = [("table (Tab. 5 layout, every run)", "comparison", final_scores(labelled, order))]
@@ -376,7 +379,7 @@ def _compare_methods(frame: Any, labels: Sequence[str], out: Path, suffix: str) 
     """`bench report --compare A B`: A − B per cell over the seeds both ran, with its 95% CI."""
     from tabulate import tabulate
 
-    from bench.storage import write_atomic
+    from bench.core.storage import write_atomic
 
     first, second = labels
     table = _paired_table(frame, labels)

@@ -1,8 +1,11 @@
-"""The one error type the command line turns into a single clear line instead of a traceback."""
+"""The one error type the command line turns into a single clear line instead of a traceback.
+
+Imports from: nothing of bench.
+"""
 from __future__ import annotations
 
 import errno
-from typing import Iterable
+from typing import Callable, Iterable
 
 
 class BenchError(Exception):
@@ -22,14 +25,19 @@ def disk_full(err: BaseException) -> bool:
 
 
 PLUGGABLE = ("method", "dataset", "backbone")  # what a plugin that failed to import might have provided
+# what an unknown pluggable name's error adds: the plugin loader registers its failures' note here when it is
+# imported (before that no plugin was loaded, so none failed); errors, the lowest module, imports nothing
+_UNKNOWN_NOTES: list[Callable[[], str]] = []
+
+
+def add_unknown_note(note: Callable[[], str]) -> None:
+    """Have every `unknown(...)` of a pluggable kind end with what `note()` says then."""
+    if note not in _UNKNOWN_NOTES:
+        _UNKNOWN_NOTES.append(note)
 
 
 def unknown(kind: str, name: str, known: Iterable[str]) -> BenchError:
     """`unknown method 'basline'; known: Baseline, K-means`, and for a name a plugin may provide, what
     each plugin that failed to import said (`; plugin /x/my.py not loaded: NameError: ...`)."""
-    note = ""
-    if kind in PLUGGABLE:
-        from bench.plugins import failure_note
-
-        note = failure_note()
+    note = "".join(note() for note in _UNKNOWN_NOTES) if kind in PLUGGABLE else ""
     return BenchError(f"unknown {kind} {name!r}; known: {', '.join(sorted(known, key=str.lower))}{note}")

@@ -7,7 +7,7 @@
    the bank built inside the timed run), with the accuracy of each and the ratio.
 2. Head training on stored features (the Baseline inner loop) vs the full-batch floor: the same
    epochs, one batch holding everything, no shuffling, no view sampling.
-3. Feature extraction (preprocessing + backbone, `bench.features.extract`) vs the same model's plain
+3. Feature extraction (preprocessing + backbone, `bench.features.views.extract`) vs the same model's plain
    forward pass on already-prepared tensors, in images/s.
 4. With CUDA: the same extraction comparison for ViT-B/16 (random weights) at 224 in bf16.
 """
@@ -23,10 +23,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from bench.preprocess import prepare, to_tensor  # noqa: E402
-from bench.backbones import build_backbone  # noqa: E402
+from bench.data.preprocess import prepare, to_tensor  # noqa: E402
+from bench.features.backbones import build_backbone  # noqa: E402
 from bench.data import build_dataset  # noqa: E402
-from bench.features import Encoder, FeatureViews, extract  # noqa: E402
+from bench.features.views import Encoder, FeatureViews, extract  # noqa: E402
 from bench.methods.blocks import CosineHead, swapped_prediction_loss, train_head_swapped  # noqa: E402
 from bench.methods.loop import cosine_lr  # noqa: E402
 from smoke_run import timed_run  # noqa: E402

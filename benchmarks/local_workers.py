@@ -8,7 +8,7 @@ workers (default: the available cores):
 1. one process per run: submitit's local executor, as `bench run --cluster local` did before the
    pool (every run imports torch, timm, pandas, scikit-learn and mmengine, and pays the interpreter's
    exit);
-2. warm workers: `bench.workers.run_pool`, what `bench run --cluster local` does now.
+2. warm workers: `bench.execution.workers.run_pool`, what `bench run --cluster local` does now.
 
 It prints both wall times, their ratio and whether the two leaderboards agree (they must: the runs
 are the same, only the processes that execute them differ).
@@ -27,11 +27,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pandas as pd  # noqa: E402
 import submitit  # noqa: E402
 
-from bench.runner import METRICS, run_dir  # noqa: E402
-from bench.scheduler import job  # noqa: E402
-from bench.spec import expand, load_grid  # noqa: E402
-from bench.numerics import available_cores  # noqa: E402
-from bench.workers import run_pool  # noqa: E402
+from bench.runs.rundir import METRICS, run_dir  # noqa: E402
+from bench.execution.scheduler import job  # noqa: E402
+from bench.config.grids import expand, load_grid  # noqa: E402
+from bench.core.numerics import available_cores  # noqa: E402
+from bench.execution.workers import run_pool  # noqa: E402
 
 
 def one_process_per_run(specs, results: Path, workers: int) -> None:

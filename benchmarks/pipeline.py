@@ -18,8 +18,8 @@ import numpy as np
 import torch
 from PIL import Image
 
-from bench.augment import get_policy
-from bench.preprocess import prepare, to_tensor
+from bench.features.augment import get_policy
+from bench.data.preprocess import prepare, to_tensor
 from bench.data.files import decode
 from bench.data.pipeline import decode_canvas
 

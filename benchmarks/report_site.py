@@ -25,7 +25,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import bench  # noqa: E402
-from bench.spec import expand, load_grid  # noqa: E402
+from bench.config.grids import expand, load_grid  # noqa: E402
 
 PROVENANCE = {"bench_version": "0.1.0", "git_commit": "0" * 40, "host": "node042", "device": "NVIDIA H100",
               "slurm_job_id": "123456_7", "started_at": "2026-01-01T00:00:00+00:00",

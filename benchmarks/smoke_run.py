@@ -11,8 +11,10 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from bench.runner import METRICS, execute
-from bench.spec import expand, load_grid
+from bench.protocol.runner import execute
+
+from bench.runs.rundir import METRICS
+from bench.config.grids import expand, load_grid
 
 
 def stage_options(method: str, epochs: int, batch_size: int = 64) -> dict[str, int]:

@@ -1,50 +1,19 @@
-"""The hook API every method implements, and what the runner hands it at each step."""
+"""The hook API every method implements; what the stage loop hands it at each step is `Step`
+(`bench.protocol.step`, imported from here too)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
 import torch
 
-from bench.epoch_selection import LAST, EpochSelection
-from bench.features import FeatureViews
-from bench.runs_on import RunsOn
+from bench.core.runs_on import RunsOn
+from bench.protocol.step import Step
 
 __all__ = ["Method", "REFITTED", "RunsOn", "Step"]
 
 
-@dataclass
-class Step:
-    """Step `index` of the sequence: the UNLABELLED training data of this step's classes (in the `mixed`
-    setting, `labels` holds the classes of a labelled stage's images, and a later stage's images are
-    unlabelled images of this stage's `n_classes` new classes mixed with images of the `offset` classes
-    seen before, in any proportion).
-
-    `offset` is the first class index of the step and `n_classes` its class count (known to the
-    method, as in the paper). `train` holds the step's features (stored plain features and views);
-    methods that train tails (`runs_on.inputs == "tokens"`) also get `tokens`, the frozen prefix's
-    tokens of the step's images (`bench.tokens`). `past` and `past_tokens` hold earlier steps' data and
-    are filled only for methods that declare `runs_on.sees_past_steps` (the references)."""
-
-    index: int
-    n_classes: int
-    offset: int
-    train: FeatureViews
-    last: bool = False  # the sequence's last step (the number of steps is known, as in the authors' code)
-    past: list[FeatureViews] = field(default_factory=list)
-    device: torch.device = torch.device("cpu")
-    tokens: Any = None
-    past_tokens: list[Any] = field(default_factory=list)
-    # The class of each image of `train`, in 0..offset+n_classes-1: given ONLY in a labelled stage of the
-    # `mixed` setting (stage 0, classes [0, n_classes)); None in every unlabelled step and in class-iNCD.
-    labels: torch.Tensor | None = None
-    # Which epoch of each training loop the stage keeps (`setting.selection` of the mixed setting): a method
-    # that trains over epochs wraps each loop in `selection.over(parameters, logits)`; `last` does nothing.
-    selection: EpochSelection = LAST
-
-
 # Where the paper's A and F of the methods whose testers re-fit every task's map come from
-# (`utils/*_testers.py::test_ind_cluster`; bench.evaluate's `wo_refit`).
+# (`utils/*_testers.py::test_ind_cluster`; bench.protocol.evaluate's `wo_refit`).
 REFITTED: Mapping[str, tuple[str, str]] = {"A": ("wo_refit", "A"), "F": ("wo_refit", "F")}
 
 

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench.features import FeatureViews
+from bench.features.views import FeatureViews
 from bench.methods.loop import train_epochs
 
 

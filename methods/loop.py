@@ -35,7 +35,7 @@ def train_epochs(parameters: Iterable[nn.Parameter], hp: dict, *, epochs: int, s
     optimiser and a cosine schedule restarting from `lr`, as every stage of the authors' code
     (`lr_at(epoch)` replaces the schedule; `on_epoch(epoch)` is called as each epoch starts,
     `after_step()` after every optimiser step, `after_epoch(epoch)` after each epoch's last (a stage's
-    epoch selection, `bench.epoch_selection`); `drop_last` drops a last partial batch, unless it
+    epoch selection, `bench.protocol.epoch_selection`); `drop_last` drops a last partial batch, unless it
     would be the only one; `read_ahead` holds the token sources of the sources of `sizes`, told
     each next batch's images before the current batch is computed, where they can read ahead).
 

@@ -30,8 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench.features import autocast_for
-from bench.tokens import rotary, run_block, vit_of
+from bench.features.views import autocast_for
+from bench.features.tokens import rotary, run_block, vit_of
 from bench.methods.base import REFITTED, RunsOn, Step
 from bench.methods.blocks import SWAP_REDUCTIONS, CosineHead, clustering_scale, swapped_loss
 from bench.methods.loop import train_epochs

@@ -1,4 +1,4 @@
-"""Trainable tails: the last blocks of a ViT on top of the shared frozen prefix (`bench.tokens`).
+"""Trainable tails: the last blocks of a ViT on top of the shared frozen prefix (`bench.features.tokens`).
 
 A `Tail` owns copies of blocks[g:] only; the final norm and the backbone's own head (identity, or
 CLIP's 512-d projection) stay frozen and are read from the backbone, never copied. On CUDA a tail
@@ -16,8 +16,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from bench.features import autocast_for
-from bench.tokens import first_trainable_block, rotary, run_block, vit_of
+from bench.features.views import autocast_for
+from bench.features.tokens import first_trainable_block, rotary, run_block, vit_of
 from bench.methods.base import Method, RunsOn
 
 

@@ -4,8 +4,8 @@ torch and the backbones timm, 2 to 5 s on a 2-core machine, for a command that a
 
 The catalogue is read off the classes themselves (their `runs_on`, `preset_file`, `hparam_choices`;
 the paper backbones' block counts) the first time it is needed, and kept in a JSON file named by a hash
-of the files that define them (`methods/*.py` (bench.methods), `bench/runs_on.py`, `bench/backbones.py`,
-`bench/weights.py`, and the plugins' files and entry points, `bench.plugins.sources`): a changed or added
+of the files that define them (`methods/*.py` (bench.methods), `bench/core/runs_on.py`, `bench/features/backbones.py`,
+`bench/features/weights.py`, and the plugins' files and entry points, `bench.registries.plugins.sources`): a changed or added
 source file makes the next command import them once and write a new catalogue. Nothing is written
 twice by hand, and nothing can go stale. While a plugin fails to import, no catalogue is written: its
 fix (a file, or a dependency installed) must be seen by the next command.
@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from bench.errors import BenchError
-from bench.runs_on import RunsOn
-from bench.storage import write_atomic
+from bench.core.runs_on import RunsOn
+from bench.core.storage import write_atomic
 
-from bench.resources import HERE, resource_dir
+from bench.core.resources import HERE, resource_dir
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class MethodInfo:
     preset_file: str
     hparam_choices: Mapping[str, tuple[Any, ...]]
     preset_dir: str | None = None  # the `presets/` beside a plugin method's file; None: bench's own
-    source_files: tuple[str, ...] = ()  # the files of its class and bases (`bench.provenance.method_sha256`)
+    source_files: tuple[str, ...] = ()  # the files of its class and bases (`bench.core.provenance.method_sha256`)
 
     def preset_path(self) -> Path:
         """The method's preset file: beside the file that defines it, else among bench's own presets."""
@@ -54,12 +54,13 @@ SCHEMA = b"catalogue 2: source_files\0"  # what an entry holds: a catalogue writ
 
 
 def _sources() -> list[Path]:
-    return sorted(resource_dir("methods").glob("*.py")) + [HERE / name for name in ("runs_on.py", "backbones.py",
-                                                                                    "weights.py")]
+    return sorted(resource_dir("methods").glob("*.py")) + [HERE / name for name in ("core/runs_on.py",
+                                                                                    "features/backbones.py",
+                                                                                    "features/weights.py")]
 
 
 def _fingerprint() -> str:
-    from bench import plugins
+    from bench.registries import plugins
 
     digest = hashlib.sha1(SCHEMA)
     for path in _sources():  # by full path: an entry names its method's files (two copies of bench, two catalogues)
@@ -74,8 +75,8 @@ def _fingerprint() -> str:
 def _entry(cls: Any) -> dict[str, Any]:
     import inspect
 
-    from bench.plugins import preset_dir
-    from bench.provenance import method_source_files
+    from bench.registries.plugins import preset_dir
+    from bench.core.provenance import method_source_files
 
     try:
         defined_in: str | None = inspect.getfile(cls)
@@ -92,7 +93,6 @@ def _cache_dir() -> Path:
 
 def read_classes() -> dict[str, Any]:
     """The catalogue, from the registered classes (imports the methods and the backbones)."""
-    from bench.backbones import block_count
     from bench.registries import BACKBONES, METHODS, load_all
 
     load_all()
@@ -110,14 +110,21 @@ def read_classes() -> dict[str, Any]:
                               for name, cls in BACKBONES.module_dict.items()}}
 
 
-@functools.lru_cache(maxsize=1)
 def catalogue() -> dict[str, Any]:
+    """The catalogue of this process's methods and backbones (read once per set of plugin folders)."""
+    from bench.registries import plugins
+
+    return _catalogue(plugins.generation())
+
+
+@functools.lru_cache(maxsize=1)
+def _catalogue(generation: int) -> dict[str, Any]:
     path = _cache_dir() / f"catalogue-{_fingerprint()}.json"
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         pass
-    from bench.plugins import failures
+    from bench.registries.plugins import failures
 
     data = read_classes()
     if failures():  # not kept: the next command imports again, and sees the plugin fixed or warns again
@@ -128,6 +135,9 @@ def catalogue() -> dict[str, Any]:
     except OSError:
         pass
     return data
+
+
+catalogue.cache_clear = _catalogue.cache_clear  # type: ignore[attr-defined]  (read again: the tests)
 
 
 def method_info(name: str) -> MethodInfo | None:
@@ -160,6 +170,25 @@ def backbone_depth(name: str, options: Mapping[str, Any]) -> int:
     depths = catalogue()["depths"]
     if name in depths and "depth" not in options.get("kwargs", {}):
         return int(depths[name])
-    from bench.backbones import block_count
-
     return block_count(name, options)
+
+
+def block_count(name: str, options: Mapping[str, Any]) -> int:
+    """How many transformer blocks backbone `name` has (what tail methods train; 0 for a backbone
+    without), found by building it on the meta device: no weights are read and no memory is filled."""
+    import torch
+
+    from bench.registries import BACKBONES
+
+    family, _, model_name = name.partition(":")
+    cls = BACKBONES.get(family)
+    kwargs = options.get("kwargs", {})
+    try:
+        with torch.device("meta"):
+            model = cls(model_name=model_name, image_shape=(224, 224, 3), pretrained=False, kwargs=kwargs)
+    except BenchError:
+        raise
+    except Exception as err:  # the model factory's own complaint about its arguments
+        raise BenchError(f"backbone {name!r} cannot be built with backbone.kwargs {kwargs}: "
+                         f"{type(err).__name__}: {err}") from None
+    return len(getattr(getattr(model, "model", model), "blocks", ()))

@@ -6,7 +6,9 @@ from typing import Any, Callable
 
 import pytest
 
-from bench.spec import RunSpec, expand, load_grid
+from bench.config.spec import RunSpec
+
+from bench.config.grids import expand, load_grid
 
 # The smoke grid already shortens training (method.epochs=5 for the methods that train).
 TINY = {
@@ -26,7 +28,8 @@ def killed_then_resumed(spec: RunSpec, results: Path, method_class: type, step: 
     """Run `spec` under `results` with `method_class.learn` killed (KeyboardInterrupt) as step `step`
     starts, then again (as `resumed_as`, the same run asked for elsewhere, if given; after `between()`,
     which may change the process): the resumed run's directory, after checking its log says it resumed."""
-    from bench.runner import execute, run_dir
+    from bench.protocol.runner import execute
+    from bench.runs.rundir import run_dir
 
     real = method_class.learn
 

@@ -12,7 +12,8 @@ import pytest
 import bench
 from bench.cli import main
 from bench.errors import BenchError
-from bench.spec import expand, load_grid, method_slug, resolve_method
+from bench.config.spec import method_slug, resolve_method
+from bench.config.grids import expand, load_grid
 from tests.helpers import TINY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,7 +29,7 @@ def test_import_bench_imports_nothing_heavy():
 
 
 def test_the_public_names_are_the_plugin_base_classes_and_registries():
-    from bench.backbones import Backbone
+    from bench.features.backbones import Backbone
     from bench.data.base import DatasetReader
     from bench.methods.base import Method, Step
     from bench.registries import BACKBONES, DATASETS, METHODS, load_all

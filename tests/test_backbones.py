@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bench.backbones import build_backbone
+from bench.features.backbones import build_backbone
 from bench.errors import BenchError
 
 
@@ -127,7 +127,7 @@ def test_a_weights_directory_serves_each_paper_backbone_its_published_file(tmp_p
     by that file, and a directory without the file is a clear error."""
     import timm
 
-    from bench.bank import list_banks
+    from bench.features.bank import list_banks
     from bench.cli import main
 
     tiny = {"img_size": 16, "patch_size": 8, "embed_dim": 32, "depth": 2, "num_heads": 2}  # the smoke grid's
@@ -152,7 +152,7 @@ def test_dino_resnet50_needs_its_authors_file_before_anything_runs(tmp_path, cap
     """timm's `resnet50` hub weights are not DINO's: asked for its pretrained weights without the authors'
     file, `dino-resnet50` is one line before anything runs, never a run on another backbone."""
     from bench.cli import main
-    from bench.weights import resolve_pretrained
+    from bench.features.weights import resolve_pretrained
 
     with pytest.raises(BenchError, match="dino_resnet50_pretrain.pth"):
         resolve_pretrained("dino-resnet50", True, None)

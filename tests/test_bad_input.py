@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from bench.cli import main
-from bench.runner import CHECKPOINT, DONE, METRICS, execute, run_dir
+from bench.protocol.runner import execute
+from bench.runs.rundir import CHECKPOINT, DONE, METRICS, run_dir
 from tests.helpers import tiny_specs
 
 SMOKE = ["--grid", "smoke", "--methods", "Baseline", "Baseline++", "K-means", "--backbone", "pixels", "--results", "{results}"]

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench.bank import bank_key, list_banks, load_or_build, remove_banks
+from bench.features.bank import bank_key, list_banks, load_or_build, remove_banks
 from bench.cli import main
 from bench.errors import BenchError
-from bench.runner import execute, run_dir
+from bench.protocol.runner import execute
+from bench.runs.rundir import run_dir
 from tests.helpers import tiny_specs
 
 

@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from bench.features import FeatureViews
+from bench.features.views import FeatureViews
 from bench.methods.blocks import CosineHead, sinkhorn_knopp, soft_cross_entropy, swapped_prediction_loss
 from bench.methods.loop import cosine_lr
 

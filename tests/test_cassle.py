@@ -12,12 +12,12 @@ from torch import nn
 
 import bench.data.pipeline as P
 import bench.methods.cassle as cassle
-from bench.augment import get_policy
+from bench.features.augment import get_policy
 from bench.data import build_dataset
 from bench.data.base import ImageSet
-from bench.features import Encoder
-from bench.spec import load_preset
-from bench.tokens import LiveTokens, Prefix
+from bench.features.views import Encoder
+from bench.config.presets import load_preset
+from bench.features.tokens import LiveTokens, Prefix
 from bench.methods.base import Step
 from bench.methods.cassle import byol_loss, byol_views, ema_tau, ema_update
 from tests.test_discovery import bound, learn_steps

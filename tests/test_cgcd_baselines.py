@@ -10,13 +10,13 @@ from scipy.optimize import linear_sum_assignment
 from scipy.stats import multivariate_normal
 
 from bench.errors import BenchError
-from bench.features import FeatureViews
+from bench.features.views import FeatureViews
 from bench.methods.anchored_kmeans import anchored_kmeans, squared_distances
 from bench.methods.base import Step
 from bench.methods.gaussian_per_class import GaussianPerClass, shrunk_covariance
 from bench.methods.ncm_kmeans import NCMKMeans
-from bench.spec import load_preset
-from bench.validate import check_value
+from bench.config.presets import load_preset
+from bench.config.validate import check_value
 
 METHODS = {"NCM + k-means": NCMKMeans, "Gaussian per class": GaussianPerClass}
 

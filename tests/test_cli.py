@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from bench.cli import main
-from bench.spec import load_grid
+from bench.config.grids import load_grid
 
 SMOKE_METHODS = load_grid("smoke").blocks[0].methods
 TINY = ["method.epochs=3", "features.views=2", "dataset.num_classes=6", "dataset.image_size=8",
@@ -56,7 +56,7 @@ def test_run_skip_rerun_and_report(capsys, tmp_path):
     from bench.reporting.aggregate import final_scores
     from bench.reporting.load import load_metrics
     from bench.reporting.table import render_table
-    from bench.spec import LAYOUTS
+    from bench.config.grids import LAYOUTS
     from tests.test_report import compile_latex
 
     scores = final_scores(load_metrics(sorted((tmp_path / "runs").iterdir())))
@@ -98,7 +98,7 @@ def fake_run(results, spec, a, f=5.0):
     """A finished run of `spec` whose final A and F are `a` and `f` (both flavours), written as the runner does."""
     import pandas as pd
 
-    from bench.runner import run_dir
+    from bench.runs.rundir import run_dir
 
     out = run_dir(results, spec)
     out.mkdir(parents=True)
@@ -117,7 +117,7 @@ def test_compare_paper_keeps_backbones_apart(capsys, tmp_path):
     """Tab. 4 runs of one method on several backbones are compared each with its own paper row."""
     import pandas as pd
 
-    from bench.spec import expand, load_grid
+    from bench.config.grids import expand, load_grid
 
     specs = [s for s in expand(load_grid("paper"), methods=["Baseline"], datasets=["cifar10"], splits=["5-step"])]
     assert sorted(s.backbone for s in specs) == ["clip-vitb16", "dino-resnet50", "dino-vitb16"]
@@ -139,7 +139,7 @@ def test_compare_paper_keeps_backbones_apart(capsys, tmp_path):
 
 def test_report_writes_each_block_in_its_papers_layout(capsys, tmp_path):
     """`bench report --grid paper`: table_tab2..5 in the layouts of Tab. 2, 3, 4 and 5."""
-    from bench.spec import expand, load_grid
+    from bench.config.grids import expand, load_grid
 
     specs = expand(load_grid("paper"), datasets=["cifar10"], splits=["5-step"])
     values = {}

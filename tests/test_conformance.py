@@ -13,13 +13,14 @@ import pytest
 import torch
 
 from bench.cli import main
-from bench.conformance import TINY_OPTIONS, Check, _Spy, run_checks
+from bench.kit.conformance import TINY_OPTIONS, Check, run_checks
+from bench.kit.probes import StepSpy
 from bench.errors import BenchError
-from bench.features import FeatureViews
+from bench.features.views import FeatureViews
 from bench.methods.base import Step
 from bench.methods.baseline import Baseline
 from bench.registries import DATASETS, METHODS, load_all
-from bench.scaffold import new
+from bench.kit.scaffold import new
 
 load_all()
 BUILT_IN = sorted(name for name in METHODS.module_dict if not name.startswith("_"))
@@ -69,10 +70,10 @@ class LabelPeeker(Baseline):
 
     def learn(self, step: Step) -> None:
         super().learn(step)
-        import bench.planning
+        import bench.protocol.planning
 
         options = {k.split(".", 1)[1]: v for k, v in TINY_OPTIONS.items() if k.startswith("dataset.")}
-        labels = bench.planning.build_dataset("synthetic", options).train.labels
+        labels = bench.protocol.planning.build_dataset("synthetic", options).train.labels
         self.peeked = int(labels[0])
 
     @torch.no_grad()
@@ -152,11 +153,11 @@ def test_the_spy_finds_labels_and_earlier_steps_in_a_step() -> None:
     x = torch.zeros(2, 3)
     step = Step(index=1, n_classes=2, offset=2, train=FeatureViews(x, x[:, None]), past=[FeatureViews(x, x[:, None])],
                 tokens=Holder())
-    spy = _Spy(Baseline)
+    spy = StepSpy(Baseline)
     spy.inspect(step)
     assert spy.label_fields == ["step 2.tokens.images.labels"]
     assert spy.past_fields == ["step 2.past holds 1 step(s)"]
-    clean = _Spy(Baseline)
+    clean = StepSpy(Baseline)
     clean.inspect(Step(index=0, n_classes=2, offset=0, train=FeatureViews(x, x[:, None])))
     assert clean.label_fields == [] and clean.past_fields == []
 

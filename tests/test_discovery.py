@@ -20,7 +20,7 @@ from tests.test_incremental import tiny_vit_specs
 
 def bound(name: str, preset: str = "equations", **extra):
     """A method bound to the smoke grid's tiny (2-block, random) ViT, and that backbone."""
-    from bench.backbones import build_backbone
+    from bench.features.backbones import build_backbone
 
     (spec,) = tiny_vit_specs(name, preset=preset, **extra)
     backbone = build_backbone(spec.backbone, spec.config["backbone"], (8, 8, 3))
@@ -32,8 +32,8 @@ def bound(name: str, preset: str = "equations", **extra):
 def learn_steps(method, spec, steps: int = 2, start: int = 0):
     """Learn steps `start`..`steps`−1 (3 classes each) of the synthetic images; returns every step's token source."""
     from bench.data import build_dataset
-    from bench.features import Encoder
-    from bench.tokens import LiveTokens, Prefix
+    from bench.features.views import Encoder
+    from bench.features.tokens import LiveTokens, Prefix
     from bench.methods.base import Step
 
     data = build_dataset("synthetic", spec.config["dataset"])

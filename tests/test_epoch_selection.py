@@ -1,4 +1,4 @@
-"""Which epoch a mixed-setting stage keeps (bench/epoch_selection.py): the best-scoring epoch's parameters
+"""Which epoch a mixed-setting stage keeps (bench/protocol/epoch_selection.py): the best-scoring epoch's parameters
 are restored, a tie keeps the later epoch, `last` changes nothing; the held-out validation images are
 never trained on; an oracle run is marked as such in its results; the selections are recomputable."""
 from __future__ import annotations
@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 import torch
 
-from bench.epoch_selection import EpochSelection
-from bench.mixed import Manifest, draw, hold_out
-from bench.predictions import replay
-from bench.runner import execute
-from bench.settings import protocol_for
+from bench.protocol.epoch_selection import EpochSelection
+from bench.config.manifests import Manifest, draw, hold_out
+from bench.protocol.recompute import replay
+from bench.protocol.runner import execute
+from bench.config.settings import protocol_for
 from tests.helpers import tiny_specs
 
 MIXED = {"dataset.num_classes": 12, "dataset.train_per_class": 20, "dataset.test_per_class": 4}

@@ -1,11 +1,11 @@
-"""The unknown-K estimator (bench.estimate_k): k-means silhouette over a range of K."""
+"""The unknown-K estimator (bench.protocol.estimate_k): k-means silhouette over a range of K."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from bench.errors import BenchError
-from bench.estimate_k import estimate_k, silhouette_scores
+from bench.protocol.estimate_k import estimate_k, silhouette_scores
 
 
 def planted(k: int, per_cluster: int = 30, dim: int = 8, seed: int = 0) -> np.ndarray:

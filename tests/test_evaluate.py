@@ -4,7 +4,7 @@ import pickle
 import numpy as np
 import pytest
 
-from bench.evaluate import Evaluator, MetricRow, TaskLayout, clustering_accuracy, hungarian_mapping
+from bench.protocol.evaluate import Evaluator, MetricRow, TaskLayout, clustering_accuracy, hungarian_mapping
 
 
 def value(rows, step, group, flavour, metric):
@@ -256,7 +256,7 @@ def test_old_new_in_the_hard_and_the_soft_sense():
     One match over all images (5→0, 6→1, 7→2) gets 5 of 6 right; only the class-1 image predicted 7 is
     wrong. Hard (old = labelled classes {0}): old 2/2, new 3/4. Soft (old = seen before, {0, 1}):
     old 3/4, new 2/2."""
-    from bench.evaluate import old_new_accuracies, old_new_accuracy
+    from bench.protocol.evaluate import old_new_accuracies, old_new_accuracy
 
     labels, pred = np.array([0, 0, 1, 1, 2, 2]), np.array([5, 5, 6, 7, 7, 7])
     hard = old_new_accuracy(labels, pred, old_classes=[0])

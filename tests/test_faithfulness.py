@@ -7,8 +7,9 @@ import pandas as pd
 import pytest
 
 from bench.cli import main
-from bench.feeding import step_order
-from bench.runner import METRICS, execute, run_dir
+from bench.protocol.feeding import step_order
+from bench.protocol.runner import execute
+from bench.runs.rundir import METRICS, run_dir
 from tests.helpers import TINY, tiny_specs
 
 TINY_CLI = [f"{k}={v}" for k, v in TINY.items()] + ["method.epochs=3"]
@@ -79,7 +80,7 @@ def test_reports_say_how_features_were_computed(capsys, tmp_path):
 
 
 def test_each_step_arrives_in_a_seeded_random_order_never_grouped_by_class(monkeypatch, tmp_path):
-    from bench.features import FeatureViews
+    from bench.features.views import FeatureViews
 
     labels = np.repeat(np.arange(3), 12)  # grouped by class, as TinyImageNet, CUB and Herbarium deliver them
     order = step_order(np.arange(36), seed=0, step=0)
@@ -102,7 +103,7 @@ def test_each_step_arrives_in_a_seeded_random_order_never_grouped_by_class(monke
 
 
 def test_a_run_records_which_images_froze_the_mapping_and_warns_of_classes_without_one(monkeypatch, tmp_path):
-    import bench.planning as planning
+    import bench.protocol.planning as planning
     from bench.data import build_dataset
 
     def without_val_for_class_1(*args, **kwargs):

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 import torch
 
-from bench.backbones import build_backbone
+from bench.features.backbones import build_backbone
 from bench.errors import BenchError
-from bench.weights import (FEATURE_NORMALISATION, FIELD_BACKBONES, PAPER_BACKBONES, PUBLISHED_FILES, REGISTERED_BACKBONES,
+from bench.features.weights import (FEATURE_NORMALISATION, FIELD_BACKBONES, PAPER_BACKBONES, PUBLISHED_FILES, REGISTERED_BACKBONES,
                            RELEASES, SHOWN_NAMES, resolve_pretrained)
 
 VITS = [name for name in REGISTERED_BACKBONES if name != "dino-resnet50"]
@@ -42,8 +42,8 @@ def close(out: torch.Tensor, ref: torch.Tensor, rtol: float = 1e-4) -> None:
 def test_every_registered_backbone_has_its_file_release_name_and_224_px():
     """At the default options (built on the meta device: nothing is allocated) every registered backbone
     takes 224 px images and gives its documented feature; its tokens are what the space check counts."""
-    from bench.backbones import BACKBONES
-    from bench.bank import FEATURE_DIMS, TOKEN_COUNTS, TOKENS
+    from bench.features.backbones import BACKBONES
+    from bench.features.bank_space import FEATURE_DIMS, TOKEN_COUNTS, TOKENS
 
     dims = {"dinov2-vits14": 384, "dinov2-vitb14": 768, "dinov2-vitl14": 1024, "dinov2-vits14-reg4": 384,
             "dinov2-vitb14-reg4": 768, "dinov2-vitl14-reg4": 1024, "dinov3-vitb16": 768, "clip-vitl14": 768,
@@ -63,7 +63,7 @@ def test_field_backbones_normalise_with_their_authors_statistics_and_the_papers_
     import timm
 
     from bench.data import build_dataset
-    from bench.features import Encoder
+    from bench.features.views import Encoder
 
     assert set(FEATURE_NORMALISATION) == set(FIELD_BACKBONES)  # the paper's three keep the authors' code's rule
     for name, (mean, std) in FEATURE_NORMALISATION.items():
@@ -84,7 +84,7 @@ def test_prefix_then_tail_is_the_backbones_own_feature(name):
     """Patch 14 (a 2 x 2 grid of 28 px), registers and DINOv3's storage tokens (prefix tokens), DINOv3's rotary
     embedding (passed to every block, the tail's too): cut after any block, prefix + tail = the forward."""
     from bench.methods.tails import Tail
-    from bench.tokens import Prefix
+    from bench.features.tokens import Prefix
 
     backbone = build_backbone(name, {"pretrained": False, "kwargs": tiny(name)}, (8, 8, 3))
     scrambled(backbone.model)
@@ -173,8 +173,9 @@ def test_a_missing_file_names_its_published_name_and_where_it_is_published(tmp_p
 def test_a_feature_bank_method_and_a_token_bank_tail_method_run_on_it(name, tmp_path):
     """Baseline on the feature bank and Joint (unfrozen) on the token bank (patch 14 and registers,
     DINOv3's rotary embedding in the tail, CLIP's projection): both finish, each bank built once."""
-    from bench.bank import list_banks
-    from bench.runner import METRICS, execute
+    from bench.features.bank import list_banks
+    from bench.protocol.runner import execute
+    from bench.runs.rundir import METRICS
     from tests.helpers import tiny_specs
     from tests.test_incremental import TINY_VIT
 
@@ -197,7 +198,7 @@ def test_the_backbones_grid_covers_every_registered_backbone_and_renders_tab4_ex
     """The `backbones` grid: Baseline, Baseline++ and Joint (frozen) on every registered backbone, Joint
     (unfrozen) on every registered ViT, five datasets, both splits; `bench report` renders each block in
     Tab. 4's layout: the paper's rows first in the paper's order, then the field's, every run in its row."""
-    from bench.spec import expand, load_grid
+    from bench.config.grids import expand, load_grid
     from tests.test_cli import fake_run, run
 
     grid = load_grid("backbones")

@@ -9,9 +9,10 @@ import pytest
 import torch
 from torch import nn
 
-import bench.checkpoint as checkpoint
-import bench.runner as runner
-from bench.runner import METRICS, execute
+import bench.runs.checkpoint as checkpoint
+import bench.protocol.class_incd as class_incd
+from bench.protocol.runner import execute
+from bench.runs.rundir import METRICS
 from bench.methods.base import Step
 from bench.methods.buffers import ReservoirBuffer
 from bench.methods.der import DER
@@ -30,7 +31,7 @@ TINY_VIT = {"backbone.kwargs.depth": 2, "method.warmup_epochs": 2, "method.epoch
 
 def tiny_vit_specs(name: str, splits=("2-step",), preset: str = "equations", **extra):
     """The smoke grid's tiny ViT, short stages; only the method keys `name` has."""
-    from bench.spec import load_preset
+    from bench.config.presets import load_preset
 
     known = load_preset(name, preset)[0]
     options = {k: v for k, v in {**TINY_VIT, **extra}.items() if not k.startswith("method.") or k[7:] in known}
@@ -166,10 +167,10 @@ def test_replay_loss_by_hand():
 def _two_steps(name, monkeypatch=None):
     """The method after learning two steps of the smoke grid's tiny ViT on synthetic images, and the
     per-step heads as they were after each step."""
-    from bench.backbones import build_backbone
+    from bench.features.backbones import build_backbone
     from bench.data import build_dataset
-    from bench.features import Encoder
-    from bench.tokens import LiveTokens, Prefix
+    from bench.features.views import Encoder
+    from bench.features.tokens import LiveTokens, Prefix
 
     (spec,) = tiny_vit_specs(name)
     backbone = build_backbone(spec.backbone, spec.config["backbone"], (8, 8, 3))
@@ -280,13 +281,14 @@ def test_a_fine_tuned_methods_refitted_maps_are_read_through_the_moved_encoder_a
     recompute every flavour's rows."""
     import numpy as np
 
-    from bench.predictions import PREDICTIONS, replay
+    from bench.protocol.recompute import replay
+    from bench.runs.predictions import PREDICTIONS
     from bench.methods.ewc import EwC
 
     events = []
-    learn, read = EwC.learn, runner._task_predictions
+    learn, read = EwC.learn, class_incd._task_predictions
     monkeypatch.setattr(EwC, "learn", lambda self, step: events.append(f"learn {step.index}") or learn(self, step))
-    monkeypatch.setattr(runner, "_task_predictions",
+    monkeypatch.setattr(class_incd, "_task_predictions",
                         lambda method, inputs, task, index: events.append(f"read {task}") or read(method, inputs, task, index))
     (spec,) = tiny_vit_specs("EwC", preset="code")
     out = execute(spec, tmp_path)

@@ -56,7 +56,7 @@ def test_nothing_to_run_imports_no_torch(tmp_path):
 def test_the_catalogue_is_what_the_classes_say():
     import inspect
 
-    from bench.provenance import method_source_files
+    from bench.core.provenance import method_source_files
     from bench.registries import METHODS, load_all
 
     load_all()

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from bench.errors import BenchError
-from bench.mixed import Manifest
-from bench.runner import execute
+from bench.config.manifests import Manifest
+from bench.protocol.runner import execute
 from tests.helpers import tiny_specs
 
 MIXED = {"dataset.num_classes": 12, "dataset.train_per_class": 20, "dataset.test_per_class": 4}

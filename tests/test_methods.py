@@ -7,9 +7,10 @@ import pandas as pd
 import pytest
 import torch
 
-from bench.features import FeatureViews
-from bench.runner import METRICS, execute
-from bench.spec import load_preset
+from bench.features.views import FeatureViews
+from bench.protocol.runner import execute
+from bench.runs.rundir import METRICS
+from bench.config.presets import load_preset
 from bench.methods.base import Step
 from bench.methods.baseline_pp import BaselinePlusPlus
 from bench.methods.blocks import CosineHead, PrototypeStats
@@ -129,7 +130,7 @@ def test_baseline_pp_code_preset_stores_the_codes_unbiased_sigma(preset, monkeyp
 def test_code_presets_train_on_the_authors_views_equations_presets_on_the_papers(method):
     """A preset sets `features` keys too: `Baseline:code` must not train on the paper's views; every
     variant of `code` (`no_cosnorm`, `sinkhorn`) keeps the authors' views."""
-    from bench.spec import _read_config, preset_names, resolve_config
+    from bench.config.presets import _read_config, preset_names, resolve_config
     from bench.registries import PRESETS_DIR
 
     presets = preset_names(_read_config(str(PRESETS_DIR / f"{METHODS.get(method).preset_file}.py")))
@@ -143,7 +144,7 @@ def test_code_presets_train_on_the_authors_views_equations_presets_on_the_papers
 
 
 def test_ktrfr_batch_is_its_own_key_so_baselines_cifar100_override_does_not_reach_it():
-    from bench.spec import resolve_config
+    from bench.config.presets import resolve_config
 
     config = resolve_config("Baseline++", "code", "cifar100", "5-step", {}, {})["method"]
     assert (config["batch_size"], config["ktrfr_batch_size"]) == (512, 256)
@@ -203,8 +204,8 @@ def test_joint_trains_on_zipped_batches_labelled_by_each_tasks_own_head(monkeypa
 def _tokens_of(backbone, spec, first, labels_in):
     """Live prefix tokens of the synthetic training images whose labels satisfy `labels_in`."""
     from bench.data import build_dataset
-    from bench.features import Encoder
-    from bench.tokens import LiveTokens, Prefix
+    from bench.features.views import Encoder
+    from bench.features.tokens import LiveTokens, Prefix
 
     data = build_dataset("synthetic", spec.config["dataset"])
     prefix = Prefix(backbone, first)
@@ -212,7 +213,7 @@ def _tokens_of(backbone, spec, first, labels_in):
 
 
 def test_joint_unfrozen_trains_only_the_last_block_and_resumes(tmp_path):
-    from bench.backbones import build_backbone
+    from bench.features.backbones import build_backbone
     from bench.methods.joint_unfrozen import JointUnfrozen
 
     (spec,) = tiny_specs(methods=["Joint (unfrozen)"], backbone="timm:vit_tiny_patch16_224",
@@ -242,7 +243,7 @@ def test_joint_unfrozen_stage2_starts_fresh_and_labels_each_steps_images_with_it
     """Stage 2 at step 1: a fresh copy of the pre-trained tail and a head initialised from the stage-1
     heads, trained on zipped batches of both steps' tokens, each step's rows labelled by its own
     stage-1 (tail, head) pair inside its own class range, on the same prefix tokens."""
-    from bench.backbones import build_backbone
+    from bench.features.backbones import build_backbone
     from bench.methods.joint_unfrozen import JointUnfrozen
     from bench.methods.tails import Tail
 
@@ -294,7 +295,7 @@ def test_joint_unfrozen_stage2_starts_fresh_and_labels_each_steps_images_with_it
 def test_the_paper_grids_run_the_configuration_that_produced_the_tables():
     """The paper's tables came from the authors' scripts: the grids that reproduce them run `code` (and
     Tab. 3's `no_cosnorm`, a change to `code`), with the scripts' values (review of issue 20)."""
-    from bench.spec import expand, load_grid
+    from bench.config.grids import expand, load_grid
 
     for name in ("paper", "full"):
         specs = expand(load_grid(name))
@@ -314,7 +315,7 @@ def test_the_paper_grids_run_the_configuration_that_produced_the_tables():
 
 
 def test_equations_is_the_papers_text_and_code_the_default():
-    from bench.spec import parse_method
+    from bench.config.spec import parse_method
 
     assert parse_method("EwC") == ("EwC", "code")
     equations, _ = load_preset("EwC", "equations")

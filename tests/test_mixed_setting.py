@@ -1,4 +1,4 @@
-"""The mixed setting end to end (bench/settings.py, bench/mixed_run.py): labels reach a method only in the
+"""The mixed setting end to end (bench/config/settings.py, bench/protocol/mixed.py): labels reach a method only in the
 labelled stage, each stage holds exactly its manifest's images, the split is written with the run and read
 back, every metric is recomputable from the stored predictions, a method that cannot run the setting is
 refused before anything runs, and the setting is part of the run id."""
@@ -13,15 +13,15 @@ import pytest
 import torch
 
 import bench
-from bench.backbones import build_backbone
+from bench.features.backbones import build_backbone
 from bench.cli import main
 from bench.data import build_dataset
 from bench.errors import BenchError
-from bench.features import Encoder, extract
-from bench.mixed import Manifest
-from bench.predictions import replay
-from bench.runner import execute
-from bench.settings import protocol_for
+from bench.features.views import Encoder, extract
+from bench.config.manifests import Manifest
+from bench.protocol.recompute import replay
+from bench.protocol.runner import execute
+from bench.config.settings import protocol_for
 from tests.helpers import tiny_specs
 # K-means that records every Step it is handed, seeing only its own stage (registered as "_Spy")
 from tests.test_protocol import SEEN, registered  # noqa: F401  (registered: an autouse fixture)
@@ -125,7 +125,7 @@ def test_a_class_incd_split_takes_no_mixed_setting_key():
 def test_a_grid_block_carries_its_own_cfg_and_the_report_has_the_settings_table(tmp_path):
     from bench.reporting import write_report
     from bench.reporting.load import load_metrics
-    from bench.spec import expand, load_grid
+    from bench.config.grids import expand, load_grid
 
     specs = expand(load_grid("cgcd-demo"), methods=["K-means"], seeds=[0], splits=["happy-5-stage"],
                    options={"dataset.num_classes": 12, "dataset.train_per_class": 20, "dataset.test_per_class": 4},
@@ -155,7 +155,7 @@ def test_a_grid_block_carries_its_own_cfg_and_the_report_has_the_settings_table(
 
 
 def test_the_registered_protocols_are_happys_and_promptccds_cifar100_splits():
-    from bench.settings import mixed_setting
+    from bench.config.settings import mixed_setting
 
     labels = np.repeat(np.arange(100), 500)  # CIFAR-100's shape: 100 classes of 500 training images
     happy = protocol_for(mixed_setting("happy-5-stage"), 100, labels)

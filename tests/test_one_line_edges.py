@@ -10,7 +10,7 @@ import os
 import pytest
 
 from bench.cli import main
-from bench.runner import execute
+from bench.protocol.runner import execute
 from tests.helpers import TINY, tiny_specs
 
 
@@ -90,7 +90,7 @@ def test_an_over_long_report_dir_is_one_line(results, capsys):
 def test_a_token_bank_reserves_its_files_before_writing_through_their_maps(tmp_path, monkeypatch):
     """A disk that fills under a write through a memory map kills the worker with SIGBUS; reserved
     blocks turn a full disk into an OSError at allocation instead."""
-    from bench.token_bank import build_token_bank
+    from bench.features.token_bank import build_token_bank
     from tests.test_token_bank import FIELDS, bound, sources_of
 
     calls = []
@@ -124,7 +124,7 @@ def test_a_disk_that_fills_while_a_token_bank_is_built_is_one_line(tmp_path, mon
 
 def test_a_cache_that_cannot_be_written_when_a_run_builds_its_bank_names_the_option_bench_takes(tmp_path):
     """The message once suggested `--cfg-options features.cache_dir=DIR`, which bench refuses."""
-    from bench.bank import build_once
+    from bench.features.bank import build_once
     from bench.errors import BenchError
 
     (tmp_path / "file").write_text("")

@@ -2,12 +2,13 @@
 `bench.registries`, and moving them there changed no run id."""
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 
 import pytest
 
-from bench.spec import expand, load_grid
+from bench.config.grids import expand, grid_names, load_grid
 
 # ids computed before methods/ and registries/ became bench.methods and bench.registries: a run id
 # names a results directory, so changing one would orphan every finished run
@@ -21,6 +22,26 @@ PINNED = [
 @pytest.mark.parametrize("grid, selection, index, run_id", PINNED)
 def test_run_ids_survive_the_move_into_one_package(grid, selection, index, run_id):
     assert expand(load_grid(grid), **selection)[index].run_id == run_id
+
+
+# every registered grid's runs, as (count, sha256 of the sorted run ids joined by newlines), computed before
+# bench/ was laid out by concern (docs/architecture.md): moving the code changed no run id
+GRID_RUN_IDS = {
+    "backbones": (470, "a919b5286172589498f78254c038d682c3fe48fbef1651ab44e2558ebb5402fd"),
+    "cgcd": (144, "b8ce2a1c12d8ba728b8336fccadf290b8d544b35634369adf15b5233bde20d27"),
+    "cgcd-demo": (72, "3c485447fe14c481df30d49ffa9047417fcfa7436d9b5edd40a462d13ca336de"),
+    "demo": (24, "9b45f7a89738af22d698a6721829a08fdc8233190b3be7bc11138650873f8d78"),
+    "full": (348, "dfd2d47e76102972c860c1032d752fdb2c71a7794d86bdfa6e056c8bd852b81e"),
+    "paper": (116, "dcd89b6cf20ad155c9ad5b92d019e2e862f6c349b382a748bdb8a2aa14f214d8"),
+    "smoke": (12, "f8b69cb683e83d4ae7259e316aeaf6313c275b30150cf898d42a93cc6a7c174a"),
+}
+
+
+def test_every_registered_grid_keeps_its_run_ids_across_the_layout_by_concern():
+    assert sorted(grid_names()) == sorted(GRID_RUN_IDS)  # a new grid is pinned here when it lands
+    for grid, (count, digest) in GRID_RUN_IDS.items():
+        ids = sorted(spec.run_id for spec in expand(load_grid(grid)))
+        assert (len(ids), hashlib.sha256("\n".join(ids).encode()).hexdigest()) == (count, digest), grid
 
 
 def test_only_bench_is_importable_at_the_top_level():

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import torch
 
-import bench.checkpoint as checkpoint
-import bench.runner as runner
+import bench.runs.checkpoint as checkpoint
+import bench.protocol.runner as runner
 from tests.helpers import tiny_specs
 
 PIN = Path(__file__).parent / "data" / "joint_unfrozen_smoke.json"

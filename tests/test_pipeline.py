@@ -12,7 +12,7 @@ import torch.nn.functional as F
 import torchvision.transforms.v2.functional as TF
 from PIL import Image, ImageOps
 
-from bench.augment import get_policy, random_shift
+from bench.features.augment import get_policy, random_shift
 from bench.data import DatasetError, ImageSet
 from bench.data import pipeline as P
 from bench.data.files import decode

@@ -1,4 +1,4 @@
-"""Plugins (bench.plugins): methods, presets and grids from a folder (`--include DIR`, BENCH_INCLUDE) or an
+"""Plugins (bench.registries.plugins): methods, presets and grids from a folder (`--include DIR`, BENCH_INCLUDE) or an
 installed package's `bench.plugins` entry points reach every place a run happens, the catalogue follows
 their files, and a broken one is one warning line while everything else works."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from bench import plugins
+from bench.registries import plugins
 from bench.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -194,7 +194,7 @@ def test_a_plugin_never_takes_a_name_of_benchs(capsys, tmp_path):
     code = (f"from bench import plugins; plugins.use([{str(folder)!r}]); from bench.data import reader_class; "
             "reader_class('nowhere'); from bench.registries import BACKBONES; print(BACKBONES.get('pixels').__module__)")
     out = bench_in_subprocess(code, {"PYTHONPATH": str(ROOT)}, tmp_path)
-    assert out.splitlines()[-1] == "bench.backbones"
+    assert out.splitlines()[-1] == "bench.features.backbones"
 
 
 def test_bench_include_is_include_and_adds_to_it(capsys, tmp_path, monkeypatch):
@@ -382,9 +382,9 @@ def test_the_catalogue_follows_a_plugins_files(tmp_path):
 
 
 def test_a_slurm_job_carries_and_imports_the_plugins(tmp_path, monkeypatch):
-    from bench import slurm
+    from bench.execution import slurm
     from bench.registries import METHODS
-    from bench.spec import expand, load_grid
+    from bench.config.grids import expand, load_grid
 
     folder = write_plugin(tmp_path / "plugin")
     plugins.activate([folder])

@@ -1,4 +1,4 @@
-"""A local pool that stops when asked (bench/workers.py, bench/lifeline.py), driven through a real
+"""A local pool that stops when asked (bench/execution/workers.py, bench/execution/lifeline.py), driven through a real
 `bench run --cluster local --workers 2`: Ctrl-C or SIGTERM starts no queued run, stops the runs in
 flight (they resume on the next `bench run`) and exits within seconds; a second Ctrl-C exits at once;
 SIGKILL to bench alone takes its workers and fork server with it; a reader that leaves fails nothing."""
@@ -179,7 +179,7 @@ def test_the_watchdog_ends_a_worker_whose_bench_died_unreaped(tmp_path):
     """The guard that needs no parent-death signal (other systems, a fork server started from another
     thread): a process watching a parent that was SIGKILLed, and is a zombie nobody has reaped yet, ends
     within a few of its 0.5 s checks."""
-    child = ("import os, sys, time; from bench.lifeline import watch; watch(os.getppid()); "
+    child = ("import os, sys, time; from bench.execution.lifeline import watch; watch(os.getppid()); "
              "open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)")
     parent = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', sys.argv[1], sys.argv[2]]); "
               "time.sleep(60)")

@@ -1,4 +1,4 @@
-"""Stored predictions (bench/predictions.py) and `bench metrics recompute` (bench/recompute.py)."""
+"""Stored predictions (bench/runs/predictions.py) and `bench metrics recompute` (bench/protocol/recompute.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,8 +6,9 @@ import pandas as pd
 import pytest
 
 from bench.cli import main
-from bench.predictions import PREDICTIONS
-from bench.runner import METRICS, execute
+from bench.runs.predictions import PREDICTIONS
+from bench.protocol.runner import execute
+from bench.runs.rundir import METRICS
 from tests.helpers import killed_then_resumed, tiny_specs
 
 ARGV = ["--grid", "smoke", "--methods", "K-means", "Baseline", "--backbone", "pixels", "--splits", "5-step"]
@@ -165,7 +166,7 @@ def test_unreadable_metrics_are_rebuilt_from_the_predictions_without_training(fi
 
 def test_a_worker_given_the_damaged_run_rebuilds_it_too(finished, tmp_path, monkeypatch):
     """`execute` (what the workers and SLURM jobs call) rebuilds rather than trains as well."""
-    from bench.spec import RunSpec
+    from bench.config.spec import RunSpec
     from bench.methods.baseline import Baseline
 
     run = next(r for r in finished if '"Baseline"' in (r / "spec.json").read_text())

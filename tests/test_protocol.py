@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from bench.backbones import build_backbone
+from bench.features.backbones import build_backbone
 from bench.data import build_dataset
-from bench.evaluate import TaskLayout
-from bench.features import Encoder, extract
-from bench.runner import execute
+from bench.protocol.evaluate import TaskLayout
+from bench.features.views import Encoder, extract
+from bench.protocol.runner import execute
 from bench.methods.base import Step
 from bench.methods.kmeans import KMeansReference
 from bench.registries import METHODS

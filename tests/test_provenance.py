@@ -16,8 +16,8 @@ import timm
 import torch
 import torchvision
 
-from bench import provenance
-from bench.provenance import VERSION_COLUMNS, weights_sha256
+from bench.core import provenance
+from bench.core.provenance import VERSION_COLUMNS, weights_sha256
 from bench.reporting.aggregate import final_scores, mixed_versions, split_by
 from tests.test_cli import fake_run, run
 
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_a_run_records_the_versions_it_ran_with(tmp_path):
-    from bench.runner import execute
+    from bench.protocol.runner import execute
     from tests.helpers import tiny_specs
 
     (spec,) = tiny_specs(methods=["K-means"])
@@ -42,7 +42,7 @@ def test_a_run_records_the_versions_it_ran_with(tmp_path):
 def test_versions_of_libraries_a_run_never_imported_are_read_without_importing_them():
     """A run on raw pixels imports neither timm nor torchvision; their columns still read exactly what
     the imported modules say (torchvision's local build tag included), and importing is left undone."""
-    code = ("import sys, json; from bench.provenance import library_versions; v = library_versions(); "
+    code = ("import sys, json; from bench.core.provenance import library_versions; v = library_versions(); "
             "print(json.dumps([v, 'timm' in sys.modules, 'torchvision' in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     versions, timm_imported, torchvision_imported = json.loads(out.stdout)
@@ -102,7 +102,7 @@ def test_split_by_gives_each_version_its_own_row():
 
 
 def test_report_warns_about_mixed_versions_and_splits_by_them(capsys, tmp_path):
-    from bench.spec import expand, load_grid
+    from bench.config.grids import expand, load_grid
 
     specs = expand(load_grid("smoke"), methods=["Baseline"], seeds=[0, 1])
     for spec, version in zip(specs, ("2.14.1", "2.15.0")):
@@ -138,8 +138,8 @@ def test_tail_precision_says_what_the_trained_blocks_computed_in():
     column tells them apart from today's fp32 ones (a GPU is not needed to check what it would say)."""
     import torch
 
-    from bench.run_metrics import tail_precision
-    from bench.runs_on import RunsOn
+    from bench.runs.metrics_file import tail_precision
+    from bench.core.runs_on import RunsOn
     from tests.helpers import tiny_specs
 
     (spec,) = tiny_specs(methods=["EwC"], backbone="timm:vit_tiny_patch16_224")

@@ -159,7 +159,7 @@ def test_compare_with_the_papers_numbers():
 
 
 def test_the_paper_grid_has_a_block_per_table():
-    from bench.spec import expand, load_grid
+    from bench.config.grids import expand, load_grid
 
     grid = load_grid("paper")
     assert [b.name for b in grid.blocks] == ["tab5", "tab2", "tab3", "tab4", "cassle"]
@@ -178,7 +178,7 @@ def test_the_paper_grid_has_a_block_per_table():
 def test_every_cell_of_the_paper_grid_has_the_papers_numbers_to_compare_with():
     """`bench report --compare paper` on the paper grid: every run's A and F has a number from the paper."""
     from bench.reporting.compare import paper_reference
-    from bench.spec import expand, load_grid
+    from bench.config.grids import expand, load_grid
 
     reference = paper_reference().set_index(["split", "dataset", "label", "backbone", "metric"])["paper"]
     cells = [(s.split, s.dataset, s.label, s.backbone, metric) for s in expand(load_grid("paper")) for metric in "AF"]
@@ -315,17 +315,17 @@ def test_unknown_layout_lists_the_valid_ones(frame):
 
 
 def test_grid_layouts_are_checked(tmp_path, monkeypatch):
-    import bench.registries as registries
+    from bench.registries import plugins
     from bench.errors import BenchError
     from bench.reporting.layouts import BUILDERS
-    from bench.spec import LAYOUTS, load_grid
+    from bench.config.grids import LAYOUTS, load_grid
 
     assert set(LAYOUTS) == set(BUILDERS)
     assert [b.layout for b in load_grid("paper").blocks] == ["comparison", "references", "ablation", "backbones",
                                                              "baselines_last"]
     (tmp_path / "bad.py").write_text('seeds = [0]\nbackbone = "pixels"\nblocks = [dict(name="t", layout="wide", '
                                      'methods=["Baseline"], datasets=["digits"], splits=["2-step"])]\n')
-    monkeypatch.setattr(registries, "GRIDS_DIR", tmp_path)
+    monkeypatch.setattr(plugins, "GRIDS_DIR", tmp_path)
     with pytest.raises(BenchError, match="grid 'bad', block 't': unknown table layout 'wide'; known: ablation, backbones, "
                                          "baselines_last, comparison, references"):
         load_grid("bad")
@@ -501,7 +501,8 @@ def test_runs_recorded_under_the_old_preset_names_land_in_todays_rows(preset, ol
     """Before `code` became the default, the authors' configuration was labelled "[code]" and the paper's
     text was the default `paper`: reports label a run from its method and preset as they are named now."""
     from bench.reporting.load import load_metrics
-    from bench.runner import METRICS, execute
+    from bench.protocol.runner import execute
+    from bench.runs.rundir import METRICS
     from tests.helpers import tiny_specs
 
     (spec,) = tiny_specs(methods=["K-means"])

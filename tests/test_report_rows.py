@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from bench.cli import main
-from bench.outcomes import print_leaderboard
+from bench.reporting.outcomes import print_leaderboard
 from bench.reporting.aggregate import final_scores
 from bench.reporting.load import load_metrics
 
@@ -68,7 +68,7 @@ def test_two_configurations_are_two_rows_labelled_by_what_differs(results, capsy
 
 
 def test_the_leaderboard_keeps_configurations_apart(results, capsys):
-    from bench.spec import RunSpec
+    from bench.config.spec import RunSpec
 
     root, one, two = results
     specs = [RunSpec.from_json((d / "spec.json").read_text()) for d in one + two]
@@ -161,7 +161,7 @@ def test_a_method_no_longer_registered_still_reports(results, capsys, monkeypatc
 def test_the_leaderboard_keeps_backbones_apart_and_marks_references(tmp_path, capsys):
     """A `bench run --backbone A B` leaderboard: one row per backbone, as `bench report` has, each
     reference row marked whatever its label says after the method."""
-    from bench.spec import expand, load_grid
+    from bench.config.grids import expand, load_grid
     from tests.test_cli import fake_run
 
     specs = expand(load_grid("smoke"), methods=["K-means"], backbones=["pixels", "dino-resnet50"], seeds=[0])

@@ -11,8 +11,10 @@ import pandas as pd
 import pytest
 import torch
 
-from bench.runner import CHECKPOINT, DONE, ERROR, METRICS, execute, run_dir
-from bench.scheduler import run_specs
+from bench.protocol.runner import execute
+
+from bench.runs.rundir import CHECKPOINT, DONE, ERROR, METRICS, run_dir
+from bench.execution.scheduler import run_specs
 from bench.methods.baseline import Baseline
 from bench.registries import METHODS
 from tests.helpers import tiny_specs
@@ -49,8 +51,8 @@ def metrics(out: Path) -> pd.DataFrame:
 KILL_SCRIPT = """
 import sys
 from pathlib import Path
-from bench.spec import RunSpec
-from bench.runner import execute
+from bench.config.spec import RunSpec
+from bench.protocol.runner import execute
 execute(RunSpec.from_json(Path(sys.argv[1]).read_text()), Path(sys.argv[2]))
 """
 

@@ -6,7 +6,7 @@ import pytest
 
 from bench.registries import METHODS, load_all
 from bench.registries.catalogue import method_info
-from bench.runs_on import RunsOn
+from bench.core.runs_on import RunsOn
 
 # (inputs, sees_past_steps, trains_on_views, warms_up_on_features) as the class flags declared them
 DECLARED = {

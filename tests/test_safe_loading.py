@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from bench.data import DatasetError, build_dataset
-from bench.runner import CHECKPOINT, DONE, METRICS, execute, run_dir
+from bench.protocol.runner import execute
+from bench.runs.rundir import CHECKPOINT, DONE, METRICS, run_dir
 from bench.registries import METHODS, load_all
 from tests import fixtures_datasets as fx
 from tests.helpers import killed_then_resumed, tiny_specs
@@ -95,7 +96,7 @@ def test_a_checkpoint_written_before_numpy_values_became_tensors_still_resumes(t
     """Runs in progress when bench began storing numpy values as tensors hold raw numpy arrays in their
     checkpoints: numpy's data constructors are allowed for them (nothing else), so they resume instead
     of starting over."""
-    import bench.checkpoint as checkpoint
+    import bench.runs.checkpoint as checkpoint
 
     monkeypatch.setattr(checkpoint, "to_safe", lambda state: state)  # how checkpoints were written before
     (spec,) = tiny_specs(methods=["Baseline"], splits=["5-step"], **{"dataset.num_classes": 10})

@@ -1,5 +1,5 @@
 """Same run, same numbers: a run's results do not depend on where, beside what, or after which
-interruption it ran (bench/numerics.py). Its CPU compute threads are its own (`--threads`, default 1),
+interruption it ran (bench/core/numerics.py). Its CPU compute threads are its own (`--threads`, default 1),
 set by the runner on every path, stored in its checkpoint and resumed with; SLURM jobs size what still
 follows the machine from SLURM_CPUS_PER_TASK."""
 from __future__ import annotations
@@ -11,11 +11,12 @@ import pandas as pd
 import pytest
 import torch
 
-import bench.checkpoint as checkpoint
-from bench import numerics
+import bench.runs.checkpoint as checkpoint
+from bench.core import numerics
 from bench.cli import main
-from bench.runner import METRICS, execute, run_dir
-from bench.spec import load_preset
+from bench.protocol.runner import execute
+from bench.runs.rundir import METRICS, run_dir
+from bench.config.presets import load_preset
 from bench.methods.baseline import Baseline
 from bench.methods.ewc import EwC
 from tests.helpers import TINY, killed_then_resumed, tiny_specs
@@ -112,7 +113,7 @@ def test_a_slurm_job_sizes_from_its_cpus_per_task(monkeypatch):
 
 def test_a_slurm_job_computes_with_the_runs_threads_not_the_nodes_cores(tmp_path, monkeypatch):
     """The job's compute threads are the run's (default 1), whatever the node shows or SLURM gives."""
-    from bench.slurm import SlurmRun
+    from bench.execution.slurm import SlurmRun
 
     monkeypatch.setattr(numerics.os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "2")

@@ -14,9 +14,10 @@ import pandas as pd
 import pytest
 
 from bench.cli import main
-from bench.runner import CHECKPOINT, METRICS, execute, run_dir
-from bench.slurm import latest_jobs
-from bench.spec import load_grid
+from bench.protocol.runner import execute
+from bench.runs.rundir import CHECKPOINT, METRICS, run_dir
+from bench.execution.slurm import latest_jobs
+from bench.config.grids import load_grid
 from tests.helpers import tiny_specs
 from tests.test_plugins import GRID, ROOT, bench_in_subprocess, install_plugin_package, run_config, write_plugin
 

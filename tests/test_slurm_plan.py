@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from bench.errors import BenchError
-from bench.slurm import load_profile, plan, sacct_states, validate_params
+from bench.execution.slurm import load_profile, plan, sacct_states, validate_params
 from tests.helpers import tiny_specs
 
 
@@ -66,7 +66,7 @@ def test_only_a_submitit_job_process_ends_without_the_interpreters_teardown(monk
     import sys
     import types
 
-    import bench.slurm as slurm
+    import bench.execution.slurm as slurm
 
     registered = []
     monkeypatch.setattr(slurm.atexit, "register", registered.append)
@@ -81,7 +81,7 @@ def test_only_a_submitit_job_process_ends_without_the_interpreters_teardown(monk
 def test_a_profile_that_does_not_load_is_one_line(tmp_path, monkeypatch):
     """A site profile in ./slurm/profiles whose `_base_` is not beside it: one line naming the file."""
     from bench.errors import BenchError
-    from bench.slurm import load_profile
+    from bench.execution.slurm import load_profile
 
     (tmp_path / "slurm" / "profiles").mkdir(parents=True)
     (tmp_path / "slurm" / "profiles" / "site.py").write_text('_base_ = ["./default.py"]\ndefault = dict(mem_gb=8)\n')

@@ -1,4 +1,4 @@
-"""Other codebases' split files (bench.split_files), each written here in its real on-disk format: a
+"""Other codebases' split files (bench.config.peer_splits), each written here in its real on-disk format: a
 PromptCCD split gives exactly the stages its files and rule give, and an SSB split pickle is read
 without running anything it asks for."""
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from bench.errors import BenchError
-from bench.mixed import draw
-from bench.split_files import (PromptCCDConfig, happy_arrival_order, promptccd_protocol, read_promptccd,
+from bench.config.manifests import draw
+from bench.config.peer_splits import (PromptCCDConfig, happy_arrival_order, promptccd_protocol, read_promptccd,
                                read_ssb_splits)
 
 RATIOS = "[[0.87, 0.54, 0.5, 1.0], [0.7, 0.67, 1.0], [0.9, 1.0], [1.0]]"

@@ -11,8 +11,10 @@ import pytest
 import torch
 
 from bench.cli import main
-from bench.predictions import PREDICTIONS
-from bench.runner import CHECKPOINT, METRICS, execute, rebuild_metrics, run_dir
+from bench.runs.predictions import PREDICTIONS
+from bench.protocol.runner import execute
+from bench.protocol.recompute import rebuild_metrics
+from bench.runs.rundir import CHECKPOINT, METRICS, run_dir
 from bench.methods.baseline import Baseline
 from tests.helpers import tiny_specs
 

@@ -7,13 +7,13 @@ import copy
 import pytest
 import torch
 
-from bench.tokens import Prefix, first_trainable_block
+from bench.features.tokens import Prefix, first_trainable_block
 from bench.methods.loop import train_epochs
 from bench.methods.tails import Tail
 
 
 def tiny_vit(name: str = "vit_base_patch16_224", **extra):
-    from bench.backbones import build_backbone
+    from bench.features.backbones import build_backbone
 
     kwargs = {"embed_dim": 16, "depth": 12, "num_heads": 2, "img_size": 16, "patch_size": 8, **extra}
     return build_backbone(f"timm:{name}", {"pretrained": False, "kwargs": kwargs}, (16, 16, 3))
@@ -118,7 +118,7 @@ def test_a_tail_method_on_a_backbone_without_blocks_is_refused_before_anything_r
 
 def test_autocast_is_bf16_on_cuda_only_when_the_precision_says_so():
     """No GPU here: the choice of autocast, which `autocast_for` hands to `torch.autocast`."""
-    from bench.features import autocast_args
+    from bench.features.views import autocast_args
 
     assert autocast_args("cuda", "fp32") == dict(device_type="cuda", dtype=torch.bfloat16, enabled=False)
     assert autocast_args("cuda", "bf16") == dict(device_type="cuda", dtype=torch.bfloat16, enabled=True)
@@ -137,8 +137,8 @@ def test_the_runs_tail_precision_reaches_every_trained_block(precision, tmp_path
     the run's `precision.tails` (default fp32); the frozen prefix keeps its own (bf16 on CUDA)."""
     import contextlib
 
-    import bench.runner as runner
-    from bench.tokens import vit_of
+    import bench.protocol.runner as runner
+    from bench.features.tokens import vit_of
     from bench.methods.restune import ResidualEncoder, ResTune
     from tests.helpers import tiny_specs
 
@@ -169,7 +169,7 @@ def test_the_runs_tail_precision_reaches_every_trained_block(precision, tmp_path
 def test_the_default_precision_keeps_the_run_ids_runs_had_before():
     from dataclasses import asdict
 
-    from bench.spec import RunSpec
+    from bench.config.spec import RunSpec
     from tests.helpers import tiny_specs
 
     (default,) = tiny_specs(methods=["CaSSLe"], backbone="timm:vit_tiny_patch16_224")

@@ -1,4 +1,4 @@
-"""The token bank (bench/token_bank.py): the prefix's tokens stored once per key, the same as the
+"""The token bank (bench/features/token_bank.py): the prefix's tokens stored once per key, the same as the
 live prefix gives for the same view draws; a build killed midway never looks complete; tail methods
 run and resume on it; the run ids of runs without it do not change."""
 from __future__ import annotations
@@ -8,10 +8,11 @@ import pandas as pd
 import pytest
 import torch
 
-from bench.bank import list_banks
-from bench.runner import METRICS, execute
-from bench.token_bank import BankTokens, build_token_bank
-from bench.tokens import LiveTokens
+from bench.features.bank import list_banks
+from bench.protocol.runner import execute
+from bench.runs.rundir import METRICS
+from bench.features.token_bank import BankTokens, build_token_bank
+from bench.features.tokens import LiveTokens
 from tests.test_discovery import bound
 from tests.test_incremental import tiny_vit_specs
 
@@ -20,8 +21,8 @@ FIELDS = {"format": 1, "kind": "tokens", "test": True}
 
 def sources_of(method, spec):
     from bench.data import build_dataset
-    from bench.features import Encoder
-    from bench.tokens import Prefix
+    from bench.features.views import Encoder
+    from bench.features.tokens import Prefix
 
     data = build_dataset("synthetic", spec.config["dataset"])
     encoder, prefix = Encoder(method.backbone, data, "cpu"), Prefix(method.backbone, method.first_trainable)
@@ -152,10 +153,10 @@ def test_a_run_reading_ahead_trains_exactly_what_a_run_without_does(tmp_path, mo
         return block
 
     monkeypatch.setattr(BankTokens, "_read_ahead_block", counted)
-    import bench.checkpoint
+    import bench.runs.checkpoint
 
-    states, save = [], bench.checkpoint.save_checkpoint  # what each step trained: stage-1 and stage-2 weights
-    monkeypatch.setattr(bench.checkpoint, "save_checkpoint", lambda path, state: (states.append(state["method"]), save(path, state)))
+    states, save = [], bench.runs.checkpoint.save_checkpoint  # what each step trained: stage-1 and stage-2 weights
+    monkeypatch.setattr(bench.runs.checkpoint, "save_checkpoint", lambda path, state: (states.append(state["method"]), save(path, state)))
     (spec,) = tiny_vit_specs("Joint (unfrozen)", **{"features.tokens": "bank", "method.stage1_batch_size": 8,
                                                     "method.stage2_batch_size": 8})
     outputs = {}
@@ -222,7 +223,7 @@ def test_tail_methods_run_on_the_token_bank_and_one_bank_serves_every_seed(name,
 def test_once_the_banks_exist_the_tail_methods_never_run_the_prefix(tmp_path, monkeypatch):
     """Every view, evaluation image and replayed buffer image (DER) of EwC, LwF, DER, FRoST and
     Joint (unfrozen) comes from the token bank; only CaSSLe's asymmetric views are drawn fresh."""
-    from bench.tokens import Prefix
+    from bench.features.tokens import Prefix
 
     options = {"features.tokens": "bank", "method.batch_size": 8}
     execute(tiny_vit_specs("EwC", seeds=(9,), **options)[0], tmp_path)  # builds the token bank
@@ -278,8 +279,8 @@ def test_a_damaged_token_bank_is_set_aside_and_rebuilt_when_opened(tmp_path, how
 def test_a_large_token_bank_verifies_each_chunk_when_a_read_first_touches_it(tmp_path, monkeypatch):
     """Above VERIFY_AT_OPEN_BYTES the open checks sizes and shapes only; a damaged chunk is caught by
     the first read that touches it, before its values are returned, and the bank is moved aside."""
-    from bench import bank as bank_module
-    from bench.bank import DamagedBank
+    from bench.features import bank as bank_module
+    from bench.features.bank import DamagedBank
 
     monkeypatch.setattr(bank_module, "CHUNK_BYTES", 4096)
     monkeypatch.setattr(bank_module, "VERIFY_AT_OPEN_BYTES", 0)

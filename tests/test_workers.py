@@ -1,4 +1,4 @@
-"""Warm local workers (bench/workers.py): many runs per process, a run that kills its worker is
+"""Warm local workers (bench/execution/workers.py): many runs per process, a run that kills its worker is
 recorded as failed while the rest of the grid finishes (Ctrl-C, SIGTERM and SIGKILL: tests/test_pool_stops.py)."""
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.runner import DONE, ERROR, is_done, run_dir
-from bench.scheduler import run_specs
-from bench.numerics import DEFAULT_THREADS
+from bench.runs.rundir import DONE, ERROR, is_done, run_dir
+from bench.execution.scheduler import run_specs
+from bench.core.numerics import DEFAULT_THREADS
 from tests.helpers import tiny_specs
 
 QUICK = {"method.epochs": 2}

@@ -23,7 +23,7 @@ def command(args: argparse.Namespace) -> int:
 
     from tabulate import tabulate
 
-    from bench.bank import default_cache_dir, list_folders, remove_banks
+    from bench.features.bank import default_cache_dir, list_folders, remove_banks
 
     cache = Path(args.cache_dir) if args.cache_dir else default_cache_dir(args.results)
     if args.action == "list":

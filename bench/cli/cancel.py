@@ -13,7 +13,7 @@ def add_parser(sub: Any) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    from bench import slurm
+    from bench.execution import slurm
 
     grid, specs = expand(args)
     ids = slurm.cancel(args.results, specs)

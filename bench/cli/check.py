@@ -1,4 +1,4 @@
-"""`bench check method NAME`: the conformance kit (`bench.conformance`) that bench's own methods pass,
+"""`bench check method NAME`: the conformance kit (`bench.kit.conformance`) that bench's own methods pass,
 one line per check, exit status 1 when any fails."""
 from __future__ import annotations
 
@@ -13,6 +13,6 @@ def add_parser(sub: Any) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    from bench.conformance import check_method
+    from bench.kit.conformance import check_method
 
     return 0 if check_method(args.name, echo=lambda line: print(line, flush=True)) else 1

@@ -1,5 +1,5 @@
 """What several commands share: the selection options (`--grid`, `--methods` …, where the results and
-data are) and turning them into the keyword arguments of `bench.selection` / `bench.api`."""
+data are) and turning them into the keyword arguments of `bench.execution.selection` / `bench.api`."""
 from __future__ import annotations
 
 import argparse
@@ -36,7 +36,7 @@ def selection(args: argparse.Namespace) -> dict[str, Any]:
 
 def expand(args: argparse.Namespace) -> tuple[Any, list[Any]]:
     """The grid and run specs the selection options of `bench run`, `status`, `cancel`, `metrics` name."""
-    from bench.selection import expand_selection, parse_options
+    from bench.execution.selection import expand_selection, parse_options
 
     read_ahead = getattr(args, "read_ahead", None)
     return expand_selection(args.grid, **{**selection(args), "cfg_options": parse_options(args.cfg_options)},

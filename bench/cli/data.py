@@ -22,10 +22,10 @@ def add_parser(sub: Any) -> None:
 def command(args: argparse.Namespace) -> int:
     from bench.data import build_dataset
     from bench.data.summary import summary_table
-    from bench.spec import n_steps_of
-    from bench.preflight import resolve_data_root
+    from bench.config.spec import n_steps_of
+    from bench.execution.preflight import resolve_data_root
     from bench.registries import load_all
-    from bench.selection import parse_options
+    from bench.execution.selection import parse_options
 
     load_all()
     options = {}

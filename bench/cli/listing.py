@@ -13,12 +13,14 @@ def add_parser(sub: Any) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    from bench.spec import SPLITS, grid_names, load_grid
+    from bench.config.spec import SPLITS
+    from bench.config.grids import grid_names, load_grid
     from bench.registries import DATASETS
     from bench.registries.catalogue import catalogue, method_info, method_names
 
     if args.kind == "methods":
-        from bench.spec import _read_config, method_slug, method_slugs, preset_names
+        from bench.config.spec import method_slug, method_slugs
+        from bench.config.presets import _read_config, preset_names
 
         method_slugs()  # two methods with one slug: an error naming both, before anything is listed
         for name in method_names():
@@ -31,7 +33,7 @@ def command(args: argparse.Namespace) -> int:
         for name, cls in sorted(DATASETS.module_dict.items()):
             print(f"{name:<14} {_first_doc_line(cls)}")
     elif args.kind == "splits":
-        from bench.settings import MIXED_SPLITS
+        from bench.config.settings import MIXED_SPLITS
 
         for name, n in SPLITS.items():
             print(f"{name:<17} class-iNCD: {n} tasks of contiguous classes in the dataset's canonical order")
@@ -39,7 +41,7 @@ def command(args: argparse.Namespace) -> int:
             print(f"{name:<17} mixed setting ({mixed.source}): a labelled stage, then {mixed.stages} stages of old "
                   f"and new classes (docs/settings.md)")
     elif args.kind == "backbones":
-        from bench.weights import PUBLISHED_FILES
+        from bench.features.weights import PUBLISHED_FILES
 
         # the registered backbones with the file their authors publish (found under --weights-dir), then the rest
         docs = catalogue()["backbone_docs"]
@@ -49,7 +51,7 @@ def command(args: argparse.Namespace) -> int:
             shown = "timm:<model name>" if name == "timm" else name
             print(f"{shown:<20} {PUBLISHED_FILES.get(name, '-'):<{width}} {docs[name]}")
     else:
-        from bench.spec import expand
+        from bench.config.grids import expand
 
         names = grid_names()
         width = max(map(len, names), default=8)

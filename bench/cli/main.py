@@ -16,8 +16,8 @@ from typing import Any, Callable, Sequence
 
 from bench.cli import cache, cancel, check, data, listing, metrics, new, report, run, status
 from bench.errors import BenchError, disk_full
-from bench.outcomes import DISK_FULL
-from bench.preflight import shortened
+from bench.reporting.outcomes import DISK_FULL
+from bench.execution.preflight import shortened
 
 # in the order `bench --help` lists them; each module adds its parser and runs its command
 COMMANDS = {"run": run, "status": status, "cancel": cancel, "list": listing, "data": data, "cache": cache,
@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
     for module in COMMANDS.values():
         module.add_parser(sub)
-    for command in sub.choices.values():  # every command sees the same plugins (bench.plugins)
+    for command in sub.choices.values():  # every command sees the same plugins (bench.registries.plugins)
         command.add_argument("--include", action="append", default=[], metavar="DIR",
                              help="a folder of plugins (methods, datasets, backbones; presets/, grids/), "
                                   "repeatable; added to $BENCH_INCLUDE")
@@ -109,7 +109,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         args = parser.parse_args(["run", *argv])
     try:
-        from bench.plugins import activate
+        from bench.registries.plugins import activate
 
         activate(args.include)
         command: Callable[[argparse.Namespace], int] = COMMANDS[args.command].command
@@ -127,7 +127,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         print(f"bench: error: {DISK_FULL.format(err.filename or err)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM: every run checkpoints after each step
-        from bench.workers import INTERRUPTED, STOP_SIGNALS, exit_at_once
+        from bench.execution.workers import INTERRUPTED, STOP_SIGNALS, exit_at_once
 
         for sig in STOP_SIGNALS if command_line and threading.current_thread() is threading.main_thread() else ():
             signal.signal(sig, exit_at_once)  # a second one ends bench now, whatever exiting still waits for

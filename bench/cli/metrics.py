@@ -18,8 +18,8 @@ def add_parser(sub: Any) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """`bench metrics recompute`: every finished run of the grid (or under the results root)."""
-    from bench.recompute import finished_runs, recompute_run
-    from bench.rundir import run_dir
+    from bench.protocol.recompute import finished_runs, recompute_run
+    from bench.runs.rundir import run_dir
 
     if args.grid:
         _, specs = expand(args)

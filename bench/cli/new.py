@@ -1,5 +1,5 @@
 """`bench new method|dataset NAME --dir DIR`: a method (or dataset reader) to start from, with its
-preset and a test, that runs as written (`bench.scaffold`)."""
+preset and a test, that runs as written (`bench.kit.scaffold`)."""
 from __future__ import annotations
 
 import argparse
@@ -15,7 +15,7 @@ def add_parser(sub: Any) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    from bench.scaffold import new
+    from bench.kit.scaffold import new
 
     for path in new(args.kind, args.name, args.dir):
         print(f"wrote {path}")

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.cli.common import add_selection, selection
-from bench.provenance import VERSION_COLUMNS
+from bench.core.provenance import VERSION_COLUMNS
 
 
 def add_parser(sub: Any) -> None:

@@ -14,9 +14,9 @@ def add_parser(sub: Any) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    from bench import slurm
-    from bench.outcomes import error_line
-    from bench.rundir import run_dir
+    from bench.execution import slurm
+    from bench.reporting.outcomes import error_line
+    from bench.runs.rundir import run_dir
 
     grid, specs = expand(args)
     current = slurm.status(args.results, specs)

@@ -2,6 +2,8 @@
 
 A reader is a class built with its options (`root` for on-disk datasets) whose `load()` returns a
 `LoadedDataset`. `build_dataset` is the one place that turns a name and options into data.
+
+Imports from: bench.errors, bench.core, bench.registries.
 """
 from __future__ import annotations
 
@@ -19,8 +21,8 @@ __all__ = ["DatasetError", "ImageSet", "LoadedDataset", "build_dataset", "declar
 def reader_class(name: str) -> Any:
     """The reader registered as `name`, or None. The readers registered when this package was
     imported; mmengine's `Registry.get` would also set up its logger, which imports torch. A name
-    bench has not imports the plugins (`bench.plugins`), which may register it."""
-    from bench.plugins import load
+    bench has not imports the plugins (`bench.registries.plugins`), which may register it."""
+    from bench.registries.plugins import load
     from bench.registries import DATASETS
 
     if name not in DATASETS.module_dict:

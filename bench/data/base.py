@@ -12,11 +12,9 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from bench.errors import BenchError
+from bench.data.files import DatasetError, decode
 
-
-class DatasetError(BenchError):
-    """A dataset is missing, incomplete or corrupt; the message says what and where."""
+__all__ = ["DatasetError", "DatasetReader", "ImageSet", "LoadedDataset"]
 
 
 @dataclass
@@ -47,8 +45,6 @@ class ImageSet:
         parallel threads (shorter side resized to 256 and centre-cropped, the authors' 256 stage)."""
         if self.in_memory:
             return self.images[index]
-        from bench.data.files import decode
-
         chosen = self.images[index] if isinstance(index, slice) else [self.images[i] for i in np.asarray(index)]
         return decode(chosen)
 
@@ -82,7 +78,7 @@ class LoadedDataset:
     val: ImageSet | None = None
     mean: tuple[float, ...] = (0.5, 0.5, 0.5)
     std: tuple[float, ...] = (0.5, 0.5, 0.5)
-    augmentation: str = "shift"  # the name of the training-view policy (bench.augment)
+    augmentation: str = "shift"  # the name of the training-view policy (bench.features.augment)
     root: str = ""  # the resolved path it was read from, recorded in the run spec
     extra: dict = field(default_factory=dict)
 

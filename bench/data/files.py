@@ -1,4 +1,5 @@
-"""What the on-disk readers share: locating a dataset, clear errors, decoding image files."""
+"""What the on-disk readers share: locating a dataset, clear errors, decoding image files. The lowest module
+of `bench.data`: `base` reads image files through it."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -7,11 +8,15 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from bench.data.base import DatasetError
-from bench.numerics import available_cores
+from bench.core.numerics import available_cores
+from bench.errors import BenchError
 
 if TYPE_CHECKING:
     from PIL import Image
+
+class DatasetError(BenchError):
+    """A dataset is missing, incomplete or corrupt; the message says what and where."""
+
 
 DECODE_SIZE = 256  # file-backed images are decoded to Resize(256) + CenterCrop(256), the authors' 256 stage
 

@@ -16,7 +16,7 @@ from typing import Iterable
 import numpy as np
 
 from bench.data.base import DatasetError
-from bench.storage import write_atomic
+from bench.core.storage import write_atomic
 
 
 def val_count(n: int, val_per_class: float | int) -> int:

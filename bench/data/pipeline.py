@@ -32,8 +32,8 @@ import torch.nn.functional as F
 
 from bench.data.base import ImageSet
 from bench.data.files import DECODE_SIZE, open_resized
-from bench.numerics import available_cores
-from bench.preprocess import to_tensor
+from bench.core.numerics import available_cores
+from bench.data.preprocess import to_tensor
 
 CROP_PCT = 0.875  # the authors' int(224 / 0.875) = 256 stage
 GRAY_WEIGHTS = (0.2989, 0.587, 0.114)  # torchvision's rgb_to_grayscale

@@ -6,12 +6,13 @@ from pathlib import Path
 import pandas as pd
 from tabulate import tabulate
 
-from bench.resources import resource_dir
-from bench.spec import method_label
+from bench.core.resources import resource_dir
+from bench.config.spec import method_label
+from bench.reporting.layouts import ABLATION_ROWS, PAPER_CSV_BACKBONES
+from bench.reporting.table import source_text
 
 DATASETS = {"C10": "cifar10", "C100": "cifar100", "T200": "tinyimagenet", "B200": "cub200", "H683": "herbarium19"}
 METHODS = {"Kmeans": "K-means"}
-BACKBONES = {"ResNet50-DINO": "dino-resnet50", "ViT-B/16-DINO": "dino-vitb16", "ViT-B/16-CLIP": "clip-vitb16"}
 PAPER_DIR = resource_dir("paper")
 
 
@@ -21,13 +22,11 @@ def paper_reference(paper_dir: Path = PAPER_DIR, default_backbone: str = "dino-v
     for name in ("table2_reference_methods.csv", "table5_sota_comparison.csv", "appendix_table_cassle.csv"):
         t = pd.read_csv(paper_dir / name)
         frames.append(t.assign(label=t["method"].replace(METHODS), backbone=default_backbone))
-    from bench.reporting.layouts import ABLATION_ROWS  # layouts imports this module: import on use
-
     rows = {f"({chr(ord('a') + i)})": method_label(*row) for i, row in enumerate(ABLATION_ROWS)}
     t3 = pd.read_csv(paper_dir / "table3_self_ablation.csv")
     frames.append(t3.assign(label=t3["row"].map(rows), backbone=default_backbone))
     t4 = pd.read_csv(paper_dir / "table4_backbone_ablation.csv")
-    frames.append(t4.assign(label=t4["method"], backbone=t4["backbone"].map(BACKBONES)))
+    frames.append(t4.assign(label=t4["method"], backbone=t4["backbone"].map(PAPER_CSV_BACKBONES)))
     ref = pd.concat(frames, ignore_index=True)
     ref["dataset"] = ref["dataset"].map(DATASETS)
     ref = ref.melt(id_vars=["split", "dataset", "label", "backbone"], value_vars=["forgetting", "accuracy"],
@@ -49,8 +48,6 @@ def compare(scores: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
 def render_compare(table: pd.DataFrame, fmt: str) -> str:
     if fmt == "csv":
         return table.to_csv(index=False, float_format="%.4f")
-    from bench.reporting.table import source_text
-
     rows = []
     for r in table.to_dict("records"):
         measured = f"{r['mean']:.1f}" + ("" if pd.isna(r["std"]) else f" ± {r['std']:.1f}")

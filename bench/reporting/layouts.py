@@ -2,7 +2,7 @@
 
 A `Shape` is format-free: the renderers in `table.py` turn it into LaTeX, Markdown or CSV, so
 every layout shares one copy of the cell formatting and of the bolding. The layout names are
-`bench.spec.LAYOUTS` (a grid block picks one with its `layout` key)."""
+`bench.config.grids.LAYOUTS` (a grid block picks one with its `layout` key)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,13 +10,14 @@ from typing import Callable, Mapping, Sequence
 
 import pandas as pd
 
-from bench.reporting.compare import BACKBONES
-from bench.spec import DEFAULT_PRESET, method_label
-from bench.weights import REGISTERED_BACKBONES, SHOWN_NAMES
+from bench.config.spec import DEFAULT_PRESET, method_label
+from bench.features.weights import REGISTERED_BACKBONES, SHOWN_NAMES
 
 YES, NO = "✓", "✗"  # the renderers draw these marks (LaTeX: \checkmark and $\times$)
+# the paper's names of its backbones (its tables' CSVs) -> the registered names
+PAPER_CSV_BACKBONES = {"ResNet50-DINO": "dino-resnet50", "ViT-B/16-DINO": "dino-vitb16", "ViT-B/16-CLIP": "clip-vitb16"}
 # Tab. 4's rows in the paper's order, then the field's backbones in their registration order
-BACKBONE_NAMES = {**{registry: shown for shown, registry in BACKBONES.items()},
+BACKBONE_NAMES = {**{registry: shown for shown, registry in PAPER_CSV_BACKBONES.items()},
                   **{name: SHOWN_NAMES[name] for name in REGISTERED_BACKBONES}}
 COSNORM_OFF = "no_cosnorm"  # the preset of Tab. 3's "w/o CosNorm" rows
 KTRFR_METHOD = "Baseline++"  # the only method that trains KTRFR

@@ -12,7 +12,7 @@ import pandas as pd
 
 from bench.errors import first_line
 from bench.reporting.aggregate import config_labels, flat_config
-from bench.spec import RunSpec
+from bench.config.spec import RunSpec
 
 COLUMNS = ["run_id", "method", "preset", "label", "dataset", "split", "n_steps", "backbone", "seed",
            "reported_A", "reported_F", "features", "step", "group", "flavour", "metric", "value", "config_hash"]
@@ -123,7 +123,7 @@ LEGACY_PRESETS = {"paper": "equations"}
 
 
 def _current_label(frame: pd.DataFrame) -> pd.Series:
-    from bench.spec import method_label
+    from bench.config.spec import method_label
 
     return pd.Series([method_label(m, LEGACY_PRESETS.get(p, p)) for m, p in zip(frame["method"], frame["preset"])],
                      index=frame.index, dtype=object)
@@ -131,8 +131,8 @@ def _current_label(frame: pd.DataFrame) -> pd.Series:
 
 def _legacy_features(spec: RunSpec) -> str:
     """How a run written before metrics recorded it computed its features, from its spec."""
-    from bench.runs_on import RunsOn
-    from bench.spec import features_protocol
+    from bench.core.runs_on import RunsOn
+    from bench.config.spec import features_protocol
 
     try:
         from bench.registries import METHODS, load_all

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from bench.storage import atomic_path  # noqa: E402
+from bench.core.storage import atomic_path  # noqa: E402
 
 # One fixed colour per paper method, the same in every figure (tab10 + two extras).
 PALETTE = {

@@ -1,7 +1,7 @@
 # Every cell of the paper's Tab. 2, 3, 4 and 5 and of its appendix's CaSSLe table, one seed, on the paper's
 # backbone (DINO ViT-B/16; Tab. 4 adds DINO ResNet-50 and CLIP ViT-B/16). Needs the real datasets
 # (--data-root) and the backbones' weights. `full` is this grid over three seeds. A block's `layout` is that of
-# its table in `bench report` (bench.spec.LAYOUTS; default: Tab. 5's).
+# its table in `bench report` (bench.config.grids.LAYOUTS; default: Tab. 5's).
 seeds = [0]
 backbone = "dino-vitb16"
 _small = ["cifar10", "cifar100", "tinyimagenet"]

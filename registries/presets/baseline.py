@@ -2,7 +2,7 @@
 # the authors' scripts, which produced the
 # paper's tables; `equations` follows the paper's text. Every preset file writes `equations` in full
 # (it names every key), `code` as its changes to `equations`, and any other variant as its changes to
-# `code` (bench.spec.DEFAULT_PRESET).
+# `code` (bench.config.spec.DEFAULT_PRESET).
 equations = dict(
     epochs=200,
     epochs_per_step=None,  # a list overrides `epochs` per step (the code preset uses it)

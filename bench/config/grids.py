@@ -1,0 +1,198 @@
+"""Grids and their expansion into run specs.
+
+A grid (an mmengine config file in `registries/grids/`, or a plugin's `grids/`) names methods (optionally with a
+preset, `Baseline:equations`), datasets, splits, seeds and a backbone, in one or several blocks (the paper grid
+has one per table). Expansion is plain data: a sorted list of frozen `RunSpec`s, each checked before anything runs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from bench.config.presets import deep_merge, load_preset, resolve_config
+from bench.config.spec import (DEFAULT_PRESET, DEFAULT_SECTIONS, EQUATIONS, SECTION_CHOICES, SPLITS, RunSpec,
+                               n_steps_of, parse_method, read_config_file)
+from bench.core.runs_on import RunsOn
+from bench.errors import BenchError, unknown
+
+
+# How `bench report` lays out a block's table (bench/reporting/layouts.py builds each); named here so
+# that reading a grid checks the name without importing the report's plotting stack.
+LAYOUTS: dict[str, str] = {"comparison": "Tab. 5: one row per method", "references": "Tab. 2: references first",
+                           "ablation": "Tab. 3: rows (a)-(d), CosNorm and KTRFR marks",
+                           "backbones": "Tab. 4: one row per backbone",
+                           "baselines_last": "the appendix's CaSSLe table: compared methods, a rule, the baselines"}
+
+
+@dataclass(frozen=True)
+class Block:
+    """One product of axes; a grid is the union of its blocks (the paper grid has one per table)."""
+
+    methods: tuple[str, ...]
+    datasets: tuple[str, ...]
+    splits: tuple[str, ...]
+    backbones: tuple[str, ...]
+    name: str = ""
+    layout: str = "comparison"  # of its table in `bench report`: a key of LAYOUTS
+    # the block's own settings, over the grid's `cfg` (e.g. `setting=dict(k="silhouette")`: K as an axis)
+    cfg: Mapping[str, Any] = field(default_factory=dict)
+
+    @staticmethod
+    def _entry(spec: "RunSpec") -> str:
+        return spec.method if spec.preset == DEFAULT_PRESET else f"{spec.method}:{spec.preset}"
+
+    def contains(self, spec: "RunSpec") -> bool:
+        return (self._entry(spec) in self.methods and spec.dataset in self.datasets and spec.split in self.splits
+                and spec.backbone in self.backbones)
+
+    def position(self, spec: "RunSpec") -> tuple[int, int]:
+        """Where a spec of this block comes in its table: the block lists methods in the paper's order
+        (Tab. 2: K-means first), which the grid-wide, name-sorted order of specs loses."""
+        return self.methods.index(self._entry(spec)), self.backbones.index(spec.backbone)
+
+
+@dataclass(frozen=True)
+class Grid:
+    name: str
+    blocks: tuple[Block, ...]
+    seeds: tuple[int, ...]
+    cfg: Mapping[str, Any]
+    dataset_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def _union(self, axis: str) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(v for b in self.blocks for v in getattr(b, axis)))
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        return self._union("methods")
+
+    @property
+    def datasets(self) -> tuple[str, ...]:
+        return self._union("datasets")
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        return self._union("splits")
+
+    @property
+    def backbones(self) -> tuple[str, ...]:
+        return self._union("backbones")
+
+
+def grid_names() -> list[str]:
+    """Bench's grids and the plugins' (`bench.registries.plugins`)."""
+    from bench.registries.plugins import config_files
+
+    return sorted(config_files("grids"))
+
+
+def load_grid(name: str) -> Grid:
+    from bench.registries.plugins import config_files
+
+    path = config_files("grids").get(name)
+    if path is None:
+        raise unknown("grid", name, grid_names())
+    cfg = read_config_file(str(path), "grid")
+
+    def block(entry: Mapping[str, Any]) -> Block:
+        backbones = entry.get("backbones", [entry.get("backbone", cfg.get("backbone", "pixels"))])
+        layout = entry.get("layout", "comparison")
+        if layout not in LAYOUTS:
+            raise BenchError(f"grid {name!r}, block {entry.get('name', '')!r}: {unknown('table layout', layout, LAYOUTS)}")
+        return Block(tuple(entry["methods"]), tuple(entry["datasets"]), tuple(entry["splits"]), tuple(backbones),
+                     entry.get("name", ""), layout, entry.get("block_cfg", {}))
+
+    # a block's `cfg` is its own (over the grid's), not the grid's passed down like its other keys
+    blocks = ([block({**cfg, **{k: v for k, v in b.items() if k != "cfg"}, "block_cfg": b.get("cfg", {})})
+               for b in cfg["blocks"]] if "blocks" in cfg else [block(cfg)])
+    return Grid(name=name, blocks=tuple(blocks), seeds=tuple(int(s) for s in cfg["seeds"]),
+                cfg=cfg.get("cfg", {}), dataset_options=cfg.get("dataset_options", {}))
+
+
+def _check_method_keys(options: Mapping[str, Any], methods: Sequence[tuple[str, str]]) -> None:
+    known: set[str] = set()
+    for method, preset in methods:
+        known.update(load_preset(method, preset)[0])
+    for key in options:
+        parts = key.split(".")
+        if parts[0] == "method" and (len(parts) < 2 or parts[1] not in known):
+            valid = ", ".join(f"method.{k}" for k in sorted(known))
+            raise BenchError(f"bad --cfg-options key {key!r}: no selected method has it; valid keys: {valid}")
+
+
+def expand(grid: Grid, *, methods: Sequence[str] | None = None, datasets: Sequence[str] | None = None,
+           splits: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
+           backbones: Sequence[str] | None = None, options: Mapping[str, Any] | None = None,
+           location: Mapping[str, Any] | None = None) -> list[RunSpec]:
+    """Every (method, dataset, split, backbone, seed) of the grid, filtered by the CLI's selections.
+
+    A selection may name entries outside the grid (e.g. `--datasets synthetic` on the demo grid):
+    the selection replaces that axis.
+    """
+    from bench.data import reader_class
+    from bench.registries import DATASETS
+
+    options = dict(options or {})
+    selected = [parse_method(entry) for entry in methods or grid.methods]  # unknown names refused here
+    _check_method_keys(options, selected)
+    specs: dict[str, RunSpec] = {}
+    for block in grid.blocks:
+        block_methods = selected if methods else [parse_method(m) for m in block.methods]
+        for method, preset in block_methods:
+            for dataset in datasets or block.datasets:
+                if reader_class(dataset) is None:
+                    raise unknown("dataset", dataset, DATASETS.module_dict)
+                for split in splits or block.splits:
+                    n_steps = n_steps_of(split)
+                    for backbone in backbones or block.backbones:
+                        _check_backbone(backbone)
+                        grid_cfg = deep_merge(deep_merge(dict(grid.cfg), block.cfg),
+                                              {"dataset": grid.dataset_options.get(dataset, {})})
+                        config = resolve_config(method, preset, dataset, split, grid_cfg, options)
+                        check_config(method, dataset, config, n_steps)
+                        for seed in seeds if seeds is not None else grid.seeds:
+                            spec = RunSpec(method, preset, dataset, split, n_steps, backbone, int(seed), config,
+                                           dict(location or {}))
+                            specs.setdefault(spec.run_id, spec)  # blocks may overlap: each run once
+    return sorted(specs.values(), key=lambda s: (s.method, s.preset, s.dataset, s.n_steps, s.backbone, s.seed))
+
+
+def check_config(method: str, dataset: str, config: Mapping[str, Any], n_steps: int) -> None:
+    """Every value of a resolved run config, before anything runs (see `bench.config.validate`): the method's
+    keys typed by its `equations` dict (every key), the shared sections by `DEFAULT_SECTIONS`, the dataset's by its reader."""
+    from bench.data import reader_class
+    from bench.config.validate import check_dataset_options, check_method, check_sections
+    from bench.registries.catalogue import method_info
+
+    info = method_info(method)
+    check_method(config["method"], load_preset(method, EQUATIONS)[0], info.hparam_choices, n_steps)
+    check_sections(config, DEFAULT_SECTIONS, SECTION_CHOICES)
+    _check_setting(method, config, info.runs_on)
+    check_dataset_options(reader_class(dataset), config["dataset"])
+
+
+def _check_setting(method: str, config: Mapping[str, Any], runs_on: RunsOn) -> None:
+    """The setting follows the split (a mixed protocol's split, or a class-iNCD one), and the method
+    must declare it (`RunsOn.settings`)."""
+    from bench.config.settings import MIXED_SPLITS, SETTINGS, check_setting
+
+    setting = config.get("setting", {})
+    name = setting.get("name", "incd")
+    mixed_split = setting.get("protocol") in MIXED_SPLITS
+    if name not in SETTINGS:
+        raise unknown("setting", name, SETTINGS)
+    if (name == "mixed") != mixed_split:
+        raise BenchError(f"setting {name!r} does not follow from the split: the split names the setting "
+                         f"(mixed protocols: {', '.join(MIXED_SPLITS)}; class-iNCD: {', '.join(SPLITS)})")
+    if name not in runs_on.settings:
+        raise BenchError(f"method {method!r} cannot run the {name!r} setting ({SETTINGS[name]}); it runs: "
+                         f"{', '.join(runs_on.settings)}")
+    if name == "mixed":
+        check_setting(setting)
+
+
+def _check_backbone(name: str) -> None:
+    from bench.registries.catalogue import backbone_names
+
+    if name.split(":", 1)[0] not in backbone_names():
+        raise unknown("backbone", name, [*backbone_names(), "timm:<model name>"])

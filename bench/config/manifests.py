@@ -1,0 +1,247 @@
+"""The `mixed` setting of continual category discovery (its pieces): a labelled first
+stage, then unlabelled stages that mix images of classes already seen with new ones.
+
+A `MixedProtocol` says, per stage, how many training images of which class it holds; `draw` turns it
+into a `Manifest` (which image goes to which stage, labelled or not) for a dataset's training labels
+and a seed. A manifest is what a run would record and can be written and read back (`to_json`,
+`from_json`, versioned); `read_happy` imports the split file Happy (NeurIPS'24) ships, so that the
+counts are exactly that file's (PromptCCD's files and Happy's SSB class splits: `bench.config.peer_splits`).
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from bench.errors import BenchError
+
+MANIFEST_VERSION = 1
+
+
+@dataclass(frozen=True)
+class MixedProtocol:
+    """Stage 0: `labelled_fraction` of every image of each class in `labelled_classes`, with labels.
+    Stage s >= 1: `stages[s - 1]`, a map class -> number of unlabelled images.
+
+    Two fields only PromptCCD's rule (bench.config.peer_splits) needs, off by default (Happy's way):
+    `labelled_counts`, the labelled images per class when a rule fixes them (PromptCCD floors
+    `n * fraction`, where `labelled_fraction` would round); `disjoint`, every image in at most one stage
+    (PromptCCD partitions each class's images among the stages, where Happy draws each stage afresh)."""
+
+    labelled_classes: tuple[int, ...]
+    labelled_fraction: float
+    stages: tuple[Mapping[int, int], ...]
+    labelled_counts: Mapping[int, int] | None = None
+    disjoint: bool = False
+
+    def seen_before(self, stage: int) -> set[int]:
+        """The classes of stages 0..stage-1 (the "soft" old classes of `stage`)."""
+        seen = set(self.labelled_classes)
+        for counts in self.stages[:max(stage - 1, 0)]:
+            seen |= set(counts)
+        return seen
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """Which training images each stage holds: `stages[0]` the labelled stage, then the unlabelled ones
+    (indices into the dataset's training set)."""
+
+    stages: tuple[np.ndarray, ...]
+    labelled: tuple[bool, ...]
+    # labelled images held out of stage 0 for epoch selection (`setting.selection=val`), never trained on
+    validation: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+
+    def counts(self, train_labels: np.ndarray) -> list[dict[int, int]]:
+        """Per stage, images per class."""
+        labels = np.asarray(train_labels)
+        return [dict(zip(*map(np.ndarray.tolist, np.unique(labels[index], return_counts=True))))
+                for index in self.stages]
+
+    def to_json(self) -> str:
+        data = {"version": MANIFEST_VERSION, "labelled": list(self.labelled),
+                "stages": [index.tolist() for index in self.stages]}
+        if len(self.validation):
+            data["validation"] = self.validation.tolist()
+        return json.dumps(data)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Manifest":
+        data = json.loads(text)
+        if data.get("version") != MANIFEST_VERSION:
+            raise BenchError(f"split manifest version {data.get('version')!r}: this bench reads version "
+                             f"{MANIFEST_VERSION}")
+        return cls(tuple(np.asarray(s, dtype=np.int64) for s in data["stages"]), tuple(data["labelled"]),
+                   np.asarray(data.get("validation", []), dtype=np.int64))
+
+
+def hold_out(manifest: Manifest, train_labels: np.ndarray, fraction: float, seed: int) -> Manifest:
+    """`manifest` with `fraction` of each labelled class's stage-0 images moved to its `validation`
+    (at least one image of a class with two or more, never all of them), drawn with `seed`; the other
+    stages are left as they are."""
+    labels = np.asarray(train_labels, dtype=np.int64)
+    rng = np.random.default_rng([seed, 1])  # a stream of its own: the stages' draw is unchanged
+    first = manifest.stages[0]
+    held = []
+    for c in np.unique(labels[first]):
+        images = first[labels[first] == c]
+        n = min(len(images) - 1, max(1, int(round(fraction * len(images)))))
+        held.append(rng.choice(images, size=n, replace=False) if n > 0 else np.empty(0, dtype=np.int64))
+    validation = np.sort(np.concatenate(held)) if held else np.empty(0, dtype=np.int64)
+    stages = (np.setdiff1d(first, validation), *manifest.stages[1:])
+    return Manifest(stages, manifest.labelled, validation)
+
+
+def draw(protocol: MixedProtocol, train_labels: np.ndarray, seed: int) -> Manifest:
+    """The images of every stage, drawn with `seed`: the labelled stage takes its fraction of each
+    labelled class; an unlabelled stage draws, without replacement within the stage, its count of a
+    labelled class from that class's images the labelled stage left, and of any other class from all of
+    its images (each stage draws afresh, so two stages may share images, as in Happy's code; with
+    `protocol.disjoint`, from what earlier stages left, as in PromptCCD's)."""
+    labels = np.asarray(train_labels, dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    by_class = {int(c): np.flatnonzero(labels == c) for c in np.unique(labels)}
+    labelled, rest = [], {}
+    for c in protocol.labelled_classes:
+        images = rng.permutation(_images_of(by_class, c))
+        cut = _labelled_size(protocol, c, len(images))
+        if cut > len(images):
+            raise BenchError(f"the labelled stage asks for {cut} images of class {c}; the dataset has {len(images)}")
+        labelled.append(np.sort(images[:cut]))
+        rest[c] = np.sort(images[cut:])
+    stages = [np.concatenate(labelled) if labelled else np.empty(0, dtype=np.int64)]
+    for s, counts in enumerate(protocol.stages, start=1):
+        picked = []
+        for c, n in sorted(counts.items()):
+            pool = rest[c] if c in rest else _images_of(by_class, c)
+            if n > len(pool):
+                raise BenchError(f"stage {s} asks for {n} images of class {c}; the dataset has {len(pool)} to draw from")
+            chosen = np.sort(rng.choice(pool, size=n, replace=False))
+            if protocol.disjoint:
+                rest[c] = np.setdiff1d(pool, chosen)
+            picked.append(chosen)
+        stages.append(np.concatenate(picked) if picked else np.empty(0, dtype=np.int64))
+    return Manifest(tuple(stages), (True,) + (False,) * len(protocol.stages))
+
+
+def _labelled_size(protocol: MixedProtocol, c: int, n: int) -> int:
+    if protocol.labelled_counts is not None:
+        return int(protocol.labelled_counts[c])
+    return int(round(protocol.labelled_fraction * n))
+
+
+def _images_of(by_class: Mapping[int, np.ndarray], c: int) -> np.ndarray:
+    if c not in by_class:
+        raise BenchError(f"class {c} has no training image; the dataset's classes are {min(by_class)}..{max(by_class)}")
+    return by_class[c]
+
+
+# -- Happy's split file (`logs/<dataset>_continual_dataset_dict.txt` in its repository) --
+
+def read_happy(path: str | Path, num_classes: int, labelled_fraction: float = 0.8) -> MixedProtocol:
+    """The protocol of a Happy split file: its per-stage counts (`online_dataset_split_dict`), the order
+    in which the new classes arrive (`novel_targets_shuffle`) and how many arrive per stage. The labelled
+    classes are the dataset's other classes. The file does not record Happy's labelled fraction
+    (`--prop_train_labels`, 0.8 by default in its code): give it."""
+    text = Path(path).read_text()
+    sections = _sections(text, path)
+    try:
+        counts = ast.literal_eval(sections["online_dataset_split_dict"])  # a literal only: never code
+        order = [int(c) for c in re.findall(r"-?\d+", sections["novel_targets_shuffle"])]
+        per_stage = int(sections["num_novel_class_per_session"])
+        n_stages = int(counts["continual_session_num"])
+        unseen, old, seen = (int(counts[k]) for k in ("online_novel_unseen_num", "online_old_seen_num",
+                                                      "online_novel_seen_num"))
+    except (KeyError, ValueError, SyntaxError, TypeError) as err:
+        raise BenchError(f"{path}: not a Happy split file ({type(err).__name__}: {err})") from None
+    if per_stage * n_stages != len(order) or len(set(order)) != len(order):
+        raise BenchError(f"{path}: {len(order)} new classes do not make {n_stages} stages of {per_stage}")
+    labelled = tuple(c for c in range(num_classes) if c not in set(order))
+    stages = []
+    for s in range(n_stages):
+        stage = {c: old for c in labelled}
+        stage.update({c: seen for c in order[:s * per_stage]})
+        stage.update({c: unseen for c in order[s * per_stage:(s + 1) * per_stage]})
+        stages.append(stage)
+    return MixedProtocol(labelled, labelled_fraction, tuple(stages))
+
+
+def _sections(text: str, path: str | Path) -> dict[str, str]:
+    """`name: \\n value` blocks, as Happy's logger writes them."""
+    sections: dict[str, list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        head = re.fullmatch(r"([a-z_]+):\s*", line)
+        if head:
+            current = head.group(1)
+            sections[current] = []
+        elif current is not None:
+            sections[current].append(line)
+    if not sections:
+        raise BenchError(f"{path}: not a Happy split file (no `name:` sections)")
+    return {name: "\n".join(lines).strip() for name, lines in sections.items()}
+
+
+def protocol_counts(protocol: MixedProtocol) -> list[dict[int, int]]:
+    """The unlabelled stages' images per class, as the protocol asks (for comparing with a manifest)."""
+    return [dict(stage) for stage in protocol.stages]
+
+
+def labelled_count(protocol: MixedProtocol, train_labels: Sequence[int]) -> dict[int, int]:
+    """Images per labelled class in the labelled stage, for `train_labels`."""
+    labels = np.asarray(train_labels)
+    return {c: _labelled_size(protocol, c, int((labels == c).sum())) for c in protocol.labelled_classes}
+
+
+def read_manifest_file(path: str | Path, stages: int) -> tuple[Manifest, str]:
+    """A split manifest a user gives (`setting.manifest_file`: a run's `split.json`, or one written from
+    another codebase's files) and its sha256, or a `BenchError` saying what is wrong with it. `stages`:
+    the unlabelled stages the run's split has."""
+    import hashlib
+
+    path = Path(path).expanduser()
+    try:
+        raw = path.read_bytes()
+        manifest = Manifest.from_json(raw.decode("utf-8"))
+    except BenchError as err:
+        raise BenchError(f"setting.manifest_file {path}: {err}") from None
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as err:
+        raise BenchError(f"setting.manifest_file {path}: not a readable split manifest ({type(err).__name__}: "
+                         f"{err}); give a run's split.json or one in its format (bench.config.manifests.Manifest)") from None
+    if len(manifest.stages) != stages + 1 or manifest.labelled != (True,) + (False,) * stages:
+        raise BenchError(f"setting.manifest_file {path}: {len(manifest.stages)} stages labelled {list(manifest.labelled)}; "
+                         f"the split has a labelled stage then {stages} unlabelled ones")
+    return manifest, hashlib.sha256(raw).hexdigest()
+
+
+def class_order_of(manifest: Manifest, train_labels: np.ndarray, num_classes: int, source: str) -> np.ndarray:
+    """The class order a manifest's stages make (the labelled stage's classes, then each stage's new ones,
+    each group sorted; classes in no stage last, left out), or a `BenchError` for a manifest that does not
+    fit the dataset."""
+    labels = np.asarray(train_labels, dtype=np.int64)
+    for t, rows in enumerate(manifest.stages):
+        if len(rows) and (rows.min() < 0 or rows.max() >= len(labels)):
+            raise BenchError(f"{source}: stage {t} names training image {int(rows.max())}; the dataset has "
+                             f"{len(labels)} (0..{len(labels) - 1})")
+        if len(rows) == 0:
+            raise BenchError(f"{source}: stage {t} holds no image")
+    order: list[int] = []
+    for t, rows in enumerate(manifest.stages):
+        new = sorted(set(np.unique(labels[rows]).tolist()) - set(order))
+        if t > 0 and not new:
+            raise BenchError(f"{source}: stage {t} brings no new class; every unlabelled stage must")
+        order += new
+    return np.asarray(order + sorted(set(range(num_classes)) - set(order)), dtype=np.int64)
+
+
+def protocol_of(manifest: Manifest, train_labels: np.ndarray) -> MixedProtocol:
+    """The counts a manifest holds, as a protocol (its classes as `train_labels` number them)."""
+    counts = manifest.counts(train_labels)
+    first = counts[0]
+    return MixedProtocol(tuple(sorted(first)), float("nan"), tuple(counts[1:]),
+                         labelled_counts=dict(first))

@@ -1,0 +1,211 @@
+"""The settings a run can be in, and the `mixed` setting's registered protocols.
+
+- `incd`, the paper's class-iNCD: every step holds unlabelled images of its new classes only. Its
+  splits are `2-step`, `5-step`, `10-step` (`bench.config.spec.SPLITS`).
+- `mixed`, continual generalized category discovery (PromptCCD, Happy, VB-CGCD): stage 0 holds labelled
+  images of the first classes; every later stage holds unlabelled images of its new classes mixed with
+  images of every class seen before. Its splits are the protocols of `MIXED_SPLITS`, e.g.
+  `happy-5-stage`: the split names the protocol and its number of stages, and the run's `setting`
+  section holds its counts, the seed of its draw and how K is known, all part of the run id.
+
+A mixed protocol is a rule, so that it applies to any dataset. Happy's (`happy-5-stage`): the labelled classes are the first
+`labelled_classes` of the class order (a fraction of the classes, or a count), of which
+`labelled_fraction` of the images are labelled; the rest of the classes arrive in equal groups, one per
+stage, and stage s holds, per class, `old_seen` images of each labelled class (from the images the labelled
+stage left), `novel_seen` of each class that arrived in an earlier stage and `novel_unseen` of each class
+arriving now. A count below 1 is a fraction of the class's training images (at least one image).
+PromptCCD's (`promptccd-3-stage`) is `bench.config.peer_splits.promptccd_protocol` with the section's ratios.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from bench.errors import BenchError
+from bench.config.manifests import MixedProtocol
+
+SETTINGS: dict[str, str] = {
+    "incd": "class-iNCD (the paper's): each step holds unlabelled images of its new classes only",
+    "mixed": "continual category discovery: a labelled first stage, then unlabelled stages of old and new classes",
+}
+# setting.selection: which epoch of its training a stage keeps (`bench.protocol.epoch_selection`)
+SELECTIONS: dict[str, str] = {
+    "last": "the last epoch",
+    "val": "the best epoch on held-out labelled images",
+    "oracle": "the best epoch on the test images (oracle on test: a leak, marked as such)",
+}
+ORACLE_MARK = "oracle on test"
+K_SOURCES = ("known", "silhouette")  # setting.k: the new classes' count given, or estimated from the stage
+
+
+@dataclass(frozen=True)
+class MixedSplit:
+    """A registered mixed protocol: its unlabelled stages, the rule that cuts them (`happy`: the counts
+    below; `promptccd`: `bench.config.peer_splits.promptccd_protocol`) and the defaults of its `setting` section."""
+
+    stages: int
+    source: str
+    counts: Mapping[str, Any]
+    rule: str = "happy"
+
+
+# Happy (Ma et al., NeurIPS'24), CIFAR-100: 50 labelled classes (80% of their images labelled), then 5
+# stages of 10 new classes; per stage 25 images of each labelled class, 25 of each earlier new class and
+# 400 of each new one (`online_old_seen_num`, `online_novel_seen_num`, `online_novel_unseen_num` of its
+# `logs/cifar100_continual_dataset_dict.txt`: stages of 5250, 5500, ... 6250 images). As fractions of
+# CIFAR-100's 500 images per class, the rule gives exactly those counts there.
+HAPPY = dict(labelled_classes=0.5, labelled_fraction=0.8, old_seen=0.05, novel_seen=0.05, novel_unseen=0.8)
+# PromptCCD (Cendra et al., ECCV'24), CIFAR-100 (`config/cifar100/*.yaml`, `data.py:build_CCD_dataset`):
+# the first 70% of the classes labelled, 3 stages; `ccd_split_ratio` row r cuts the images of the classes
+# arriving at stage r (row 0: the labelled ones, whose first piece is labelled) into one piece per stage
+# from r on, each a floor of its ratio of what is left; no image is in two stages.
+PROMPTCCD = dict(labelled_classes=0.7, ccd_split_ratio=[[0.87, 0.54, 0.5, 1.0], [0.7, 0.67, 1.0], [0.9, 1.0], [1.0]])
+MIXED_SPLITS: dict[str, MixedSplit] = {
+    "happy-5-stage": MixedSplit(5, "Happy (NeurIPS'24)", HAPPY),
+    "promptccd-3-stage": MixedSplit(3, "PromptCCD (ECCV'24)", PROMPTCCD, rule="promptccd"),
+}
+# the setting section of a mixed run, besides its counts
+SETTING_KEYS: dict[str, Any] = {"name": "mixed", "protocol": "", "manifest_seed": 0, "k": "known",
+                                "k_max_new": 0, "selection": "last", "val_fraction": 0.1,
+                                # a split manifest file the run holds instead of drawing its own (its sha256,
+                                # filled in when the run is planned, is part of the run id; its path is not)
+                                "manifest_file": "", "manifest_sha256": ""}
+
+
+def with_manifest_file(setting: dict[str, Any]) -> dict[str, Any]:
+    """The section with the sha256 of its `manifest_file`, read and checked now (before anything runs)."""
+    if not setting.get("manifest_file"):
+        return setting
+    from bench.config.manifests import read_manifest_file
+
+    if not isinstance(setting["manifest_file"], str):
+        raise BenchError(f"bad setting.manifest_file={setting['manifest_file']!r}: the path of a split manifest")
+    _, digest = read_manifest_file(setting["manifest_file"], MIXED_SPLITS[setting["protocol"]].stages)
+    return {**setting, "manifest_sha256": digest}
+
+
+def setting_of(config: Mapping[str, Any]) -> str:
+    return config.get("setting", {}).get("name", "incd")
+
+
+def mixed_setting(split: str) -> dict[str, Any]:
+    """The `setting` section a run of the mixed split `split` starts from."""
+    entry = MIXED_SPLITS[split]
+    return {**SETTING_KEYS, "protocol": split, **entry.counts}
+
+
+def check_setting(setting: Mapping[str, Any]) -> None:
+    """Every key of a mixed run's `setting` section, before anything runs."""
+    def fail(key: str, value: Any, valid: str) -> BenchError:
+        return BenchError(f"bad setting.{key}={value!r}: {valid}")
+
+    split = MIXED_SPLITS[setting["protocol"]]
+    known = set(SETTING_KEYS) | set(split.counts)
+    for key in setting:
+        if key not in known:
+            raise BenchError(f"bad --cfg-options key 'setting.{key}': not a key of the mixed setting; valid keys: "
+                             f"{', '.join(f'setting.{k}' for k in sorted(known))}")
+    if setting["k"] not in K_SOURCES:
+        raise fail("k", setting["k"], f"choose from {', '.join(K_SOURCES)}")
+    if setting["selection"] not in SELECTIONS:
+        raise fail("selection", setting["selection"],
+                   "choose from " + "; ".join(f"{k} ({v})" for k, v in SELECTIONS.items()))
+    fraction = setting.get("val_fraction", SETTING_KEYS["val_fraction"])
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
+        raise fail("val_fraction", fraction, "a fraction in (0, 1) of each labelled class's images, held out "
+                   "for setting.selection=val")
+    if setting.get("manifest_sha256") and not setting.get("manifest_file"):
+        raise fail("manifest_sha256", setting["manifest_sha256"], "filled in from setting.manifest_file; give that")
+    for key in ("manifest_seed", "k_max_new"):
+        if not isinstance(setting[key], int) or isinstance(setting[key], bool) or setting[key] < 0:
+            raise fail(key, setting[key], "an integer >= 0")
+    for key in split.counts:
+        value = setting[key]
+        if key == "ccd_split_ratio":
+            continue  # checked with the class count (`class_groups`)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise fail(key, value, "a fraction in (0, 1) of the classes or images, or a count >= 1")
+    if split.rule == "happy" and setting["labelled_fraction"] >= 1:
+        raise fail("labelled_fraction", setting["labelled_fraction"],
+                   "a fraction in (0, 1): the labelled classes' other images feed the later stages")
+
+
+def _count(share: float, n: int) -> int:
+    return int(share) if share >= 1 else max(1, int(round(share * n)))
+
+
+def class_groups(setting: Mapping[str, Any], num_classes: int) -> tuple[int, int]:
+    """The labelled classes and the new classes per stage of a mixed protocol on `num_classes` classes
+    (the classes the stages cannot share equally are left out, as Happy leaves them)."""
+    split = MIXED_SPLITS[setting["protocol"]]
+    labelled = min(_count(setting["labelled_classes"], num_classes), num_classes)
+    per_stage = (num_classes - labelled) // split.stages
+    if per_stage < 1:
+        raise BenchError(f"the {setting['protocol']} protocol needs at least one new class per stage: {num_classes} "
+                         f"classes with {labelled} labelled leave {num_classes - labelled} for {split.stages} stages")
+    if split.rule == "promptccd":
+        _promptccd_config(setting, num_classes).check()
+    return labelled, per_stage
+
+
+def _promptccd_config(setting: Mapping[str, Any], num_classes: int) -> Any:
+    from bench.config.peer_splits import PromptCCDConfig
+
+    ratios = setting["ccd_split_ratio"]
+    if not isinstance(ratios, (list, tuple)) or not all(isinstance(r, (list, tuple)) for r in ratios):
+        raise BenchError(f"bad setting.ccd_split_ratio={ratios!r}: a list of lists of ratios, as PromptCCD's config")
+    return PromptCCDConfig(classes=num_classes, labelled_data=_count(setting["labelled_classes"], num_classes),
+                           n_stage=MIXED_SPLITS[setting["protocol"]].stages,
+                           ccd_split_ratio=tuple(tuple(float(x) for x in r) for r in ratios))
+
+
+def protocol_for(setting: Mapping[str, Any], num_classes: int, train_labels: np.ndarray) -> MixedProtocol:
+    """The protocol of a mixed run on a dataset with `num_classes` classes (in its class order), whose
+    training images have `train_labels`."""
+    stages = MIXED_SPLITS[setting["protocol"]].stages
+    labelled, per_stage = class_groups(setting, num_classes)
+    sizes = np.bincount(np.asarray(train_labels, dtype=np.int64), minlength=num_classes)
+    if MIXED_SPLITS[setting["protocol"]].rule == "promptccd":
+        from bench.config.peer_splits import promptccd_protocol
+
+        return promptccd_protocol(sizes.tolist(), _promptccd_config(setting, num_classes))
+    arrivals = [range(labelled + s * per_stage, labelled + (s + 1) * per_stage) for s in range(stages)]
+    protocol_stages = []
+    for s in range(stages):
+        counts = {c: _count(setting["old_seen"], int(sizes[c])) for c in range(labelled)}
+        counts.update({c: _count(setting["novel_seen"], int(sizes[c])) for a in arrivals[:s] for c in a})
+        counts.update({c: _count(setting["novel_unseen"], int(sizes[c])) for c in arrivals[s]})
+        protocol_stages.append(counts)
+    return MixedProtocol(tuple(range(labelled)), float(setting["labelled_fraction"]), tuple(protocol_stages))
+
+
+def stage_sizes(protocol: MixedProtocol) -> tuple[int, ...]:
+    """How many classes each stage introduces: the labelled ones, then each stage's new ones."""
+    seen = set(protocol.labelled_classes)
+    sizes = [len(seen)]
+    for counts in protocol.stages:
+        sizes.append(len(set(counts) - seen))
+        seen |= set(counts)
+    return tuple(sizes)
+
+
+def describe(split: str, config: Mapping[str, Any]) -> str:
+    """How results show a mixed run's split: `happy-5-stage · draw 0 · K silhouette`."""
+    setting = config["setting"]
+    drawn = (f"file {setting['manifest_sha256'][:8]}" if setting.get("manifest_sha256")
+             else f"draw {setting['manifest_seed']}")
+    parts = [split, drawn]
+    if setting["k"] != "known":
+        parts.append(f"K {setting['k']}")
+    selection = setting.get("selection", "last")
+    if selection == "oracle":
+        parts.append(ORACLE_MARK.upper())  # a leak: shown wherever the run is
+    elif selection != "last":
+        parts.append(f"selected on {selection}")
+    return " · ".join(parts)
+
+
+__all__ = ["SETTINGS", "MIXED_SPLITS", "MixedSplit", "check_setting", "class_groups", "describe", "mixed_setting",
+           "protocol_for", "setting_of", "stage_sizes"]

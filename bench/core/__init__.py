@@ -1,0 +1,11 @@
+"""bench's ground floor: what every other layer shares and that knows nothing of runs or methods.
+
+- `resources`: where bench's own files are (installed or in a checkout) and its version;
+- `storage`: atomic file writes and the check that a directory can be written;
+- `provenance`: what decides a run's numbers besides its spec (library versions, the CUDA stack, weights
+  files, the hash of a method's source files);
+- `numerics`: CPU threads and deterministic kernels, fixed the same way for every run;
+- `runs_on`: what a method runs on (`RunsOn`), declared once per method class and read by every layer.
+
+Imports from: bench.errors.
+"""

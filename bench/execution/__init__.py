@@ -1,0 +1,11 @@
+"""Where runs run, and the checks before they do.
+
+- `selection`: which runs of a grid a command means (filters, done or not) and `preflight`: every check
+  that can be made before anything runs (data, weights, disk space, options);
+- `workers` (the local pool of warm processes), `lifeline` and `forkserver_lifeline` (processes that end
+  with bench), `scheduler` (runs to workers, in-process or SLURM);
+- `slurm`: job arrays through submitit, profiles, status and cancel.
+
+Imports from: bench.errors, bench.core, bench.registries, bench.data, bench.config, bench.features, bench.runs,
+bench.protocol.
+"""

@@ -1,0 +1,214 @@
+"""What a grid's runs will need, checked once before anything is written, started or submitted.
+
+`bench run` and `bench.run(...)` (and `bench report` / `bench.report(...)` for the report's directory)
+share these checks, so that the command line and the Python API refuse the same input with the same
+one-line `BenchError` instead of every run starting, failing and writing its own error.
+"""
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+from bench.errors import BenchError, disk_full
+
+
+def resolve_data_root(data_root: str | os.PathLike[str] | None) -> str | None:
+    """Where the datasets are: `data_root` (--data-root), else $BENCH_DATA_ROOT, as an absolute path (recorded in
+    each run's spec); None leaves it to the config's per-dataset `dataset.root`."""
+    root = data_root or os.environ.get("BENCH_DATA_ROOT")
+    return str(usable_path(Path(root).expanduser().resolve(), "--data-root (or $BENCH_DATA_ROOT)")) if root else None
+
+
+def usable_path(path: Path, option: str) -> Path:
+    """`path`, or one line when the file system cannot even look it up (longer than its limits: 255
+    bytes a name, 4096 a path on Linux); whether it exists is checked where it is used."""
+    try:
+        os.stat(path)
+    except OSError as err:
+        if err.errno == errno.ENAMETOOLONG:
+            raise BenchError(f"{option} {shortened(path)} is too long for the file system ({len(str(path))} "
+                             f"characters; {err.strerror}); give a shorter path") from None
+    return path
+
+
+def shortened(path: Path | str, keep: int = 60) -> str:
+    """A path short enough for a one-line message."""
+    text = str(path)
+    return text if len(text) <= 2 * keep else f"{text[:keep]}…{text[-keep:]}"
+
+
+def check_splits(specs: Sequence[Any]) -> None:
+    """A split the dataset's classes cannot fill (more tasks than classes, or an empty last task
+    under the authors' ceil(K/T) rule) is refused before anything runs."""
+    from bench.data import declared_num_classes
+    from bench.protocol.evaluate import TaskLayout
+    from bench.config.settings import class_groups, setting_of
+
+    for spec in specs:
+        n = declared_num_classes(spec.dataset, spec.config["dataset"])
+        if n is None:
+            continue
+        try:
+            if setting_of(spec.config) == "mixed":
+                class_groups(spec.config["setting"], n)
+            else:
+                TaskLayout.contiguous(n, spec.n_steps)
+        except (ValueError, BenchError) as err:
+            raise BenchError(f"split {spec.split!r} does not fit dataset {spec.dataset!r} ({n} classes): {err}") from None
+
+
+def check_tail_backbones(specs: Sequence[Any]) -> None:
+    """A method that trains a ViT's last blocks on a backbone without blocks, or with fewer blocks than
+    it unfreezes, is refused before anything runs."""
+    from bench.config.spec import first_trainable_block
+    from bench.features.weights import REGISTERED_BACKBONES
+    from bench.registries.catalogue import backbone_depth, method_info
+
+    depths: dict[str, int] = {}
+    for spec in specs:
+        if not method_info(spec.method).runs_on.trains_blocks:
+            continue
+        key = f"{spec.backbone} {sorted(spec.config['backbone']['kwargs'].items())}"
+        if key not in depths:
+            depths[key] = backbone_depth(spec.backbone, spec.config["backbone"])
+        if not depths[key]:
+            vits = [name for name in REGISTERED_BACKBONES if backbone_depth(name, {})]
+            raise BenchError(f"{spec.method} trains a ViT's last blocks; backbone {spec.backbone!r} has none; choose a "
+                             f"ViT backbone: {', '.join(vits)} or timm:<a ViT model>")
+        try:
+            first_trainable_block(depths[key], spec.config["method"]["unfreeze"])
+        except ValueError as err:
+            raise BenchError(f"{spec.describe()}: method.unfreeze: {err}") from None
+
+
+def check_timm_models(specs: Sequence[Any]) -> None:
+    """A `timm:<model>` backbone timm does not know is refused before anything runs, with the closest
+    names timm has (every run would otherwise fail as it builds its backbone)."""
+    import difflib
+
+    names = sorted({s.backbone.split(":", 1)[1] for s in specs if s.backbone.startswith("timm:")})
+    if not names:
+        return
+    import timm
+
+    for name in names:
+        arch = name.split(".", 1)[0]  # the part before a pretrained tag (vit_base_patch16_224.dino)
+        if not timm.is_model(arch):
+            close = difflib.get_close_matches(arch, timm.list_models(), n=3, cutoff=0.6)
+            hint = f"did you mean {', '.join(close)}? " if close else ""
+            raise BenchError(f"unknown timm model {name!r} in backbone 'timm:{name}'; {hint}"
+                             f"valid names are timm.list_models() (e.g. vit_base_patch16_224)")
+
+
+def check_device(device: str | None, cluster: str) -> None:
+    """`--device` names a device of the machine that runs the jobs: this one, except for SLURM, whose
+    jobs run on the cluster's nodes (a GPU-less submit host may ask for cuda)."""
+    if not device:
+        return
+    import torch
+
+    try:
+        wanted = torch.device(device)
+    except RuntimeError:
+        raise BenchError(f"unknown --device {device!r}; use cpu, cuda or cuda:N") from None
+    if wanted.type not in ("cpu", "cuda"):
+        raise BenchError(f"unsupported --device {device!r}; use cpu, cuda or cuda:N")
+    if cluster == "slurm" or wanted.type == "cpu":
+        return
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if wanted.index is None and count or wanted.index is not None and wanted.index < count:
+        return
+    available = ", ".join(["cpu", *(f"cuda:{i}" for i in range(count))])
+    why = "no CUDA device is available on this machine" if not count else f"this machine has {count} CUDA device(s)"
+    raise BenchError(f"--device {device}: {why}; available here: {available}")
+
+
+def check_inputs(specs: Sequence[Any]) -> None:
+    """What every run of the grid will read, checked once before anything is started or submitted:
+    the datasets' files (located, not loaded) and the backbone weight files. One line on failure,
+    instead of every run starting, failing and writing its own error."""
+    import json
+
+    from bench.data import make_reader
+    from bench.features.weights import check_weights_file, resolve_pretrained
+
+    seen: set[str] = set()
+    for spec in specs:
+        dataset = json.dumps([spec.dataset, spec.config["dataset"], spec.location.get("data_root")], sort_keys=True,
+                             default=str)
+        if dataset not in seen:
+            seen.add(dataset)
+            reader = make_reader(spec.dataset, spec.config["dataset"], spec.location.get("data_root"))
+            if hasattr(reader, "check"):
+                reader.check()
+        weights = json.dumps([spec.backbone, spec.config["backbone"]["pretrained"], spec.location.get("weights_dir")],
+                             default=str)
+        if weights not in seen:
+            seen.add(weights)
+            pretrained = resolve_pretrained(spec.backbone, spec.config["backbone"]["pretrained"],
+                                            spec.location.get("weights_dir"))
+            if isinstance(pretrained, str):
+                check_weights_file(pretrained)
+
+
+def check_caches(results: Path, specs: Sequence[Any]) -> None:
+    """Refuse a cache the pending runs' missing banks cannot be written to (read-only, too little space)."""
+    import json
+
+    from bench.features.bank import default_cache_dir, list_banks
+    from bench.features.bank_space import (DATASET_IMAGES, FEATURE_DIMS, TOKEN_COUNTS, TOKENS, bank_bytes_bound,
+                                           check_cache)
+    from bench.registries.catalogue import method_info
+
+    needed: dict[Path, dict[tuple[Any, ...], int]] = {}
+    for spec in specs:
+        feat, data = spec.config["features"], spec.config["dataset"]
+        tokens = method_info(spec.method).inputs == "tokens"
+        if tokens and not (feat["mode"] == "bank" and feat.get("tokens") == "bank"):
+            continue  # live tokens: no bank
+        views = feat["views"] if feat["mode"] == "bank" else 0
+        images = DATASET_IMAGES.get(spec.dataset) or (data.get("num_classes", 10) * (
+            data.get("train_per_class", 100) + data.get("test_per_class", 100)))
+        side, channels = data.get("image_size", 224), data.get("channels", 3)
+        dim = FEATURE_DIMS.get(spec.backbone, side * side * channels if spec.backbone == "pixels" else 2048)
+        cache = Path(spec.location.get("cache_dir") or default_cache_dir(results))
+        what = (spec.dataset, spec.backbone, views, tokens, json.dumps(data, sort_keys=True, default=str))
+        needed.setdefault(cache, {})[what] = bank_bytes_bound(images, views, dim,
+                                                                   TOKEN_COUNTS.get(spec.backbone, TOKENS) if tokens else 1)
+    for cache, banks in needed.items():
+        present = {(b.fields.get("dataset"), b.fields.get("backbone"), b.fields.get("views"), b.kind == "token bank",
+                    json.dumps(b.fields.get("dataset_options"), sort_keys=True, default=str))
+                   for b in (list_banks(cache) if cache.exists() else [])}
+        missing = {what: size for what, size in banks.items() if what not in present}
+        if missing:
+            names = ", ".join(sorted({f"{d}/{b} V={v}" for d, b, v, _, _ in missing}))
+            check_cache(cache, sum(missing.values()), f"{len(missing)} bank(s): {names}")
+
+
+def check_report_dir(out: Path) -> None:
+    """One line, before anything is computed, when the report cannot be written to `out` (a read-only
+    mount, a file of that name, a file where a parent directory should be)."""
+    from bench.core.storage import unwritable
+
+    err = unwritable(usable_path(Path(out), "--out"))
+    if err is None or disk_full(err):  # a full disk: the writes say so in their own line, naming the file
+        return
+    why = {errno.EEXIST: "a file of that name exists", errno.ENOTDIR: "a part of the path is a file"}.get(
+        err.errno, err.strerror)
+    raise BenchError(f"cannot write the report to {shortened(out)} ({why}); choose another directory with --out DIR")
+
+
+def check_cluster(cluster: str, workers: int | None, threads: int | None) -> None:
+    """The cluster is one bench knows, and the worker and thread counts are positive."""
+    from bench.core.numerics import check_threads
+    from bench.execution.workers import CLUSTERS
+
+    clusters = (*CLUSTERS, "slurm")
+    if cluster not in clusters:
+        raise BenchError(f"unknown cluster {cluster!r}; choose from {', '.join(clusters)}")
+    if workers is not None and workers < 1:
+        raise BenchError(f"--workers {workers}: must be an integer >= 1 (worker processes for --cluster local)")
+    if threads is not None:
+        check_threads(threads)

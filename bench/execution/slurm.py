@@ -1,0 +1,346 @@
+"""SLURM: resource profiles, job-array submission, status, cancel and requeue.
+
+The filesystem is the source of truth. `submit` appends one line per run to
+`<results>/submissions.jsonl` (run id → job id, submitit folder) and returns; `status` reads that
+manifest and the run directories, asking SLURM with one batched `sacct` call (falling back to the
+run directories alone where accounting is unavailable), so it works from any shell, later.
+
+Each job runs `SlurmRun`, a submitit `Checkpointable`: on a time limit or a preemption submitit
+requeues it with the same arguments and the runner resumes from the run's last finished step.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import submitit
+
+from bench.registries import plugins
+from bench.errors import BenchError, unknown
+from bench.runs.rundir import ERROR, RunBusy, is_done, run_dir
+from bench.config.spec import RunSpec
+
+MANIFEST = "submissions.jsonl"
+STATES = ("done", "failed", "running", "pending", "cancelled", "unsubmitted")
+ACTIVE_SACCT = {"PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SUSPENDED",
+                "CONFIGURING", "COMPLETING", "STAGE_OUT", "SIGNALING", "PREEMPTED"}
+
+
+# --------------------------------------------------------------------------- profiles
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    default: Mapping[str, Any]
+    methods: Mapping[str, Mapping[str, Any]]
+    max_array_size: int
+    array_parallelism: int
+    max_requeues: int
+
+    def params_for(self, method: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
+        return {**self.default, **self.methods.get(method, {}), **overrides}
+
+
+def profile_dirs() -> list[Path]:
+    """`./slurm/profiles` (the user's checkout or working directory) first, then bench's own."""
+    from bench.core.resources import resource_dir
+
+    return [Path.cwd() / "slurm" / "profiles", resource_dir("slurm_profiles")]
+
+
+def load_profile(name: str) -> Profile:
+    path = Path(name)
+    if not path.suffix:
+        path = next((d / f"{name}.py" for d in profile_dirs() if (d / f"{name}.py").is_file()), path)
+    if not path.is_file():
+        known = sorted({p.stem for d in profile_dirs() if d.is_dir() for p in d.glob("*.py")})
+        raise unknown("SLURM profile", name, known)
+    from bench.config.spec import read_config_file
+
+    cfg = read_config_file(str(path), "SLURM profile")
+    return Profile(name=path.stem, default=cfg.get("default", {}), methods=cfg.get("methods", {}),
+                   max_array_size=int(cfg.get("max_array_size", 1000)),
+                   array_parallelism=int(cfg.get("array_parallelism", 64)),
+                   max_requeues=int(cfg.get("max_requeues", 3)))
+
+
+def validate_params(params: Mapping[str, Any]) -> None:
+    """Refuse keys submitit does not know before anything is submitted, listing the valid ones."""
+    from submitit.auto.auto import AutoExecutor
+    from submitit.slurm.slurm import SlurmExecutor
+
+    probe = AutoExecutor(folder=Path("/nonexistent/bench-validate"), cluster="debug")
+    try:
+        probe.update_parameters(**params)
+    except (NameError, ValueError, TypeError) as err:
+        shared = sorted(AutoExecutor._valid_parameters())
+        slurm = sorted(f"slurm_{k}" for k in SlurmExecutor._valid_parameters())
+        bad = next((k for k in params if k not in shared and k not in slurm), None)
+        what = f"unknown SLURM option {bad!r}" if bad else f"bad SLURM options ({str(err).splitlines()[0]})"
+        raise BenchError(f"{what}; valid options: {', '.join(shared + slurm)}") from None
+
+
+# --------------------------------------------------------------------------- jobs
+
+class SlurmRun(submitit.helpers.Checkpointable):
+    """One run as a SLURM job. Requeued with the same arguments on timeout or preemption; the
+    runner's per-step checkpoint makes the requeued job continue where this one stopped.
+
+    It carries the plugin folders of the command that submitted it (`include`, pickled with it and
+    with a requeue) and imports them, and its environment's entry points, before the run."""
+
+    def __init__(self, include: Sequence[str] = ()) -> None:
+        self.include = tuple(str(d) for d in include)
+
+    def __call__(self, spec_json: str, results: str) -> str:
+        from bench.registries import plugins
+        from bench.protocol.runner import execute
+
+        plugins.use(self.include)
+        plugins.load()  # a broken plugin: one warning line in the job's log, and the run says which name
+
+        # the run's compute threads are its own (`--threads`, set by the runner), not the node's cores;
+        # what else sizes itself from the machine (image decoding) asks `numerics.available_cores()`,
+        # which reads SLURM_CPUS_PER_TASK
+        try:
+            execute(RunSpec.from_json(spec_json), Path(results), echo=True)
+        except RunBusy:
+            _end_job_without_teardown()
+            return "busy"
+        _end_job_without_teardown()  # only after success: a failing job keeps its exit status
+        return "done"
+
+
+def _end_job_without_teardown() -> None:
+    """In a submitit job process (its `__main__` is submitit's `_submit`; never in a caller running
+    SlurmRun in-process, such as a test), end without the interpreter's teardown once submitit has
+    written the result: `_end_without_teardown` as the first exit handler."""
+    main = sys.modules.get("__main__")
+    if getattr(getattr(main, "__spec__", None), "name", "") == "submitit.core._submit":
+        atexit.register(_end_without_teardown)
+
+
+def _end_without_teardown() -> None:
+    """The job's last exit handler (the first to run): submitit has written the job's result by then, so
+    the process ends without the interpreter's teardown, whose final collection of torch's objects
+    took about 1.4 s of every job (gc.freeze(), which skipped it before, made triton's nanobind
+    bindings print ~30 lines of "nanobind: leaked ..." into the job's log). Only a job that succeeded
+    registers it, so exit status 0 is the one it would have had."""
+    import logging
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(0)
+
+
+# --------------------------------------------------------------------------- manifest
+
+def _manifest(results: Path) -> Path:
+    return Path(results) / MANIFEST
+
+
+def record(results: Path, entries: Iterable[Mapping[str, Any]]) -> None:
+    with _manifest(results).open("a") as fh:
+        for entry in entries:
+            fh.write(json.dumps(entry, sort_keys=True) + "\n")
+
+
+def latest_jobs(results: Path) -> dict[str, dict[str, Any]]:
+    """The newest submission of every run id."""
+    path = _manifest(results)
+    latest: dict[str, dict[str, Any]] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                entry = json.loads(line)
+                latest[entry["run_id"]] = entry
+    return latest
+
+
+# --------------------------------------------------------------------------- sacct
+
+def sacct_states(job_ids: Sequence[str]) -> dict[str, str] | None:
+    """State of each job id (`123` or `123_4`) from ONE sacct call; None if accounting is unavailable."""
+    if not job_ids:
+        return {}
+    if shutil.which("sacct") is None:
+        return None
+    arrays = sorted({j.split("_")[0] for j in job_ids})
+    try:
+        out = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "JobID,State", "-j", ",".join(arrays)],
+                             capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    states: dict[str, str] = {}
+    for line in out.stdout.splitlines():
+        job, _, state = line.partition("|")
+        state = state.split()[0] if state else "UNKNOWN"
+        if "[" in job:  # a pending array range such as 123_[4-9%2]: expand it
+            base, _, spec = job.partition("_[")
+            for part in spec.rstrip("]").split("%")[0].split(","):
+                lo, _, hi = part.partition("-")
+                for i in range(int(lo), int(hi or lo) + 1):
+                    states[f"{base}_{i}"] = state
+        else:
+            states[job] = state
+    return states
+
+
+def run_state(results: Path, spec: RunSpec, job: Mapping[str, Any] | None, sacct: Mapping[str, str] | None) -> str:
+    out = run_dir(results, spec)
+    if is_done(results, spec):
+        return "done"
+    if job is None:
+        return "failed" if (out / ERROR).exists() else "unsubmitted"
+    state = (sacct or {}).get(job["job_id"])
+    if state in ACTIVE_SACCT:
+        return "pending" if state in ("PENDING", "REQUEUED", "REQUEUE_HOLD") else "running"
+    if state and state.startswith("CANCELLED"):
+        return "cancelled"
+    if (out / ERROR).exists() or state in ("FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL",
+                                              "DEADLINE", "COMPLETED"):
+        return "failed"
+    if sacct is None:  # no accounting: the run directory is all we know
+        return "running" if (out / "log.txt").exists() else "pending"
+    return "pending"
+
+
+@dataclass
+class Status:
+    states: dict[str, list[RunSpec]]
+    accounting: bool
+
+    def counts(self) -> dict[str, int]:
+        return {state: len(self.states.get(state, [])) for state in STATES}
+
+
+def status(results: Path, specs: Sequence[RunSpec]) -> Status:
+    jobs = latest_jobs(results)
+    ids = [jobs[s.run_id]["job_id"] for s in specs if s.run_id in jobs]
+    sacct = sacct_states(ids)
+    states: dict[str, list[RunSpec]] = defaultdict(list)
+    for spec in specs:
+        states[run_state(results, spec, jobs.get(spec.run_id), sacct)].append(spec)
+    return Status(dict(states), accounting=sacct is not None)
+
+
+# --------------------------------------------------------------------------- submit / cancel
+
+@dataclass
+class Submission:
+    arrays: list[tuple[str, int, str]]  # (job id of the array, number of runs, profile summary)
+    skipped_active: int
+
+
+def _summary(params: Mapping[str, Any]) -> str:
+    keys = ("slurm_partition", "gpus_per_node", "cpus_per_task", "mem_gb", "timeout_min")
+    return ", ".join(f"{k.removeprefix('slurm_')}={params[k]}" for k in keys if k in params)
+
+
+def plan(specs: Sequence[RunSpec], profile: Profile, overrides: Mapping[str, Any]) -> list[tuple[dict[str, Any], list[RunSpec]]]:
+    """Group runs by resolved resources, then chunk each group to the cluster's array size."""
+    groups: dict[str, tuple[dict[str, Any], list[RunSpec]]] = {}
+    for spec in specs:
+        params = profile.params_for(spec.method, overrides)
+        key = json.dumps(params, sort_keys=True, default=str)
+        groups.setdefault(key, (params, []))[1].append(spec)
+    for params, _ in groups.values():
+        validate_params(params)
+    chunks = []
+    for params, members in groups.values():
+        for start in range(0, len(members), profile.max_array_size):
+            chunks.append((params, members[start: start + profile.max_array_size]))
+    return chunks
+
+
+def submit(specs: Sequence[RunSpec], results: Path, profile: Profile, overrides: Mapping[str, Any],
+           grid: str) -> Submission:
+    """Submit every run not already queued or running, one job array per resource group."""
+    missing = [tool for tool in ("sbatch", "srun") if shutil.which(tool) is None]
+    if missing:
+        raise BenchError(f"cannot submit to SLURM: {' and '.join(missing)} not on PATH (no SLURM client on this "
+                         f"machine); run `bench run --cluster slurm` where it is installed, or use --cluster local")
+    active = status(results, specs).states
+    busy = {s.run_id for state in ("pending", "running") for s in active.get(state, [])}
+    todo = [s for s in specs if s.run_id not in busy]
+    folder = Path(results).resolve() / "submitit" / "%j"
+    arrays = []
+    for params, members in plan(todo, profile, overrides):
+        executor = submitit.AutoExecutor(folder=folder, cluster="slurm",
+                                         slurm_max_num_timeout=profile.max_requeues)
+        executor.update_parameters(name=f"bench-{grid}", slurm_array_parallelism=profile.array_parallelism,
+                                   **params)
+        jobs = _submit_array(executor, members, results, profile, params)
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        record(results, ({"run_id": s.run_id, "job_id": j.job_id, "folder": str(folder).replace("%j", j.job_id),
+                          "grid": grid, "submitted_at": now} for s, j in zip(members, jobs)))
+        arrays.append((jobs[0].job_id.split("_")[0], len(members), _summary(params)))
+    return Submission(arrays, skipped_active=len(specs) - len(todo))
+
+
+def _submit_array(executor: submitit.AutoExecutor, members: Sequence[RunSpec], results: Path, profile: Profile,
+                  params: Mapping[str, Any]) -> list[Any]:
+    """One job array; sbatch refusing it (resources the cluster cannot give, a wrong partition or
+    account) or missing altogether is one line saying what it said and how to ask for less."""
+    import contextlib
+    import io
+
+    chatter = io.StringIO()  # submitit echoes sbatch's stderr before raising: keep it for the one line
+    try:
+        with contextlib.redirect_stderr(chatter), executor.batch():
+            job = SlurmRun(plugins.active_dirs())
+            return [executor.submit(job, s.to_json(), str(Path(results).resolve())) for s in members]
+    except submitit.core.utils.FailedJobError as err:
+        said = [line.strip() for line in (str(err) or chatter.getvalue()).splitlines() if line.strip()]
+        reason = (said[-1] if said else "no reason given").removeprefix("sbatch: error: ")
+        raise BenchError(f"sbatch refused the job array: {reason}; profile {profile.name!r} asked for "
+                         f"{_summary(params) or 'its defaults'}; ask for what the cluster has with --profile NAME "
+                         f"or --slurm-options key=value (e.g. mem_gb=16 gpus_per_node=1 slurm_partition=NAME)") from None
+
+
+def cancel(results: Path, specs: Sequence[RunSpec]) -> list[str]:
+    """scancel every queued or running job of these runs; returns the cancelled job ids."""
+    jobs = latest_jobs(results)
+    current = status(results, specs)
+    ids = [jobs[s.run_id]["job_id"] for state in ("pending", "running") for s in current.states.get(state, [])]
+    if ids:
+        if shutil.which("scancel") is None:
+            raise BenchError("scancel is not on PATH: run `bench cancel` on a machine with the SLURM client")
+        subprocess.run(["scancel", *ids], check=True, capture_output=True, text=True, timeout=120)
+    return ids
+
+
+def wait(results: Path, specs: Sequence[RunSpec], progress: Callable[[str], None] = print,
+         poll_s: float = 5.0) -> Status:
+    """Follow the runs until none is pending or running, printing a line whenever the counts change."""
+    last: dict[str, int] | None = None
+    while True:
+        current = status(results, specs)
+        counts = current.counts()
+        if counts != last:
+            progress(" · ".join(f"{state} {n}" for state, n in counts.items() if n))
+            last = counts
+        if counts["pending"] == 0 and counts["running"] == 0:
+            return current
+        time.sleep(poll_s)
+
+
+def format_counts(current: Status) -> str:
+    counts = Counter({k: v for k, v in current.counts().items() if v})
+    return ", ".join(f"{n} {state}" for state, n in counts.items())

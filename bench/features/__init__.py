@@ -1,0 +1,27 @@
+"""What a method reads of an image: backbones, their weights, the feature and token banks, the frozen
+prefix and the trainable tails' inputs, augmented views.
+
+- `backbones` (the registered backbones) and `weights` (their files, where they are published, checks);
+- `views`: the encoder (test transform + backbone), features and their augmented views (`FeatureViews`,
+  `LiveViews`), extraction, autocast;
+- `bank`: the feature bank (fp16 features of a fixed set of views, shared by every seed and method), and
+  `bank_space`: whether the banks a grid would build fit their cache;
+- `tokens` (the prefix/tail split of a ViT and the live token source) and `token_bank` (stored tokens);
+- `augment`: training-view policies by name.
+
+Imports from: bench.errors, bench.core, bench.registries, bench.data, bench.config.
+"""
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+# `bench.features` was one module before the package (`bench.features.views` now): its names still import
+# from here, on first use, so that `import bench.features.weights` stays light (no torch).
+_VIEWS = ("Encoder", "FeatureViews", "LiveViews", "extract", "autocast_for", "autocast_args")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _VIEWS:
+        return getattr(import_module("bench.features.views"), name)
+    raise AttributeError(f"module 'bench.features' has no attribute {name!r}")

@@ -1,0 +1,82 @@
+"""`bench new method|dataset NAME --dir DIR`: a working starting point outside bench.
+
+It writes files only: the templates in `bench/kit/templates/` filled by `string.Template` with the name
+and what follows from it (module and class names), so nothing a user types is ever executed or
+pasted into code unchecked: the name must match `NAME_PATTERN` first. An existing file is never
+overwritten: a new method must not silently replace someone's work.
+"""
+from __future__ import annotations
+
+import keyword
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from string import Template
+
+from bench.errors import BenchError
+
+# A name a shell takes unquoted and a Python module can be made of: letters, digits, '-' and '_'.
+NAME_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,39}")
+NAME_RULE = "1 to 40 letters, digits, '-' or '_', starting with a letter (e.g. proto-head)"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What `bench new KIND` writes: (template, path relative to DIR with `$module` in it) pairs."""
+
+    files: tuple[tuple[str, str], ...]
+    registry: str  # the registry whose names NAME must not take
+
+
+KINDS: dict[str, Kind] = {
+    "method": Kind((("method.py.tmpl", "$module.py"), ("method_preset.py.tmpl", "presets/$module.py"),
+                    ("method_test.py.tmpl", "test_$module.py")), "METHODS"),
+    "dataset": Kind((("dataset.py.tmpl", "$module.py"), ("dataset_test.py.tmpl", "test_$module.py")), "DATASETS"),
+}
+
+
+def names_for(name: str) -> dict[str, str]:
+    """The template's substitutions: `proto-head` → module `proto_head`, class `ProtoHead`."""
+    if not NAME_PATTERN.fullmatch(name):
+        raise BenchError(f"bad name {name!r}: use {NAME_RULE}")
+    module = name.replace("-", "_").lower()
+    if keyword.iskeyword(module):
+        raise BenchError(f"bad name {name!r}: {module!r} is a Python keyword; use {NAME_RULE}")
+    class_name = "".join(part[:1].upper() + part[1:] for part in re.split(r"[-_]", name) if part)
+    return {"name": name, "module": module, "class_name": class_name, "test_file": f"test_{module}.py"}
+
+
+def _taken(kind: Kind, name: str) -> list[str]:
+    """Registered names that `name` would collide with (case-insensitive: `baseline` is Baseline)."""
+    from bench import registries
+
+    registries.load_all()
+    registry = getattr(registries, kind.registry)
+    return [known for known in registry.module_dict if known.lower() == name.lower()]
+
+
+def new(kind_name: str, name: str, directory: Path) -> list[Path]:
+    """Write the files of a new `kind_name` called `name` under `directory`; the paths written."""
+    if kind_name not in KINDS:
+        raise BenchError(f"unknown kind {kind_name!r}; bench new makes: {', '.join(KINDS)}")
+    kind = KINDS[kind_name]
+    values = names_for(name)
+    taken = _taken(kind, name)
+    if taken:
+        raise BenchError(f"a {kind_name} named {taken[0]!r} is already registered; choose another name")
+    targets = [(template, directory / Template(path).substitute(values)) for template, path in kind.files]
+    existing = [str(path) for _, path in targets if path.exists()]
+    if existing:
+        raise BenchError(f"{existing[0]} exists; bench new never overwrites a file (remove it or choose another "
+                         f"name or --dir)")
+    texts = [(path, Template(_template(template)).substitute(values)) for template, path in targets]
+    for path, text in texts:  # every template filled before the first file is written
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("x") as fh:  # "x": a file that appeared meanwhile is not overwritten either
+            fh.write(text)
+    return [path for path, _ in texts]
+
+
+def _template(filename: str) -> str:
+    return resources.files("bench.kit.templates").joinpath(filename).read_text()

@@ -1,0 +1,1 @@
+"""The files `bench new` writes (`bench.kit.scaffold` fills them with `string.Template`): package data."""

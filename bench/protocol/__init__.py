@@ -1,0 +1,15 @@
+"""The protocol: one stage loop for every setting, and how a method is fed and evaluated.
+
+- `runner`: one job = one run spec: its directory locked, resumed from its checkpoint, and the stage loop
+  (for each stage: learn, evaluate on everything seen so far, record);
+- `stages`: what a setting gives that loop (`Stages`); `class_incd` (the paper's protocol) and `mixed`
+  (continual category discovery) are the two settings' stages, metric rows and summaries;
+- `step`: the `Step` a method learns from (what it may see, and no label unless its setting says so);
+- `planning`: what a run is made of (device, threads, data, layout, backbone, method);
+- `feeding`: what a method is fed (features or tokens, from the banks or live);
+- `evaluate`: the metrics (task-specific, task-agnostic with and without re-fitted maps, A, F, ...);
+- `epoch_selection`, `estimate_k`: which epoch a stage keeps, how many new classes a stage holds;
+- `recompute`: a finished run's metrics again from its stored predictions, with no training.
+
+Imports from: bench.errors, bench.core, bench.registries, bench.data, bench.config, bench.features, bench.runs.
+"""

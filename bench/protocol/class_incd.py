@@ -1,0 +1,104 @@
+"""The stages of class-iNCD, the paper's protocol, for the one stage loop (`bench.protocol.runner`): stage t hands
+the method the unlabelled training images of task t's classes (and earlier tasks' to a reference method that
+declares `sees_past_steps`), and evaluates it on the test images of tasks 0..t: task t's map frozen on its val
+images, the earlier tasks' re-fitted on theirs (`bench.protocol.evaluate`). What the evaluator was given is
+stored (`bench.runs.predictions`), so `bench metrics recompute` gives the same rows again (`replay`).
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator, Mapping
+
+import numpy as np
+import torch
+
+from bench.data.layout import TaskLayout
+from bench.protocol.evaluate import Evaluator
+from bench.protocol.feeding import Feed
+from bench.protocol.step import Step
+from bench.runs import predictions
+from bench.runs.rows import MetricRow
+
+Labelled = tuple[np.ndarray, np.ndarray]  # the labels of a split's images, and the task of each
+
+
+class ClassIncrementalStages:
+    """Class-iNCD's stages (`bench.protocol.stages.Stages`): one per task of the run's layout."""
+
+    noun = "step"
+
+    def __init__(self, spec: Any, parts: Any, feed: Feed) -> None:
+        self.n_steps, self.layout, self.feed = spec.n_steps, parts.layout, feed
+        self.evaluator = Evaluator(parts.layout)
+        val, test = parts.val_images.labels, parts.data.test.labels
+        self.val: Labelled = (val, parts.layout.task_of(val))
+        self.test: Labelled = (test, parts.layout.task_of(test))
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.evaluator.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.evaluator.load_state_dict(state)
+
+    def step(self, t: int, stored: Mapping[str, np.ndarray]) -> Step:
+        return self.feed.step(t, self.layout)
+
+    def evaluate(self, t: int, method: Any, stored: dict[str, np.ndarray]) -> list[MetricRow]:
+        """Step `t`'s metric rows; what the evaluator was given for them goes into `stored`."""
+        (val_labels_all, val_task), (test_labels, test_task) = self.val, self.test
+        feed, evaluator = self.feed, self.evaluator
+        val_pred = {s: _task_predictions(method, feed, s, np.flatnonzero(val_task == s)) for s in range(t + 1)}
+        val_labels = {s: val_labels_all[val_task == s] for s in range(t + 1)}
+        evaluator.freeze_mapping(t, val_labels[t], val_pred[t])
+        refit = {s: evaluator.fit_mapping(s, val_labels[s], val_pred[s]) for s in range(t)}
+        seen = np.flatnonzero(test_task <= t)
+        unified, task_pred = _predict(method, feed.batches("test", seen), t, test_task[seen] == t)
+        rows = evaluator.evaluate(t, test_labels[seen], unified, task_pred, refit=refit)
+        predictions.record(stored, t, val_labels=val_labels[t], val_pred=val_pred[t], test_labels=test_labels[seen],
+                           unified=unified, task_pred=task_pred, mapping=evaluator.mappings[t],
+                           refit_pred=[val_pred[s] for s in range(t)])
+        return rows
+
+    def summary(self, rows: list[MetricRow]) -> list[MetricRow]:
+        return self.evaluator.summary(rows, self.n_steps)
+
+    def describe(self, t: int, rows: list[MetricRow]) -> str:
+        acc = {(r.group, r.flavour): r.value for r in rows if r.metric == "acc"}
+        return (f"step {t + 1}/{self.n_steps}: task-specific {acc[(f'task_{t}', 'task')]:.1f}, "
+                f"all wo {acc[('all', 'wo')]:.1f}, all w {acc[('all', 'w')]:.1f}")
+
+
+def replay(stored: Mapping[str, np.ndarray], layout: TaskLayout) -> list[MetricRow]:
+    """A finished class-iNCD run's rows, summary included, from its `predictions.npz` alone."""
+    evaluator, rows = Evaluator(layout), []
+    # runs recorded before the re-fitted maps were kept have no `wo_refit` flavour
+    refits = all(f"refit_{t}" in stored for t in range(layout.n_steps))
+    for t in range(layout.n_steps):
+        evaluator.freeze_mapping(t, stored[f"val_labels_{t}"], stored[f"val_pred_{t}"])
+        refit = {s: evaluator.fit_mapping(s, stored[f"val_labels_{s}"], stored[f"refit_pred_{t}_{s}"])
+                 for s in range(t)} if refits else None
+        rows += evaluator.evaluate(t, stored[f"test_labels_{t}"], stored[f"unified_{t}"], stored[f"task_pred_{t}"],
+                                   refit=refit)
+    return rows + evaluator.summary(rows, layout.n_steps)
+
+
+@torch.no_grad()
+def _predict(method: Any, batches: Iterator[torch.Tensor], task: int, current: np.ndarray,
+             unified: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Argmax of the unified head on every batch (unless `unified` is False), and of task `task`'s
+    head on the rows where `current` holds: both read the same batch, so each image's prefix runs once."""
+    unified_pred, task_pred, start = [], [], 0
+    for x in batches:
+        rows = torch.as_tensor(current[start: start + len(x)], device=x.device)
+        if unified:
+            unified_pred.append(method.logits(x).argmax(1).cpu())
+        if rows.any():
+            task_pred.append(method.task_logits(x[rows], task).argmax(1).cpu())
+        start += len(x)
+    empty = torch.empty(0, dtype=torch.long)
+    return torch.cat(unified_pred or [empty]).numpy(), torch.cat(task_pred or [empty]).numpy()
+
+
+def _task_predictions(method: Any, feed: Feed, task: int, index: np.ndarray) -> np.ndarray:
+    """Task `task`'s head, read through the encoder as it is now, on the val images `index` (the same
+    head and images that froze its map at its own step: at a later step they re-fit it)."""
+    return _predict(method, feed.batches("val", index), task, np.ones(len(index), dtype=bool), unified=False)[1]

@@ -1,0 +1,75 @@
+"""Which epoch of a training loop a mixed-setting stage keeps (`setting.selection`).
+
+- `last`: the model as its last epoch left it (what the paper's methods and most continual category
+  discovery code report).
+- `val`: the epoch whose model scored best on a held-out part of the labelled stage (`setting.val_fraction`
+  of each labelled class's images, never trained on; the manifest's `validation`), as the GCD papers
+  select on their labelled validation images. In an unlabelled stage those images are all of old
+  classes: the score then measures what the stage's training costs the labelled classes.
+- `oracle`: the epoch whose model scored best on the test images of the classes seen so far. It reads
+  the test labels, so it is a leak: runs only when a user asks, and every result of such a run is
+  marked "oracle on test".
+
+A score is the clustering accuracy (one Hungarian match, `bench.protocol.evaluate.old_new_accuracy`) of the
+model's argmax. A method opts in per training loop: it hands the parameters the loop trains and the
+function that predicts with them (`EpochSelection.over`); a method without epochs has nothing to select.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Callable, Iterable, Iterator, Sequence
+
+import torch
+
+from bench.config.settings import SELECTIONS
+
+Logits = Callable[[torch.Tensor], torch.Tensor]
+Score = Callable[[Logits], float]
+
+
+class EpochSelection:
+    """One stage's selection: `rule` and, unless it is `last`, the `score` of a prediction function
+    (higher is better). `chosen` lists, per training loop of the stage, (epoch kept, epochs run), 0-based."""
+
+    def __init__(self, rule: str = "last", score: Score | None = None) -> None:
+        if rule not in SELECTIONS:
+            raise ValueError(f"unknown selection {rule!r}; choose from {', '.join(SELECTIONS)}")
+        if rule != "last" and score is None:
+            raise ValueError(f"selection {rule!r} needs a score")
+        self.rule, self.score = rule, score
+        self.chosen: list[tuple[int, int]] = []
+
+    @contextmanager
+    def over(self, parameters: Iterable[torch.nn.Parameter], logits: Logits,
+             modules: Sequence[torch.nn.Module] = ()) -> Iterator[Callable[[int], None] | None]:
+        """Yields the `after_epoch(epoch)` callback a training loop calls after each epoch (None for
+        `last`); on exit the parameters hold the values of the best-scoring epoch (the later one on a
+        tie, so that a flat score keeps the last epoch). `modules` are scored in eval mode, as they
+        will predict, and put back in the mode they were in."""
+        if self.rule == "last":
+            yield None
+            return
+        params = list(parameters)
+        best_score, best_epoch, best_values, epochs = float("-inf"), -1, None, 0
+
+        @torch.no_grad()
+        def after_epoch(epoch: int) -> None:
+            nonlocal best_score, best_epoch, best_values, epochs
+            epochs = epoch + 1
+            modes = [m.training for m in modules]
+            for m in modules:
+                m.eval()
+            score = float(self.score(logits))  # type: ignore[misc]
+            for m, mode in zip(modules, modes):
+                m.train(mode)
+            if score >= best_score:
+                best_score, best_epoch, best_values = score, epoch, [p.detach().clone() for p in params]
+
+        yield after_epoch
+        if best_values is not None:
+            with torch.no_grad():
+                for p, value in zip(params, best_values):
+                    p.copy_(value)
+            self.chosen.append((best_epoch, epochs))
+
+LAST = EpochSelection()  # what every step of class-iNCD, and a mixed run by default, uses

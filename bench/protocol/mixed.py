@@ -1,0 +1,221 @@
+"""The stages of the `mixed` setting (continual category discovery, `bench.config.settings`) for the one stage
+loop (`bench.protocol.runner`): the split is drawn once into a manifest (`split.json`, written with the run and
+read back on resume); stage t hands the method the stage's images (with their labels in the labelled stage
+only), and is evaluated on the test images of every class seen so far.
+
+Metric rows (percent), all computed from what is stored in `predictions.npz`, so that
+`bench metrics recompute` gives them again:
+
+- per stage t: `all` (flavour `cgcd`): ONE Hungarian match of the method's predictions on the test images
+  of the classes of stages 0..t; `old` / `new` under that match in two senses, flavour `cgcd_hard` (old:
+  the labelled stage's classes) and `cgcd_soft` (old: the classes of stages before t). Stage 0 has `all` only.
+- per unlabelled stage: `k` rows, `true` (new classes the stage brings) and `given` (what the method was
+  told: the true count, or the estimate of `setting.k`).
+- summary (flavour `cgcd`): `All`, `Old_hard`, `New_hard`, `Old_soft`, `New_soft`, the means over the
+  unlabelled stages, as the continual category discovery papers average them; `A` = `All`; `F`, the
+  forgetting of the labelled classes, their accuracy after the labelled stage minus after the last stage
+  (under each stage's own match); `D`, discovery, = `New_soft`; `K_error`, the mean |given − true|.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import torch
+
+from bench.config.manifests import Manifest, MixedProtocol, draw, hold_out
+from bench.core.storage import write_atomic
+from bench.data.layout import TaskLayout
+from bench.protocol.epoch_selection import LAST, EpochSelection
+from bench.protocol.evaluate import clustering_accuracy, old_new_accuracies
+from bench.protocol.feeding import Feed, step_order
+from bench.protocol.step import Step
+from bench.runs.predictions import compact
+from bench.runs.rows import MetricRow
+
+Log = Callable[[str], None]
+SPLIT_FILE = "split.json"
+MIXED_MARK = "mixed_setting"  # the key that marks a mixed run's stored predictions
+# what a mixed run reports as its A and F (its metrics file's reported_A/F), whatever its method declares for class-iNCD
+REPORTED: Mapping[str, tuple[str, str]] = {"A": ("cgcd", "A"), "F": ("cgcd", "F")}
+
+
+def manifest_of(out: Path, protocol: MixedProtocol, train_labels: np.ndarray, seed: int, log: Log,
+                validation: float | None = None, given: Manifest | None = None) -> Manifest:
+    """The run's split: read back from its `split.json` (a resumed run), else the `given` one
+    (`setting.manifest_file`) or one drawn with `seed`, and written; with `validation`, that fraction of
+    each labelled class's stage-0 images is held out (`bench.config.manifests.hold_out`)."""
+    path = out / SPLIT_FILE
+    if path.exists():
+        return Manifest.from_json(path.read_text())
+    manifest = given if given is not None else draw(protocol, train_labels, seed)
+    if validation:
+        manifest = hold_out(manifest, train_labels, validation, seed)
+    write_atomic(path, manifest.to_json())
+    sizes = ", ".join(str(len(s)) for s in manifest.stages)
+    held = f", {len(manifest.validation)} labelled images held out for validation" if validation else ""
+    log(f"split {'given' if given is not None else f'drawn with seed {seed}'} into {SPLIT_FILE}: "
+        f"{len(manifest.stages)} stages of {sizes} images "
+        f"(stage 0 labelled){held}")
+    return manifest
+
+
+def selection_for(rule: str, feed: Feed, source: str, index: np.ndarray, labels: np.ndarray) -> EpochSelection:
+    """A stage's epoch selection (`bench.protocol.epoch_selection`): for `val` and `oracle`, scored by the clustering
+    accuracy of a prediction function on the `source` images `index` of classes `labels`."""
+    if rule == "last":
+        return LAST
+
+    def score(logits: Callable[[torch.Tensor], torch.Tensor]) -> float:
+        pred = [logits(x).argmax(1).cpu() for x in feed.batches(source, index)]
+        return clustering_accuracy(labels, torch.cat(pred).numpy())
+
+    return EpochSelection(rule, score)
+
+
+def estimate_new_classes(features: torch.Tensor, known: int, k_max_new: int, seed: int) -> int:
+    """The new classes of an unlabelled stage by k-means silhouette (`bench.protocol.estimate_k`) over the stage's
+    images: the stage holds every known class and some new ones, so K runs over known+1 .. known+k_max_new
+    and the estimate is K − known."""
+    from bench.protocol.estimate_k import estimate_k
+
+    x = torch.nn.functional.normalize(features.float(), dim=1).cpu().numpy()
+    k_max = min(known + k_max_new, len(x) - 1)
+    return estimate_k(x, max(2, known + 1), k_max, seed) - known
+
+
+class MixedStages:
+    """The mixed setting's stages for the stage loop (`bench.protocol.stages.Stages`): stage 0 hands the
+    labelled images of the labelled classes with their labels; stage t > 0 the unlabelled images of stage t
+    (old and new classes mixed), with the count of new classes given or estimated (`setting.k`); each stage
+    is evaluated on the test images of every class seen so far, from what it stores (`stage_rows`)."""
+
+    noun = "stage"
+
+    def __init__(self, spec: Any, parts: Any, feed: Feed, out: Path, log: Log) -> None:
+        self.spec, self.method, self.feed, self.log = spec, parts.method, feed, log
+        self.data, self.layout = parts.data, parts.layout
+        self.setting = spec.config["setting"]
+        self.rule = self.setting.get("selection", "last")
+        self.manifest = manifest_of(out, parts.protocol, self.data.train.labels, int(self.setting["manifest_seed"]),
+                                    log, self.setting["val_fraction"] if self.rule == "val" else None, parts.manifest)
+        self.test_labels = np.asarray(self.data.test.labels)
+        self.test_stage = stage_of(self.test_labels, self.layout)
+        self.selection: EpochSelection = LAST  # the stage in progress: what it keeps, and how many classes it was told
+        self.n_new = 0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}  # its rows come from the stored predictions alone
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        pass
+
+    def step(self, t: int, stored: Mapping[str, np.ndarray]) -> Step:
+        spec, feed, manifest, layout = self.spec, self.feed, self.manifest, self.layout
+        rows = step_order(manifest.stages[t], spec.seed, t)
+        train = feed.train.subset(rows).to(feed.device)
+        # labels reach the method only in a labelled stage, and only that stage's
+        labels = torch.as_tensor(self.data.train.labels[rows], dtype=torch.long) if manifest.labelled[t] else None
+        known = int(sum(stored[f"k_given_{s}"][0] for s in range(t)))
+        self.n_new = layout.sizes[t]
+        if t > 0 and self.setting["k"] == "silhouette":
+            self.n_new = max(1, estimate_new_classes(train.plain, known, self.setting["k_max_new"] or layout.sizes[0],
+                                                     spec.seed * 1000 + t))
+        past = [feed.train.subset(step_order(manifest.stages[s], spec.seed, s)).to(feed.device)
+                for s in range(t)] if self.method.runs_on.sees_past_steps else []  # a reference's only
+        seen = np.flatnonzero(self.test_stage <= t)
+        self.selection = (selection_for(self.rule, feed, "test", seen, self.test_labels[seen]) if self.rule == "oracle"
+                          else selection_for(self.rule, feed, "train", manifest.validation,
+                                             self.data.train.labels[manifest.validation]))
+        return Step(index=t, n_classes=self.n_new, offset=known, train=train, last=t == spec.n_steps - 1, past=past,
+                    device=feed.device, labels=labels, selection=self.selection)
+
+    def evaluate(self, t: int, method: Any, stored: dict[str, np.ndarray]) -> list[MetricRow]:
+        stored[MIXED_MARK] = np.asarray([1], dtype=np.int8)  # `replay` reads it
+        if self.rule != "last":
+            stored[f"selected_{t}"] = compact(np.asarray([e for e, _ in self.selection.chosen], dtype=np.int64))
+            self.log(f"stage {t}: kept epochs {', '.join(f'{e + 1}/{n}' for e, n in self.selection.chosen) or '- (no epochs)'} "
+                     f"by {self.rule}{' (ORACLE ON TEST)' if self.rule == 'oracle' else ''}")
+        seen = np.flatnonzero(self.test_stage <= t)
+        stored[f"test_labels_{t}"] = compact(self.test_labels[seen])
+        stored[f"unified_{t}"] = compact(_predict(method, self.feed, seen))
+        stored[f"k_given_{t}"] = compact(np.asarray([self.n_new]))
+        return stage_rows(t, stored, self.layout)
+
+    def summary(self, rows: list[MetricRow]) -> list[MetricRow]:
+        return summary(rows, self.spec.n_steps)
+
+    def describe(self, t: int, rows: list[MetricRow]) -> str:
+        return _stage_line(t, self.spec.n_steps, rows)
+
+
+@torch.no_grad()
+def _predict(method: Any, feed: Feed, index: np.ndarray) -> np.ndarray:
+    preds = [method.logits(x).argmax(1).cpu() for x in feed.batches("test", index)]
+    return torch.cat(preds).numpy() if preds else np.empty(0, dtype=np.int64)
+
+
+def stage_of(labels: np.ndarray, layout: TaskLayout) -> np.ndarray:
+    """The stage that brings each class; a class the protocol leaves out gets n_steps (never seen)."""
+    labels = np.asarray(labels, dtype=np.int64)
+    inside = labels < layout.num_classes
+    return np.where(inside, layout.task_of(np.where(inside, labels, 0)), layout.n_steps)
+
+
+def stage_rows(t: int, stored: Mapping[str, np.ndarray], layout: TaskLayout) -> list[MetricRow]:
+    """Stage t's rows from what it stored: its test labels, the method's predictions, the K it was given."""
+    labels, pred = np.asarray(stored[f"test_labels_{t}"]), np.asarray(stored[f"unified_{t}"])
+    stage = stage_of(labels, layout)
+    hard, soft = old_new_accuracies(labels, pred, np.unique(labels[stage == 0]), np.unique(labels[stage < t]))
+    rows = [MetricRow(t, "all", "cgcd", "acc", hard["all"])]
+    if t == 0:
+        return rows + selected_rows(t, stored)
+    for flavour, acc in (("cgcd_hard", hard), ("cgcd_soft", soft)):
+        rows += [MetricRow(t, group, flavour, "acc", acc[group]) for group in ("old", "new") if not np.isnan(acc[group])]
+    rows += [MetricRow(t, "k", "cgcd", "true", float(layout.sizes[t])),
+             MetricRow(t, "k", "cgcd", "given", float(stored[f"k_given_{t}"][0]))]
+    return rows + selected_rows(t, stored)
+
+
+def selected_rows(t: int, stored: Mapping[str, np.ndarray]) -> list[MetricRow]:
+    """The epoch (1-based) each training loop of stage t kept, where the run selected among epochs."""
+    chosen = np.asarray(stored.get(f"selected_{t}", []))
+    return [MetricRow(t, "selected_epoch", "cgcd", f"loop_{i}", float(e + 1)) for i, e in enumerate(chosen)]
+
+
+def summary(rows: list[MetricRow], n_steps: int) -> list[MetricRow]:
+    """The run's summary rows (module docstring) from its per-stage rows."""
+    at = {(r.step, r.group, r.flavour, r.metric): r.value for r in rows}
+    stages = range(1, n_steps)
+
+    def mean(group: str, flavour: str, metric: str = "acc") -> float:
+        values = [at[(t, group, flavour, metric)] for t in stages if (t, group, flavour, metric) in at]
+        return float(np.mean(values)) if values else float("nan")
+
+    out = {"All": mean("all", "cgcd"), "Old_hard": mean("old", "cgcd_hard"), "New_hard": mean("new", "cgcd_hard"),
+           "Old_soft": mean("old", "cgcd_soft"), "New_soft": mean("new", "cgcd_soft")}
+    last = n_steps - 1
+    labelled_last = at.get((last, "old", "cgcd_hard", "acc"), at[(0, "all", "cgcd", "acc")])
+    out.update(A=out["All"], F=at[(0, "all", "cgcd", "acc")] - labelled_last, D=out["New_soft"],
+               K_error=float(np.mean([abs(at[(t, "k", "cgcd", "given")] - at[(t, "k", "cgcd", "true")])
+                                      for t in stages])) if n_steps > 1 else 0.0)
+    return [MetricRow(last, "summary", "cgcd", metric, value) for metric, value in out.items()]
+
+
+def replay(stored: Mapping[str, np.ndarray], layout: TaskLayout) -> list[MetricRow]:
+    """A finished mixed run's rows from its `predictions.npz` alone (`bench metrics recompute`)."""
+    rows = [row for t in range(layout.n_steps) for row in stage_rows(t, stored, layout)]
+    return rows + summary(rows, layout.n_steps)
+
+
+def _stage_line(t: int, n_steps: int, rows: list[MetricRow]) -> str:
+    acc = {(r.group, r.flavour): r.value for r in rows if r.metric == "acc"}
+    said = f"stage {t}/{n_steps - 1}{' (labelled)' if t == 0 else ''}: all {acc[('all', 'cgcd')]:.1f}"
+    if t > 0:
+        said += (f", old/new hard {acc.get(('old', 'cgcd_hard'), float('nan')):.1f}/"
+                 f"{acc.get(('new', 'cgcd_hard'), float('nan')):.1f}, soft {acc.get(('old', 'cgcd_soft'), float('nan')):.1f}/"
+                 f"{acc.get(('new', 'cgcd_soft'), float('nan')):.1f}")
+        k = {r.metric: r.value for r in rows if r.group == "k"}
+        said += f", K {k['given']:.0f} (true {k['true']:.0f})"
+    return said

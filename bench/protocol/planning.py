@@ -1,0 +1,123 @@
+"""What a run is made of, decided before its first step: the device and thread count it computes with,
+its data in its class order, the task layout, the frozen backbone and the method.
+
+Each is derived from the spec alone (and, for the threads, from the checkpoint it resumes), so a
+resumed or requeued run is made of the same parts as the attempt it continues.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import torch
+
+from bench.core import numerics
+from bench.features.backbones import build_backbone
+from bench.data import ImageSet, build_dataset
+from bench.errors import BenchError
+from bench.protocol.evaluate import TaskLayout
+from bench.config.settings import protocol_for, setting_of, stage_sizes
+from bench.config.spec import RunSpec
+
+Log = Callable[[str], None]
+
+
+def device_of(spec: RunSpec) -> torch.device:
+    """The machine's `device` setting (a location, not part of the run), else CUDA where there is one."""
+    wanted = spec.location.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(wanted)
+
+
+def threads_of(spec: RunSpec, state: Mapping[str, Any] | None, log: Log) -> int:
+    """The run's CPU compute threads: its checkpoint's where it resumes (the finished steps' numbers
+    were computed with them), else what the command asked for (`--threads`), else the default."""
+    asked = int(spec.location.get("threads") or numerics.DEFAULT_THREADS)
+    stored = state.get("threads") if state is not None else None
+    if stored is None:
+        if state is not None:  # a checkpoint from before runs kept their count: its steps used the pool's
+            log(f"WARNING: the checkpoint does not say how many threads its finished steps ran with; resuming "
+                f"with {asked}: its metrics may differ in the last digits from an uninterrupted run's")
+        return asked
+    if int(stored) != asked:
+        log(f"resuming with {stored} thread(s), the count its finished steps ran with, not the {asked} asked for")
+    return int(stored)
+
+
+@dataclass
+class Parts:
+    """A run's data, layout, frozen backbone and bound method. `val_images` freeze (and re-fit) the task
+    mappings: the held-out validation images, or the training images where a dataset has none
+    (`mapping_images` says which, for the metrics file)."""
+
+    data: Any
+    layout: TaskLayout
+    backbone: torch.nn.Module
+    method: Any
+    val_images: ImageSet
+    mapping_images: str
+    protocol: Any = None  # the mixed setting's protocol (`bench.config.settings`); None in class-iNCD
+    manifest: Any = None  # a mixed run's given split (`setting.manifest_file`); None: drawn by the run
+
+
+def assemble(spec: RunSpec, out: Path, device: torch.device, log: Log) -> Parts:
+    """Build the parts of run `spec` (run directory `out`) on `device`, logging what a reader of the
+    run's log needs to interpret its numbers."""
+    from bench.registries import METHODS
+
+    data = build_dataset(spec.dataset, spec.config["dataset"], spec.location.get("data_root"),
+                         spec.location.get("partitions_dir") or str(out.parent.parent / "partitions"))
+    order_seed = spec.config.get("split", {}).get("class_order_seed")
+    data = data.with_class_order(order_seed)
+    if order_seed is not None:
+        log(f"class order {order_seed}: the canonical classes in the order {data.extra['class_order']}")
+    protocol = manifest = None
+    if setting_of(spec.config) == "mixed":  # its stages own the labelled classes, then each stage's new ones
+        if spec.config["setting"].get("manifest_file"):
+            data, manifest, protocol = _from_manifest_file(spec, data, log)
+        else:
+            protocol = protocol_for(spec.config["setting"], data.num_classes, data.train.labels)
+        sizes = stage_sizes(protocol)
+        layout = TaskLayout(tuple(int(o) for o in np.cumsum((0,) + sizes[:-1])), sizes)
+        if layout.num_classes < data.num_classes:
+            why = "no stage of the file holds them" if manifest is not None else "its stages cannot share them equally"
+            log(f"the {spec.split} protocol leaves classes {layout.num_classes}..{data.num_classes - 1} out: {why}; "
+                f"neither their training nor their test images take part")
+    else:
+        layout = TaskLayout.contiguous(data.num_classes, spec.n_steps)
+    backbone = build_backbone(spec.backbone, spec.config["backbone"], data.train.image_shape,
+                              spec.location.get("weights_dir")).to(device)
+    val_images = data.val_or_train()
+    mapping_images = "val" if data.val is not None else "train"
+    log(f"task mappings frozen on the {'held-out validation' if mapping_images == 'val' else 'training'} images")
+    without_val = sorted(set(range(data.num_classes)) - set(val_images.labels.tolist()))
+    if without_val:
+        log(f"WARNING: {len(without_val)} class(es) have no {mapping_images} image to freeze the task mapping from "
+            f"(e.g. class {without_val[0]} {data.class_names[without_val[0]]!r}); their test images never count "
+            f"as correct in the task-agnostic (wo) flavour")
+
+    method = METHODS.build(dict(type=spec.method, feature_dim=backbone.feature_dim, seed=spec.seed,
+                                **spec.config["method"]))
+    # what tail methods copy and fine-tune, and in which precision, also after a resume
+    method.bind(backbone, spec.config.get("precision", {}).get("tails", "fp32"))
+    return Parts(data, layout, backbone, method, val_images, mapping_images, protocol, manifest)
+
+
+def _from_manifest_file(spec: RunSpec, data: Any, log: Log) -> tuple[Any, Any, Any]:
+    """A mixed run that holds a given split (`setting.manifest_file`): the dataset in the class order its
+    stages make, the manifest, and its counts as the run's protocol."""
+    from bench.config.manifests import class_order_of, protocol_of, read_manifest_file
+
+    setting = spec.config["setting"]
+    manifest, digest = read_manifest_file(setting["manifest_file"], spec.n_steps - 1)
+    if digest != setting["manifest_sha256"]:
+        raise BenchError(f"setting.manifest_file {setting['manifest_file']}: its sha256 is {digest[:12]}…, the run was "
+                         f"planned with {setting['manifest_sha256'][:12]}…: the file changed since; plan the run again")
+    order = class_order_of(manifest, data.train.labels, data.num_classes, setting["manifest_file"])
+    data = data.in_class_order(order)
+    protocol = protocol_of(manifest, data.train.labels)
+    log(f"split read from {setting['manifest_file']} (sha256 {digest[:12]}…): {len(manifest.stages)} stages of "
+        f"{', '.join(str(len(rows)) for rows in manifest.stages)} images; classes in the order its stages make: "
+        f"{order[:sum(stage_sizes(protocol))].tolist()}")
+    return data, manifest, protocol

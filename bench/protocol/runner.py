@@ -1,0 +1,127 @@
+"""One job = one RunSpec, run as the protocol says, in the one stage loop every setting shares
+(`run_stages`): for each stage, the method learns what the stage hands it, is evaluated on everything seen
+so far, and the stage is recorded (a checkpoint after every stage, so that a killed or requeued run resumes
+from its last finished stage with the same final metrics).
+
+The protocol is enforced here: a method receives `Step`s holding the training data of the current stage,
+with labels only where its setting gives them (`bench.protocol.stages`: class-iNCD gives none; the mixed
+setting's labelled stage does), and earlier stages' only if it declares `runs_on.sees_past_steps`; the
+labels of evaluation stay with the evaluator. What the run is made of is `bench.protocol.planning`, what
+the method is fed `bench.protocol.feeding`, and where it is all kept `bench.runs`.
+"""
+from __future__ import annotations
+
+import os
+import random
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from mmengine.config import Config
+
+from bench.config.spec import RunSpec
+from bench.core import numerics
+from bench.core.storage import write_atomic
+from bench.protocol.feeding import feed_for
+from bench.protocol.planning import Parts, assemble, device_of, threads_of
+from bench.protocol.recompute import repaired
+from bench.protocol.stages import Stages, reported_of, stages_for
+from bench.runs import checkpoint
+from bench.runs.checkpoint import Progress
+from bench.runs.metrics_file import metrics_frame
+from bench.runs.rows import MetricRow
+from bench.runs.rundir import CHECKPOINT, DONE, ERROR, run_dir, set_aside, unreadable
+from bench.runs.runstore import Log, finish, locked
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def execute(spec: RunSpec, results: Path, *, echo: bool = False) -> Path:
+    """Run `spec` to completion under `results/runs/<run_id>/`, resuming from a checkpoint if one
+    exists. On failure the error and traceback go to `error.txt` and the exception propagates.
+
+    An exclusive lock on the run directory keeps two processes from running the same run at once;
+    the second raises `RunBusy` and touches nothing. A run already DONE is not run again."""
+    out = run_dir(results, spec)
+    out.mkdir(parents=True, exist_ok=True)
+    with locked(out):
+        log = Log(out / "log.txt", echo)
+        if (out / DONE).exists():
+            bad = unreadable(out)
+            if not bad or repaired(out, bad, log):
+                return out
+            aside = set_aside(out, bad)
+            log(f"results unreadable ({'; '.join(f'{k}: {v}' for k, v in bad.items())}): moved to {aside.name}/, "
+                f"running again")
+        (out / ERROR).unlink(missing_ok=True)
+        try:
+            with numerics.restored():  # an in-process caller gets its own threads and kernels back
+                _run(spec, out, log)
+        except Exception as err:
+            try:
+                write_atomic(out / ERROR, f"{type(err).__name__}: {err}\n\n{traceback.format_exc()}")
+                log(f"FAILED: {type(err).__name__}: {err}")
+            except OSError:  # a full disk: the run's own error still reaches the caller
+                pass
+            raise
+        except BaseException as err:  # SystemExit from submitit's requeue handler, Ctrl-C: not a failure
+            log(f"interrupted ({type(err).__name__}); the next attempt resumes from the last checkpoint")
+            raise
+    return out
+
+
+def _run(spec: RunSpec, out: Path, log: Log) -> None:
+    write_atomic(out / "spec.json", spec.to_json())
+    Config(dict(spec.config)).dump(str(out / "config.py"))
+    device = device_of(spec)
+    clock = time.monotonic()
+    state = checkpoint.read_checkpoint(out, log)  # first: the stages it holds ran with its thread count, the rest must too
+    threads = threads_of(spec, state, log)
+    log(f"run {spec.run_id}: {spec.describe()} on {device}, process {os.getpid()}, {threads} thread(s)")
+    log(f"numerics: {'; '.join(numerics.fix(threads, device))}")
+
+    parts = assemble(spec, out, device, log)
+    feed = feed_for(spec, parts.method, parts.data, parts.backbone, device, parts.val_images, parts.layout, log,
+                    out.parent.parent, clock)
+    stages = stages_for(spec, parts, feed, out, log)
+    progress = Progress.of(state)
+    if state is not None:
+        parts.method.load_state_dict(state["method"])
+        stages.load_state_dict(state["evaluator"])
+        log(f"resuming after {stages.noun} {state['step']}")
+    rows = run_stages(spec, parts.method, stages, progress, out, log, clock, threads)
+    _record(spec, out, log, parts, rows, progress, device, clock)
+
+
+def run_stages(spec: RunSpec, method: Any, stages: Stages, progress: Progress, out: Path, log: Log, clock: float,
+               threads: int) -> list[MetricRow]:
+    """The protocol, the same for every setting: from the first stage `progress` has not recorded, the method
+    learns the stage, is evaluated on everything seen so far, and the stage is recorded (its rows, what its
+    evaluation was computed from, a checkpoint). The run's rows, its summary's last."""
+    for t in range(progress.next_step, spec.n_steps):
+        seed_everything(spec.seed * 1000 + t)
+        method.learn(stages.step(t, progress.stored))
+        rows = stages.evaluate(t, method, progress.stored)
+        progress.rows.extend(rows)
+        log(stages.describe(t, rows))
+        checkpoint.save_checkpoint(out / CHECKPOINT, progress.state(t, method, stages, time.monotonic() - clock, threads))
+    return progress.rows + stages.summary(progress.rows)
+
+
+def _record(spec: RunSpec, out: Path, log: Log, parts: Parts, rows: list[MetricRow], progress: Progress,
+            device: torch.device, clock: float) -> None:
+    """The finished run's predictions and metrics, then DONE; its A and F in the log."""
+    reported = reported_of(spec)
+    frame = metrics_frame(spec, rows, device, progress.started_at, progress.spent + time.monotonic() - clock,
+                          parts.mapping_images, reported, weights=parts.backbone.weights)
+    finish(out, parts.layout, progress.stored, spec.run_id, frame)
+    summary = {(r.flavour, r.metric): r.value for r in rows if r.group == "summary"}
+    shown = {name: f"{name}={summary[source]:.1f} ({'/'.join(source)})" for name, source in reported.items()}
+    log(f"done: {shown['A']} {shown['F']}")

@@ -1,0 +1,67 @@
+"""What a setting gives the one stage loop (`bench.protocol.runner.run_stages`): its stages, the rows each stage
+is evaluated to, and the run's summary. class-iNCD is the staged protocol with no labelled stage and no earlier
+classes in a stage (`bench.protocol.class_incd`); the mixed setting of continual category discovery has both
+(`bench.protocol.mixed`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Mapping, Protocol
+
+import numpy as np
+
+from bench.config.settings import setting_of
+from bench.data.layout import TaskLayout
+from bench.protocol import class_incd, mixed
+from bench.protocol.feeding import Feed
+from bench.protocol.step import Step
+from bench.runs.rows import MetricRow
+
+
+class Stages(Protocol):
+    """A setting's stages of one run. `stored` is what the run keeps for `predictions.npz` (in its checkpoint
+    until it ends): a stage's evaluation adds to it, and a later stage may read it."""
+
+    noun: str  # what the log calls a stage: "step" (class-iNCD), "stage" (mixed)
+
+    def step(self, t: int, stored: Mapping[str, np.ndarray]) -> Step:
+        """What the method learns from at stage t: the stage's data, and labels only where the setting gives them."""
+
+    def evaluate(self, t: int, method: Any, stored: dict[str, np.ndarray]) -> list[MetricRow]:
+        """Stage t's metric rows, on everything seen so far; what they were computed from goes into `stored`."""
+
+    def summary(self, rows: list[MetricRow]) -> list[MetricRow]:
+        """The run's summary rows (A, F, ...) from its per-stage rows."""
+
+    def describe(self, t: int, rows: list[MetricRow]) -> str:
+        """Stage t's line in the run's log."""
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+
+def stages_for(spec: Any, parts: Any, feed: Feed, out: Path, log: Callable[[str], None]) -> Stages:
+    """The stages of run `spec` in its setting."""
+    if setting_of(spec.config) == "mixed":
+        return mixed.MixedStages(spec, parts, feed, out, log)
+    return class_incd.ClassIncrementalStages(spec, parts, feed)
+
+
+def reported_of(spec: Any) -> Mapping[str, tuple[str, str]]:
+    """The (flavour, metric) of the summary rows that are run `spec`'s A and F: its setting's in the mixed
+    setting, else what its method declares (`Method.reported`)."""
+    if setting_of(spec.config) == "mixed":
+        return mixed.REPORTED
+    from bench.registries import METHODS
+
+    return METHODS.get(spec.method).reported
+
+
+def replay(stored: Mapping[str, np.ndarray]) -> list[MetricRow]:
+    """A finished run's metric rows, summary included, from its stored predictions alone, by the setting
+    that stored them (`bench metrics recompute`)."""
+    layout = TaskLayout(tuple(int(o) for o in stored["offsets"]), tuple(int(s) for s in stored["sizes"]))
+    if mixed.MIXED_MARK in stored:
+        return mixed.replay(stored, layout)
+    return class_incd.replay(stored, layout)

@@ -1,0 +1,79 @@
+"""A report's files: its tables in each format and its figures (radar plots, per-step curves)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import pandas as pd
+
+from bench.reporting.aggregate import final_scores, step_curves, step_forgetting
+from bench.reporting.table import escape_latex, render_table
+from bench.core.storage import write_atomic
+
+SUFFIX = {"latex": "tex", "markdown": "md", "csv": "csv"}
+
+
+def write_report(frame: pd.DataFrame, out_dir: Path, fmt: str, title: str,
+                 order: Mapping[str, Sequence[str]] | None = None, exclude_from_best: Sequence[str] = (),
+                 figures: bool = True) -> list[Path]:
+    """Write the table, and unless `figures` is False the radar plots and the per-step curves (a second
+    format of the same report has them already); returns the files written."""
+    if fmt not in SUFFIX:
+        raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(SUFFIX)}")
+    if frame.empty:
+        raise ValueError("no finished runs to report")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    scores = final_scores(frame, order)
+    seeds = sorted(set(scores["n"]))
+    caption = (f"{escape_latex(title)}: forgetting F (lower is better) and accuracy A (higher is better), "
+               f"in \\%, mean $\\pm$ std over {'/'.join(map(str, seeds))} seed(s); best per column in bold.")
+    table = out_dir / f"table.{SUFFIX[fmt]}"
+    write_atomic(table, render_table(scores, fmt, caption=caption, exclude_from_best=exclude_from_best))
+    paths = [table]
+    from bench.reporting.cgcd import cgcd_table, render
+
+    mixed = cgcd_table(frame)
+    if not mixed.empty:  # the mixed setting's own table, beside the leaderboard
+        paths.append(out_dir / f"cgcd.{SUFFIX[fmt]}")
+        write_atomic(paths[-1], render(mixed, fmt))
+    return paths + (write_figures(frame, out_dir, order, scores) if figures else [])
+
+
+def write_figures(frame: pd.DataFrame, out_dir: Path, order: Mapping[str, Sequence[str]] | None = None,
+                  scores: pd.DataFrame | None = None) -> list[Path]:
+    """The radar plots, the per-step curves and the appendix's figures; `scores`: the frame's
+    `final_scores`, if already computed."""
+    from bench.reporting.plots import curve_plot, radar_plot  # matplotlib: only where figures are drawn
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    scores = final_scores(frame, order) if scores is None else scores
+    paths: list[Path] = []
+    # A radar needs at least three axes: one per split when splits cover several datasets,
+    # otherwise one over every (split, dataset, metric).
+    splits = [s for s in scores["split"].cat.categories if (scores["split"] == s).any()]
+    if all(scores.loc[scores["split"] == s, "dataset"].nunique() >= 2 for s in splits):
+        for split in splits:
+            paths += radar_plot(scores, [split], out_dir / f"radar_{split}")
+    else:
+        paths += radar_plot(scores, splits, out_dir / "radar")
+    curves = step_curves(frame, order)
+    for (dataset, split), _ in curves.groupby(["dataset", "split"], observed=True):
+        paths += curve_plot(curves, dataset, split, out_dir / f"curve_{dataset}_{split}")
+    return paths + steps_figures(frame, out_dir, "steps", order, accuracy=curves)
+
+
+def steps_figures(frame: pd.DataFrame, out_dir: Path, prefix: str, order: Mapping[str, Sequence[str]] | None = None,
+                  accuracy: pd.DataFrame | None = None) -> list[Path]:
+    """The appendix's figures: per dataset, per-step accuracy and forgetting of every method, one row
+    per split (`<prefix>_<dataset>.png/.pdf`); `accuracy`: the frame's `step_curves`, if already computed."""
+    from bench.reporting.plots import steps_plot
+
+    accuracy = step_curves(frame, order) if accuracy is None else accuracy
+    forgetting = step_forgetting(frame, order)
+    paths = []
+    for dataset in dict.fromkeys(accuracy["dataset"].astype(str)):  # in the report's order
+        splits = list(dict.fromkeys(accuracy.loc[accuracy["dataset"] == dataset, "split"].astype(str)))
+        paths += steps_plot(accuracy, forgetting, dataset, splits, Path(out_dir) / f"{prefix}_{dataset}")
+    return paths

@@ -1,0 +1,104 @@
+"""The index's curves: inline SVG per dataset and split (a line per method with a band of ± one std
+over seeds, a title per point for hovering), and the report's radar PNGs beside them. Plain SVG: no
+plotting library, no script."""
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+from urllib.parse import quote
+
+import pandas as pd
+
+from bench.reporting.aggregate import step_curves, step_forgetting
+from bench.reporting.site.html import e
+
+
+def _ticks(low: float, high: float, count: int = 5) -> list[float]:
+    span = max(high - low, 1e-9)
+    raw = span / count
+    step = 10 ** math.floor(math.log10(raw))
+    step *= next(m for m in (1, 2, 5, 10) if raw <= step * m)
+    start = math.ceil(low / step) * step
+    return [start + i * step for i in range(int((high - start) / step + 1e-9) + 1)]
+
+
+def svg_curves(rows: pd.DataFrame, title: str, ylabel: str, colour: Any) -> str:
+    """Mean per step (a line per label) with a band of ± one std over seeds, steps counted from 1."""
+    width, height, left, right, top, bottom = 460, 280, 52, 12, 26, 40
+    if rows.empty:
+        return f'<p class="na">{e(title)}: no per-step values recorded.</p>'
+    steps = sorted(int(s) for s in rows["step"].unique())
+    std = rows["std"].fillna(0.0)
+    low, high = float((rows["mean"] - std).min()), float((rows["mean"] + std).max())
+    pad = max((high - low) * 0.08, 1.0)
+    low, high = low - pad, high + pad
+    x0, x1 = steps[0], max(steps[-1], steps[0] + 1)
+
+    def x(step: float) -> float:
+        return left + (step - x0) / (x1 - x0) * (width - left - right)
+
+    def y(value: float) -> float:
+        return top + (high - value) / (high - low) * (height - top - bottom)
+
+    out = [f'<svg class="curve" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+           f'aria-label="{e(title)}"><title>{e(title)}</title>',
+           f'<text x="{left}" y="16" class="svg-title">{e(title)}</text>']
+    for tick in _ticks(low, high):
+        out.append(f'<line x1="{left}" x2="{width - right}" y1="{y(tick):.1f}" y2="{y(tick):.1f}" class="grid"/>'
+                   f'<text x="{left - 6}" y="{y(tick) + 4:.1f}" class="tick" text-anchor="end">{tick:g}</text>')
+    for step in steps:
+        out.append(f'<text x="{x(step):.1f}" y="{height - bottom + 16}" class="tick" text-anchor="middle">{step + 1}</text>')
+    out.append(f'<text x="{(left + width - right) / 2:.0f}" y="{height - 6}" class="axis" text-anchor="middle">step</text>'
+               f'<text transform="translate(13 {(top + height - bottom) / 2:.0f}) rotate(-90)" class="axis" '
+               f'text-anchor="middle">{e(ylabel)}</text>')
+    labels = rows["label"].astype(str).nunique()
+    for label, group in rows.groupby("label", observed=True, sort=False):
+        group = group.sort_values("step")
+        c = colour(str(label))
+        out.append(f'<g data-label="{e(label)}">')
+        sx = [x(s) for s in group["step"]]
+        mean, sd = group["mean"].tolist(), group["std"].fillna(0.0).tolist()
+        if len(sx) > 1 and any(v > 0 for v in sd):
+            band = [f"{a:.1f},{y(m + s):.1f}" for a, m, s in zip(sx, mean, sd)]
+            band += [f"{a:.1f},{y(m - s):.1f}" for a, m, s in reversed(list(zip(sx, mean, sd)))]
+            opacity = 0.15 if labels <= 5 else 0.07  # many overlapping bands would turn to mud
+            out.append(f'<polygon points="{" ".join(band)}" fill="{c}" fill-opacity="{opacity}" stroke="none"/>')
+        dash = ' stroke-dasharray="5 3"' if " [" in str(label) else ""
+        out.append(f'<polyline points="{" ".join(f"{a:.1f},{y(m):.1f}" for a, m in zip(sx, mean))}" fill="none" '
+                   f'stroke="{c}" stroke-width="2"{dash}/>')
+        for a, m, s, n, step in zip(sx, mean, sd, group["n"], group["step"]):
+            out.append(f'<circle cx="{a:.1f}" cy="{y(m):.1f}" r="3" fill="{c}"><title>{e(label)}, step {int(step) + 1}: '
+                       f'{m:.1f} ± {s:.1f} ({int(n)} seed(s))</title></circle>')
+        out.append("</g>")
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _curves(frame: pd.DataFrame, order: Mapping[str, Sequence[str]] | None, figures: Sequence[Path], out: Path) -> str:
+    from bench.reporting.plots import method_colour
+
+    accuracy = step_curves(frame, order)
+    forgetting = step_forgetting(frame, order)
+    parts = []
+    for (dataset, split), rows in accuracy.groupby(["dataset", "split"], observed=True, sort=False):
+        fr = forgetting[(forgetting["dataset"] == dataset) & (forgetting["split"] == split)]
+        labels = list(dict.fromkeys(rows["label"].astype(str)))
+        legend = "".join(f'<li data-label="{e(l)}" title="click: hide or show its lines">'
+                         f'<span class="swatch{" dashed" if " [" in l else ""}" style="--c:{method_colour(l)}"></span>'
+                         f'{e(l)}</li>' for l in labels)
+        parts.append(f'<figure class="curves" data-dataset="{e(dataset)}"><figcaption>{e(dataset)}, {e(split)}'
+                     f'</figcaption><div class="panels">'
+                     + svg_curves(rows, "accuracy on all classes seen so far", "accuracy (%)", method_colour)
+                     + svg_curves(fr, "forgetting of step 1's classes", "forgetting (%)", method_colour)
+                     + f'</div><ul class="legend">{legend}</ul></figure>')
+    radars = [p for p in figures if p.suffix == ".png" and p.name.startswith("radar")]
+    for path in radars:
+        rel = os.path.relpath(path, out)
+        pdf = path.with_suffix(".pdf")
+        parts.append(f'<figure class="radar"><img src="{e(quote(rel))}" alt="radar plot {e(path.stem)}" loading="lazy">'
+                     f'<figcaption>{e(path.stem.replace("_", " "))}: A and 100−F, each axis relative to its best method'
+                     + (f' (<a href="{e(quote(os.path.relpath(pdf, out)))}">PDF</a>)' if pdf.exists() else "")
+                     + "</figcaption></figure>")
+    return "".join(parts)

@@ -1,0 +1,175 @@
+"""One page per run (`runs/<page>.html`): its identity and resolved config, provenance, per-step
+metrics in every flavour, the end of its log (and its error), links to its files and to the other
+seeds of its cell."""
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+from urllib.parse import quote
+
+import pandas as pd
+
+from bench.reporting.aggregate import flat_config
+from bench.reporting.site.html import _document, _kv_table, e
+from bench.reporting.site.runs import FAILED, Run, _run_links, _state_badge
+from bench.reporting.table import source_text
+
+LOG_LINES = 60  # the end of a run's log shown on its page
+
+PROVENANCE = ("bench_version", "git_commit", "host", "device", "slurm_job_id", "started_at", "ended_at", "duration_s",
+              "torch_version", "torchvision_version", "timm_version", "numpy_version", "cuda_version",
+              "cudnn_version", "weights_sha256", "tail_precision", "threads", "rebuilt_from", "features",
+              "mapping_images", "reported_A", "reported_F")
+
+
+def _group_key(group: str) -> tuple[int, int, str]:
+    m = re.fullmatch(r"task_(\d+)", group)
+    if m:
+        return (0, int(m.group(1)), group)
+    return (1, ("old", "new", "all", "summary").index(group) if group in ("old", "new", "all", "summary") else 9, group)
+
+
+def _metric_text(metric: str, value: float) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "NaN"
+    return f"{value:.3f}" if metric in ("nmi", "ari") else f"{value:.2f}"
+
+
+MEASURES = ["step", "group", "flavour", "metric", "value"]
+Measure = tuple[int, str, str, str, float]  # a metrics row: step, group, flavour, metric, value
+
+
+def _metrics_tables(rows: Sequence[Measure]) -> str:
+    """A table per flavour: one line per (step, group), one column per metric."""
+    by_flavour: dict[str, dict[tuple[int, str], dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
+    metrics: dict[str, list[str]] = defaultdict(list)
+    for step, group, flavour, metric, value in rows:
+        by_flavour[str(flavour)][(int(step), str(group))][str(metric)] = value
+        if metric not in metrics[flavour]:
+            metrics[str(flavour)].append(str(metric))
+    names = {"task": "task (each task's own head)", "wo": "W/O (task-agnostic, frozen maps)",
+             "wo_refit": "W/O, maps re-fitted", "w": "W (one Hungarian match per group)",
+             "gcd": "GCD All/Old/New (one match)", "gcd_sep": "GCD, separate matches"}
+    out = []
+    for flavour in sorted(by_flavour, key=lambda f: (list(names).index(f) if f in names else 99, f)):
+        lines = by_flavour[flavour]
+        cols = metrics[flavour]
+        # compact (a 10-step run has hundreds of lines): no per-cell attributes; `·`: not a metric of the group
+        body = "".join(f'<tr><td>{step + 1}</td><td>{e(group)}</td>'
+                       + "".join(f'<td>{e(_metric_text(m, lines[(step, group)][m]))}</td>' if m in lines[(step, group)]
+                                 else '<td class="na">·</td>'
+                                 for m in cols) + "</tr>"
+                       for step, group in sorted(lines, key=lambda k: (k[0], _group_key(k[1]))))
+        out.append(f'<h3>{e(names.get(flavour, flavour))}</h3><table class="sortable metrics"><thead><tr>'
+                   + "".join(f'<th scope="col"><button type="button">{e(h)}</button></th>' for h in ["step", "group", *cols])
+                   + f"</tr></thead><tbody>{body}</tbody></table>")
+    return "".join(out) or "<p>No metrics recorded.</p>"
+
+
+def _tail(path: Path, lines: int) -> tuple[str, int]:
+    try:
+        with path.open("rb") as fh:  # the end of a long log without reading all of it
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - 64 * 1024))
+            text = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return "", 0
+    kept = text.splitlines()[-lines:]
+    return "\n".join(kept), len(kept)
+
+
+def _files(directory: Path, page_dir: Path) -> str:
+    if not directory.is_dir():
+        return "<p>No run directory: the run never started.</p>"
+    items = []
+    for path in sorted(directory.iterdir()):
+        if path.name.startswith("."):
+            continue
+        size = "folder" if path.is_dir() else _size(path.stat().st_size)
+        items.append(f'<li><a href="{e(quote(os.path.relpath(path, page_dir)))}">{e(path.name)}</a> '
+                     f'<span class="size">{e(size)}</span></li>')
+    return f'<p class="path">{e(directory)}</p><ul class="files">{"".join(items)}</ul>'
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def _read_spec(run: Run) -> Any:
+    if run.spec is not None:
+        return run.spec
+    from bench.config.spec import RunSpec
+
+    try:
+        return RunSpec.from_json((run.directory / "spec.json").read_text())
+    except Exception:
+        return None
+
+
+def run_page(run: Run, rows: Sequence[Measure] | None, first: Mapping[str, Any] | None, page_dir: Path,
+             title: str) -> str:
+    """The run's page; `rows`: its metrics, `first`: its first metrics row (identity, provenance)."""
+    spec = _read_spec(run)
+    what = " · ".join(str(v) for v in (run.label, run.dataset, run.split, run.backbone) if v)
+    seed = f" · seed {run.seed}" if run.seed is not None else ""
+    parts = [f'<p class="crumbs"><a href="../index.html">{e(title)}</a> › run {e(run.run_id)}</p>',
+             f"<h1>{e(what)}{e(seed)} {_state_badge(run.state)}</h1>"]
+    if run.why:
+        parts.append(f'<p class="why">{e(run.why)}</p>')
+    if len(run.siblings) > 1:
+        parts.append('<p class="siblings">Runs of this cell (the other seeds): '
+                     + " ".join(("<strong>" + e(f"s{s.seed}") + "</strong>") if s is run else _run_links([s], "")
+                                for s in run.siblings) + "</p>")
+    if rows and first is not None:
+        summary = {(flavour, metric): value for _, group, flavour, metric, value in rows if group == "summary"}
+        reported = []
+        for metric in ("A", "F"):
+            source = first.get(f"reported_{metric}")
+            source = str(source) if isinstance(source, str) else f"{first.get('primary_flavour', 'wo')}/{metric}"
+            key = tuple(source.split("/", 1)) if "/" in source else (source, metric)
+            if key in summary:
+                reported.append(f'<div class="big"><span>{metric}</span>{summary[key]:.1f}'
+                                f'<small>{e(source_text(source))}</small></div>')
+        parts.append('<div class="bigs">' + "".join(reported) + "</div>")
+    parts.append('<nav class="toc"><a href="#config">config</a> <a href="#provenance">provenance</a> '
+                 '<a href="#metrics">per-step metrics</a> ' + ('<a href="#error">error</a> ' if run.state == FAILED else "")
+                 + '<a href="#log">log</a> <a href="#files">files</a></nav>')
+    if spec is not None:
+        ident = [("run id", run.run_id), ("method", spec.method), ("preset", spec.preset), ("dataset", spec.dataset),
+                 ("split", spec.split_label), ("steps", spec.n_steps), ("backbone", spec.backbone), ("seed", spec.seed)]
+        config = sorted(flat_config(spec.config).items())
+        parts.append('<div class="cols"><section id="config"><h2>Configuration</h2>' + _kv_table(ident)
+                     + '<h3>resolved config</h3>' + _kv_table((k, repr(v) if not isinstance(v, str) else v)
+                                                             for k, v in config) + "</section>")
+    else:
+        parts.append('<div class="cols"><section id="config"><h2>Configuration</h2><p class="na">Its spec.json cannot be '
+                     'read.</p></section>')
+    if rows and first is not None:
+        prov = [(c, first[c]) for c in PROVENANCE if c in first and not pd.isna(first[c])]
+        prov = [(c, f"{v:.1f} s" if c == "duration_s" else (v if str(v) != "" else "—")) for c, v in prov]
+        parts.append('<section id="provenance"><h2>Provenance</h2>' + _kv_table(prov) + "</section></div>"
+                     + '<section id="metrics"><h2>Per-step metrics, every flavour</h2>'
+                     '<p class="note">Accuracies and F in %, NMI and ARI in 0..1; steps counted from 1; · where the '
+                     'metric is not one of the group\'s.</p>'
+                     + _metrics_tables(rows) + "</section>")
+    else:
+        parts.append('<section id="provenance"><h2>Provenance</h2><p class="na">No metrics: the run has not finished.'
+                     '</p></section></div><section id="metrics"><h2>Per-step metrics</h2><p class="na">None recorded '
+                     f'({e(run.state)}).</p></section>')
+    if run.state == FAILED:
+        text, _ = _tail(run.directory / "error.txt", 80)
+        parts.append(f'<section id="error"><h2>error.txt</h2><pre class="log error">{e(text)}</pre></section>')
+    log, n = _tail(run.directory / "log.txt", LOG_LINES)
+    parts.append(f'<section id="log"><h2>Log (last {n} lines)</h2>'
+                 + (f'<pre class="log">{e(log)}</pre>' if n else '<p class="na">No log.txt.</p>') + "</section>")
+    parts.append(f'<section id="files"><h2>Files</h2>{_files(run.directory, page_dir)}</section>')
+    return _document(f"{what}{seed} — {title}", "".join(parts), "../")

@@ -1,0 +1,13 @@
+"""A run's files: its directory, and what it keeps there so that nothing finished is lost.
+
+- `rundir`: where a run lives, whether it is done (without torch), setting damaged files aside;
+- `runstore`: one process at a time (the lock), the log, and a finished run's files written in order;
+- `checkpoint`: what a run has learned and recorded after its last finished step (read without running code);
+- `predictions`: what the evaluator was given, stored so that metrics can be recomputed;
+- `rows`: the metric row (`MetricRow`), the unit of `metrics.parquet`;
+- `metrics_file`: `metrics.parquet`, a run's rows with its identity and provenance columns.
+
+Storage knows nothing of the protocol: how rows are computed from predictions is `bench.protocol`.
+
+Imports from: bench.errors, bench.core, bench.registries, bench.data, bench.config.
+"""
