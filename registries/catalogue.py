@@ -4,11 +4,13 @@ torch and the backbones timm, 2 to 5 s on a 2-core machine, for a command that a
 
 The catalogue is read off the classes themselves (their `runs_on`, `preset_file`, `hparam_choices`;
 the paper backbones' block counts) the first time it is needed, and kept in a JSON file named by a hash
-of the files that define them (`methods/*.py` (bench.methods), `bench/core/runs_on.py`, `bench/features/backbones.py`,
-`bench/features/weights.py`, and the plugins' files and entry points, `bench.registries.plugins.sources`): a changed or added
-source file makes the next command import them once and write a new catalogue. Nothing is written
-twice by hand, and nothing can go stale. While a plugin fails to import, no catalogue is written: its
-fix (a file, or a dependency installed) must be seen by the next command.
+of the files that define them (`methods/*.py` (bench.methods), `bench/core/runs_on.py`,
+`bench/features/backbones.py`, `bench/features/weights.py`, and the plugins' files and entry points,
+`bench.registries.plugins.sources`) and of the environment that read them (the interpreter, torch's and timm's
+versions): a changed or added source file, or another venv, makes the next command import them once and write
+a new catalogue. Nothing is written twice by hand, and nothing can go stale. While a plugin fails to import, or
+one of bench's own backbones cannot be built, no catalogue is written: the fix (a file, a dependency installed)
+must be seen by the next command, and a broken environment must not leave its reading to every later one.
 """
 from __future__ import annotations
 
@@ -16,7 +18,9 @@ import functools
 import hashlib
 import json
 import os
+import sys
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -59,10 +63,24 @@ def _sources() -> list[Path]:
                                                                                     "features/weights.py")]
 
 
+def _environment() -> str:
+    """What the catalogue depends on beyond the sources: the interpreter and the torch and timm it imports, so
+    that two environments sharing a home directory (a login and a compute node, a CPU and a GPU venv) keep a
+    catalogue each."""
+    versions = []
+    for dist in ("torch", "timm"):
+        try:
+            versions.append(f"{dist} {version(dist)}")
+        except PackageNotFoundError:
+            versions.append(f"{dist} none")
+    return "\0".join([sys.executable, sys.version, *versions])
+
+
 def _fingerprint() -> str:
     from bench.registries import plugins
 
     digest = hashlib.sha1(SCHEMA)
+    digest.update(_environment().encode() + b"\0")
     for path in _sources():  # by full path: an entry names its method's files (two copies of bench, two catalogues)
         digest.update(str(path).encode() + b"\0" + path.read_bytes() + b"\0")
     # plugins by their full paths: a plugin method's preset folder is kept as an absolute path
@@ -97,15 +115,16 @@ def read_classes() -> dict[str, Any]:
 
     load_all()
     methods = {name: _entry(cls) for name, cls in METHODS.module_dict.items()}
-    depths = {}
-    for name in BACKBONES.module_dict:
+    depths, unread = {}, []
+    for name, cls in BACKBONES.module_dict.items():
         if name == "timm":
             continue
         try:
             depths[name] = block_count(name, {})
         except BenchError:  # a plugin's backbone that needs options: asked again (and said) where it is used
-            pass
-    return {"methods": methods, "backbones": sorted(BACKBONES.module_dict), "depths": depths,
+            if cls.__module__.startswith("bench."):  # one of bench's own: this environment cannot build it
+                unread.append(name)
+    return {"methods": methods, "backbones": sorted(BACKBONES.module_dict), "depths": depths, "unread": unread,
             "backbone_docs": {name: ((cls.__doc__ or "").strip().splitlines() or [cls.__name__])[0]
                               for name, cls in BACKBONES.module_dict.items()}}
 
@@ -127,7 +146,10 @@ def _catalogue(generation: int) -> dict[str, Any]:
     from bench.registries.plugins import failures
 
     data = read_classes()
-    if failures():  # not kept: the next command imports again, and sees the plugin fixed or warns again
+    # not kept while a plugin is broken (the next command imports again, and sees it fixed or warns again), nor
+    # while one of bench's own backbones cannot be built here (a broken or patched timm): never a catalogue that
+    # every later process of these sources and this environment would read
+    if failures() or data.get("unread"):
         return data
     try:  # a read-only home only costs the next command the imports again
         path.parent.mkdir(parents=True, exist_ok=True)
