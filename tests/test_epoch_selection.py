@@ -32,6 +32,19 @@ def test_the_best_scoring_epoch_is_restored_and_a_tie_keeps_the_later_one():
     assert w.tolist() == [3.0, 3.0] and selection.chosen == [(3, 5)]
 
 
+def test_happys_rule_keeps_the_first_best_epoch():
+    """Happy-CGCD saves a session's checkpoint only on a strictly higher score: a tie keeps the earlier epoch."""
+    w = torch.nn.Parameter(torch.zeros(2))
+    scores = iter([1.0, 3.0, 2.0, 3.0, 0.5])
+    selection = EpochSelection("happy", lambda logits: next(scores))
+    with selection.over([w], lambda x: x) as after_epoch:
+        for epoch in range(5):
+            with torch.no_grad():
+                w.fill_(epoch)
+            after_epoch(epoch)
+    assert w.tolist() == [1.0, 1.0] and selection.chosen == [(1, 5)]
+
+
 def test_last_yields_no_callback_and_leaves_the_parameters():
     w = torch.nn.Parameter(torch.ones(3))
     with EpochSelection().over([w], lambda x: x) as after_epoch:
@@ -39,7 +52,7 @@ def test_last_yields_no_callback_and_leaves_the_parameters():
         with torch.no_grad():
             w.mul_(5)
     assert w.tolist() == [5.0] * 3
-    with pytest.raises(ValueError, match="choose from last, val, oracle"):
+    with pytest.raises(ValueError, match="choose from last, val, oracle, happy"):
         EpochSelection("best")
 
 
@@ -92,3 +105,16 @@ def test_a_val_run_holds_out_labelled_images_and_its_selections_are_recomputable
     merged = stored[keys + ["value"]].merge(again, on=keys, suffixes=("", "_again"), how="outer")
     assert len(merged) == len(stored) and np.allclose(merged["value"], merged["value_again"], equal_nan=True)
     assert set(stored.split) == {"happy-5-stage · draw 0 · selected on val"}
+
+
+def test_a_run_selected_as_happy_keeps_the_first_best_test_epoch_and_is_marked(tmp_path):
+    options = {**MIXED, "method.epochs": 6}
+    specs = {rule: tiny_specs(methods=["Baseline"], splits=["happy-5-stage"], **options,
+                              **{"setting.selection": rule})[0] for rule in ("oracle", "happy")}
+    assert specs["oracle"].run_id != specs["happy"].run_id
+    frames = {rule: pd.read_parquet(execute(spec, tmp_path) / "metrics.parquet") for rule, spec in specs.items()}
+    stage0 = {rule: f[(f.step == 0) & (f.group == "all")].value.item() for rule, f in frames.items()}
+    kept = {rule: f[(f.step == 0) & (f.group == "selected_epoch")].value.item() for rule, f in frames.items()}
+    # the same stage-0 training: both keep a best test epoch, Happy's the first of them
+    assert stage0["happy"] == stage0["oracle"] and kept["happy"] <= kept["oracle"]
+    assert set(frames["happy"].split) == {"happy-5-stage · draw 0 · selected as Happy · ORACLE ON TEST"}

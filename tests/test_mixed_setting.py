@@ -81,15 +81,16 @@ def test_every_metric_is_recomputed_from_the_stored_predictions(tmp_path):
     assert set(stored.reported_A) == {"cgcd/A"} and set(stored.split) == {"happy-5-stage · draw 0"}
 
 
-def test_k_estimated_by_silhouette_is_recorded_beside_the_true_k(tmp_path):
-    (spec,) = tiny_specs(methods=["K-means"], splits=["happy-5-stage"], **MIXED, **{"setting.k": "silhouette"})
+@pytest.mark.parametrize("estimator", ["silhouette", "brent"])
+def test_k_estimated_is_recorded_beside_the_true_k(estimator, tmp_path):
+    (spec,) = tiny_specs(methods=["K-means"], splits=["happy-5-stage"], **MIXED, **{"setting.k": estimator})
     out = execute(spec, tmp_path)
     frame = pd.read_parquet(out / "metrics.parquet")
     k = frame[frame.group == "k"].pivot(index="step", columns="metric", values="value")
     assert list(k.index) == [1, 2, 3, 4, 5] and (k["true"] == 1).all() and (k["given"] >= 1).all()
     error = frame[(frame.group == "summary") & (frame.metric == "K_error")].value.item()
     assert error == pytest.approx((k["given"] - k["true"]).abs().mean())
-    assert set(frame.split) == {"happy-5-stage · draw 0 · K silhouette"}
+    assert set(frame.split) == {f"happy-5-stage · draw 0 · K {estimator}"}
 
 
 def test_the_setting_its_counts_and_its_seed_are_part_of_the_run_id():
@@ -169,3 +170,52 @@ def test_the_registered_protocols_are_happys_and_promptccds_cifar100_splits():
     assert [sum(stage.values()) for stage in promptccd.stages] == [5950, 6550, 7050]
     assert promptccd.stages[2] == {**{c: 15 for c in range(70)}, **{c: 50 for c in range(70, 90)},
                                    **{c: 500 for c in range(90, 100)}}
+
+
+def test_forgetting_is_not_measured_where_the_last_stage_has_no_old_row():
+    from bench.protocol.mixed import summary
+    from bench.runs.rows import MetricRow
+
+    rows = [MetricRow(0, "all", "cgcd", "acc", 90.0),
+            MetricRow(1, "all", "cgcd", "acc", 70.0), MetricRow(1, "new", "cgcd_hard", "acc", 40.0),
+            MetricRow(1, "k", "cgcd", "true", 2.0), MetricRow(1, "k", "cgcd", "given", 3.0)]
+    out = {r.metric: r.value for r in summary(rows, 2)}
+    assert np.isnan(out["F"]) and out["A"] == 70.0 and out["K_error"] == 1.0  # was 0: "no forgetting", silently
+    rows.append(MetricRow(1, "old", "cgcd_hard", "acc", 60.0))
+    assert {r.metric: r.value for r in summary(rows, 2)}["F"] == 30.0  # 90 after the labelled stage, 60 at the end
+
+
+# Happy-CGCD's logs/cifar_continual_dataset_dict.txt: the new classes of each of its 5 online sessions on
+# CIFAR-100 (50 labelled classes, `--shuffle_classes --seed 0`)
+HAPPY_CIFAR100_SESSIONS = [
+    [78, 61, 60, 91, 52, 77, 88, 81, 72, 54], [83, 85, 76, 84, 68, 57, 64, 95, 98, 79],
+    [65, 80, 82, 66, 92, 70, 93, 58, 63, 75], [55, 67, 90, 99, 51, 62, 87, 74, 56, 73],
+    [86, 71, 69, 59, 89, 96, 53, 50, 97, 94],
+]
+
+
+def test_happys_arrival_order_on_cifar100_is_its_logs():
+    from bench.config.settings import arrival_order, mixed_setting
+
+    setting = {**mixed_setting("happy-5-stage"), "arrival": "happy"}
+    order = arrival_order(setting, 100)
+    assert order[:50].tolist() == list(range(50))  # the labelled classes, as they are
+    assert [order[50 + 10 * s: 60 + 10 * s].tolist() for s in range(5)] == HAPPY_CIFAR100_SESSIONS
+    assert arrival_order(mixed_setting("happy-5-stage"), 100) is None  # bench's default: the class order
+
+
+def test_a_run_with_happys_arrival_brings_the_new_classes_in_that_order(tmp_path):
+    from bench.config.peer_splits import happy_arrival_order
+
+    (canonical,) = tiny_specs(methods=["_Spy"], splits=["happy-5-stage"], **MIXED)
+    (spec,) = tiny_specs(methods=["_Spy"], splits=["happy-5-stage"], **MIXED, **{"setting.arrival": "happy"})
+    assert spec.run_id != canonical.run_id and "arrival" not in canonical.identity()["config"]["setting"]
+    out = execute(spec, tmp_path)
+    plain, labels, _ = features_and_labels(spec)
+    seen = [set(class_of_rows(step.train.plain, plain, labels).tolist()) for step in SEEN]  # canonical classes
+    arrived = [sorted(seen[t] - set().union(*seen[:t])) for t in range(1, 6)]
+    expected = happy_arrival_order(range(6, 12))  # 6 labelled classes, then one new class per stage, one left out
+    assert expected != tuple(range(6, 12)) and arrived == [[c] for c in expected[:5]]
+    log = (out / "log.txt").read_text()
+    assert f"classes arrive in happy's order: {[*range(6), *expected]}" in log
+    assert set(pd.read_parquet(out / "metrics.parquet").split) == {"happy-5-stage · draw 0 · arrival happy"}

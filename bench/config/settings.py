@@ -35,9 +35,14 @@ SELECTIONS: dict[str, str] = {
     "last": "the last epoch",
     "val": "the best epoch on held-out labelled images",
     "oracle": "the best epoch on the test images (oracle on test: a leak, marked as such)",
+    "happy": "Happy's rule: the first best epoch on the test images (oracle on test: a leak, marked as such)",
 }
+TEST_SELECTIONS = ("oracle", "happy")  # the rules that read the test labels: every result of theirs is marked
 ORACLE_MARK = "oracle on test"
-K_SOURCES = ("known", "silhouette")  # setting.k: the new classes' count given, or estimated from the stage
+# setting.arrival: "canonical", the new classes in the class order; "happy", in the order Happy's runs
+# (`--shuffle_classes --seed 0`) shuffle them (`bench.config.peer_splits.happy_arrival_order`)
+ARRIVALS = ("canonical", "happy")
+K_SOURCES = ("known", "silhouette", "brent")  # setting.k: the new classes' count given, or estimated (estimate_k)
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,8 @@ MIXED_SPLITS: dict[str, MixedSplit] = {
 # the setting section of a mixed run, besides its counts
 SETTING_KEYS: dict[str, Any] = {"name": "mixed", "protocol": "", "manifest_seed": 0, "k": "known",
                                 "k_max_new": 0, "selection": "last", "val_fraction": 0.1,
+                                # the order the new classes arrive in: the class order, or Happy's shuffle of them
+                                "arrival": "canonical",
                                 # a split manifest file the run holds instead of drawing its own (its sha256,
                                 # filled in when the run is planned, is part of the run id; its path is not)
                                 "manifest_file": "", "manifest_sha256": ""}
@@ -109,6 +116,11 @@ def check_setting(setting: Mapping[str, Any]) -> None:
                              f"{', '.join(f'setting.{k}' for k in sorted(known))}")
     if setting["k"] not in K_SOURCES:
         raise fail("k", setting["k"], f"choose from {', '.join(K_SOURCES)}")
+    if setting.get("arrival", "canonical") not in ARRIVALS:
+        raise fail("arrival", setting["arrival"], f"choose from {', '.join(ARRIVALS)}")
+    if setting.get("arrival", "canonical") != "canonical" and setting.get("manifest_file"):
+        raise fail("arrival", setting["arrival"], "a split manifest file gives its own class order: leave "
+                   "setting.arrival=canonical with setting.manifest_file")
     if setting["selection"] not in SELECTIONS:
         raise fail("selection", setting["selection"],
                    "choose from " + "; ".join(f"{k} ({v})" for k, v in SELECTIONS.items()))
@@ -148,6 +160,19 @@ def class_groups(setting: Mapping[str, Any], num_classes: int) -> tuple[int, int
     if split.rule == "promptccd":
         _promptccd_config(setting, num_classes).check()
     return labelled, per_stage
+
+
+def arrival_order(setting: Mapping[str, Any], num_classes: int) -> np.ndarray | None:
+    """The classes in the order a mixed run's stages bring them, where `setting.arrival` reorders them; None for
+    the class order. `happy`: the labelled classes first, as they are, then the new ones in the order Happy's
+    runs shuffle them (its `data/cifar.py` shuffles the sorted new classes with numpy seeded 0: on CIFAR-100 its
+    logs/cifar_continual_dataset_dict.txt)."""
+    if setting.get("arrival", "canonical") == "canonical":
+        return None
+    from bench.config.peer_splits import happy_arrival_order
+
+    labelled, _ = class_groups(setting, num_classes)
+    return np.array([*range(labelled), *happy_arrival_order(range(labelled, num_classes), seed=0)], dtype=np.int64)
 
 
 def _promptccd_config(setting: Mapping[str, Any], num_classes: int) -> Any:
@@ -197,15 +222,20 @@ def describe(split: str, config: Mapping[str, Any]) -> str:
     drawn = (f"file {setting['manifest_sha256'][:8]}" if setting.get("manifest_sha256")
              else f"draw {setting['manifest_seed']}")
     parts = [split, drawn]
+    if setting.get("arrival", "canonical") != "canonical":
+        parts.append(f"arrival {setting['arrival']}")
     if setting["k"] != "known":
         parts.append(f"K {setting['k']}")
     selection = setting.get("selection", "last")
-    if selection == "oracle":
+    if selection == "happy":
+        parts.append("selected as Happy")
+    if selection in TEST_SELECTIONS:
         parts.append(ORACLE_MARK.upper())  # a leak: shown wherever the run is
     elif selection != "last":
         parts.append(f"selected on {selection}")
     return " · ".join(parts)
 
 
-__all__ = ["SETTINGS", "MIXED_SPLITS", "MixedSplit", "check_setting", "class_groups", "describe", "mixed_setting",
+__all__ = ["SETTINGS", "MIXED_SPLITS", "MixedSplit", "arrival_order", "check_setting", "class_groups", "describe",
+           "mixed_setting",
            "protocol_for", "setting_of", "stage_sizes"]

@@ -1,7 +1,7 @@
 """Which epoch of a training loop a mixed-setting stage keeps (`setting.selection`).
 
-- `last`: the model as its last epoch left it (what the paper's methods and most continual category
-  discovery code report).
+- `last`: the model as its last epoch left it (what the paper's methods report; the continual category
+  discovery peers select on their test set instead: `happy`).
 - `val`: the epoch whose model scored best on a held-out part of the labelled stage (`setting.val_fraction`
   of each labelled class's images, never trained on; the manifest's `validation`), as the GCD papers
   select on their labelled validation images. In an unlabelled stage those images are all of old
@@ -9,6 +9,9 @@
 - `oracle`: the epoch whose model scored best on the test images of the classes seen so far. It reads
   the test labels, so it is a leak: runs only when a user asks, and every result of such a run is
   marked "oracle on test".
+- `happy`: Happy's rule (Happy-CGCD's `train_happy.py`: a session's checkpoint is saved when its All accuracy on
+  the seen classes' test images is strictly higher, and the next session loads it): `oracle` with a tie
+  keeping the earlier epoch. A leak too, marked the same way.
 
 A score is the clustering accuracy (one Hungarian match, `bench.protocol.evaluate.old_new_accuracy`) of the
 model's argmax. A method opts in per training loop: it hands the parameters the loop trains and the
@@ -29,7 +32,9 @@ Score = Callable[[Logits], float]
 
 class EpochSelection:
     """One stage's selection: `rule` and, unless it is `last`, the `score` of a prediction function
-    (higher is better). `chosen` lists, per training loop of the stage, (epoch kept, epochs run), 0-based."""
+    (higher is better). `chosen` lists, per training loop of the stage, (epoch kept, epochs run), 0-based. A tie
+    keeps the later epoch (a flat score keeps the last), except under `happy`, whose checkpoint moves only on a
+    strictly higher score."""
 
     def __init__(self, rule: str = "last", score: Score | None = None) -> None:
         if rule not in SELECTIONS:
@@ -44,7 +49,7 @@ class EpochSelection:
              modules: Sequence[torch.nn.Module] = ()) -> Iterator[Callable[[int], None] | None]:
         """Yields the `after_epoch(epoch)` callback a training loop calls after each epoch (None for
         `last`); on exit the parameters hold the values of the best-scoring epoch (the later one on a
-        tie, so that a flat score keeps the last epoch). `modules` are scored in eval mode, as they
+        tie, so that a flat score keeps the last epoch; the earlier under `happy`). `modules` are scored in eval mode, as they
         will predict, and put back in the mode they were in."""
         if self.rule == "last":
             yield None
@@ -62,7 +67,7 @@ class EpochSelection:
             score = float(self.score(logits))  # type: ignore[misc]
             for m, mode in zip(modules, modes):
                 m.train(mode)
-            if score >= best_score:
+            if score > best_score or (score == best_score and self.rule != "happy"):
                 best_score, best_epoch, best_values = score, epoch, [p.detach().clone() for p in params]
 
         yield after_epoch

@@ -14,7 +14,7 @@ Metric rows (percent), all computed from what is stored in `predictions.npz`, so
 - summary (flavour `cgcd`): `All`, `Old_hard`, `New_hard`, `Old_soft`, `New_soft`, the means over the
   unlabelled stages, as the continual category discovery papers average them; `A` = `All`; `F`, the
   forgetting of the labelled classes, their accuracy after the labelled stage minus after the last stage
-  (under each stage's own match); `D`, discovery, = `New_soft`; `K_error`, the mean |given − true|.
+  (under each stage's own match; NaN where the last stage has no Old row: nothing to measure); `D`, discovery, = `New_soft`; `K_error`, the mean |given − true|.
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from bench.config.manifests import Manifest, MixedProtocol, draw, hold_out
+from bench.config.settings import TEST_SELECTIONS
 from bench.core.storage import write_atomic
 from bench.data.layout import TaskLayout
 from bench.protocol.epoch_selection import LAST, EpochSelection
@@ -62,7 +63,7 @@ def manifest_of(out: Path, protocol: MixedProtocol, train_labels: np.ndarray, se
 
 
 def selection_for(rule: str, feed: Feed, source: str, index: np.ndarray, labels: np.ndarray) -> EpochSelection:
-    """A stage's epoch selection (`bench.protocol.epoch_selection`): for `val` and `oracle`, scored by the clustering
+    """A stage's epoch selection (`bench.protocol.epoch_selection`): for `val`, `oracle` and `happy`, scored by the clustering
     accuracy of a prediction function on the `source` images `index` of classes `labels`."""
     if rule == "last":
         return LAST
@@ -74,15 +75,23 @@ def selection_for(rule: str, feed: Feed, source: str, index: np.ndarray, labels:
     return EpochSelection(rule, score)
 
 
-def estimate_new_classes(features: torch.Tensor, known: int, k_max_new: int, seed: int) -> int:
-    """The new classes of an unlabelled stage by k-means silhouette (`bench.protocol.estimate_k`) over the stage's
-    images: the stage holds every known class and some new ones, so K runs over known+1 .. known+k_max_new
-    and the estimate is K − known."""
-    from bench.protocol.estimate_k import estimate_k
+def estimate_new_classes(features: torch.Tensor, known: int, k_max_new: int, seed: int,
+                         labelled: tuple[torch.Tensor, np.ndarray] | None = None) -> int:
+    """The new classes of an unlabelled stage (`bench.protocol.estimate_k`): the stage holds every known class
+    and some new ones, so K runs over known+1 .. known+k_max_new and the estimate is K − known. Without
+    `labelled`, by k-means silhouette over the stage's images; with it (the labelled stage's features and
+    classes), by GCD's Brent search over k-means of both, scored on the labelled images."""
+    from bench.protocol.estimate_k import brent_k, estimate_k
 
-    x = torch.nn.functional.normalize(features.float(), dim=1).cpu().numpy()
-    k_max = min(known + k_max_new, len(x) - 1)
-    return estimate_k(x, max(2, known + 1), k_max, seed) - known
+    def unit(x: torch.Tensor) -> np.ndarray:
+        return torch.nn.functional.normalize(x.float(), dim=1).cpu().numpy()
+
+    if labelled is None:
+        x = unit(features)
+        return estimate_k(x, max(2, known + 1), min(known + k_max_new, len(x) - 1), seed) - known
+    x = np.concatenate([unit(labelled[0]), unit(features)])
+    rows = np.arange(len(labelled[0]))
+    return brent_k(x, rows, labelled[1], known + 1, min(known + k_max_new, len(x)), seed) - known
 
 
 class MixedStages:
@@ -119,13 +128,18 @@ class MixedStages:
         labels = torch.as_tensor(self.data.train.labels[rows], dtype=torch.long) if manifest.labelled[t] else None
         known = int(sum(stored[f"k_given_{s}"][0] for s in range(t)))
         self.n_new = layout.sizes[t]
-        if t > 0 and self.setting["k"] == "silhouette":
+        if t > 0 and self.setting["k"] != "known":
+            # GCD's search scores k-means on the labelled stage's images: the protocol holds their labels
+            first = manifest.stages[0]
+            given = ((feed.train.subset(first).plain, self.data.train.labels[first]) if self.setting["k"] == "brent"
+                     else None)
             self.n_new = max(1, estimate_new_classes(train.plain, known, self.setting["k_max_new"] or layout.sizes[0],
-                                                     spec.seed * 1000 + t))
+                                                     spec.seed * 1000 + t, given))
         past = [feed.train.subset(step_order(manifest.stages[s], spec.seed, s)).to(feed.device)
                 for s in range(t)] if self.method.runs_on.sees_past_steps else []  # a reference's only
         seen = np.flatnonzero(self.test_stage <= t)
-        self.selection = (selection_for(self.rule, feed, "test", seen, self.test_labels[seen]) if self.rule == "oracle"
+        self.selection = (selection_for(self.rule, feed, "test", seen, self.test_labels[seen])
+                          if self.rule in TEST_SELECTIONS
                           else selection_for(self.rule, feed, "train", manifest.validation,
                                              self.data.train.labels[manifest.validation]))
         return Step(index=t, n_classes=self.n_new, offset=known, train=train, last=t == spec.n_steps - 1, past=past,
@@ -136,7 +150,7 @@ class MixedStages:
         if self.rule != "last":
             stored[f"selected_{t}"] = compact(np.asarray([e for e, _ in self.selection.chosen], dtype=np.int64))
             self.log(f"stage {t}: kept epochs {', '.join(f'{e + 1}/{n}' for e, n in self.selection.chosen) or '- (no epochs)'} "
-                     f"by {self.rule}{' (ORACLE ON TEST)' if self.rule == 'oracle' else ''}")
+                     f"by {self.rule}{' (ORACLE ON TEST)' if self.rule in TEST_SELECTIONS else ''}")
         seen = np.flatnonzero(self.test_stage <= t)
         stored[f"test_labels_{t}"] = compact(self.test_labels[seen])
         stored[f"unified_{t}"] = compact(_predict(method, self.feed, seen))
@@ -196,7 +210,9 @@ def summary(rows: list[MetricRow], n_steps: int) -> list[MetricRow]:
     out = {"All": mean("all", "cgcd"), "Old_hard": mean("old", "cgcd_hard"), "New_hard": mean("new", "cgcd_hard"),
            "Old_soft": mean("old", "cgcd_soft"), "New_soft": mean("new", "cgcd_soft")}
     last = n_steps - 1
-    labelled_last = at.get((last, "old", "cgcd_hard", "acc"), at[(0, "all", "cgcd", "acc")])
+    # no Old row at the last stage (none of its test images is of a labelled class, or no later stage): no
+    # forgetting can be measured, and NaN says so (0 would claim none)
+    labelled_last = at.get((last, "old", "cgcd_hard", "acc"), float("nan"))
     out.update(A=out["All"], F=at[(0, "all", "cgcd", "acc")] - labelled_last, D=out["New_soft"],
                K_error=float(np.mean([abs(at[(t, "k", "cgcd", "given")] - at[(t, "k", "cgcd", "true")])
                                       for t in stages])) if n_steps > 1 else 0.0)

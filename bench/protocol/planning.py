@@ -18,7 +18,7 @@ from bench.features.backbones import build_backbone
 from bench.data import ImageSet, build_dataset
 from bench.errors import BenchError
 from bench.protocol.evaluate import TaskLayout
-from bench.config.settings import protocol_for, setting_of, stage_sizes
+from bench.config.settings import arrival_order, protocol_for, setting_of, stage_sizes
 from bench.config.spec import RunSpec
 
 Log = Callable[[str], None]
@@ -77,6 +77,12 @@ def assemble(spec: RunSpec, out: Path, device: torch.device, log: Log) -> Parts:
         if spec.config["setting"].get("manifest_file"):
             data, manifest, protocol = _from_manifest_file(spec, data, log)
         else:
+            arrival = arrival_order(spec.config["setting"], data.num_classes)
+            if arrival is not None:  # the new classes in a peer's order: its stages bring them so
+                before = np.asarray(data.extra.get("class_order", np.arange(data.num_classes)))
+                data = data.in_class_order(arrival)
+                data.extra["class_order"] = before[arrival].tolist()  # in the canonical classes
+                log(f"classes arrive in {spec.config['setting']['arrival']}'s order: {data.extra['class_order']}")
             protocol = protocol_for(spec.config["setting"], data.num_classes, data.train.labels)
         sizes = stage_sizes(protocol)
         layout = TaskLayout(tuple(int(o) for o in np.cumsum((0,) + sizes[:-1])), sizes)
