@@ -18,7 +18,7 @@ from bench.cli import main
 from bench.data import build_dataset
 from bench.errors import BenchError
 from bench.features.views import Encoder, extract
-from bench.config.manifests import Manifest
+from bench.config.manifests import Manifest, draw
 from bench.protocol.recompute import replay
 from bench.protocol.runner import execute
 from bench.config.settings import protocol_for
@@ -219,3 +219,68 @@ def test_a_run_with_happys_arrival_brings_the_new_classes_in_that_order(tmp_path
     log = (out / "log.txt").read_text()
     assert f"classes arrive in happy's order: {[*range(6), *expected]}" in log
     assert set(pd.read_parquet(out / "metrics.parquet").split) == {"happy-5-stage · draw 0 · arrival happy"}
+
+
+
+# Happy-CGCD's logs/cub_continual_dataset_dict.txt: the new classes of each online session on CUB-200
+HAPPY_CUB_SESSIONS = [
+    [52, 170, 3, 109, 148, 185, 32, 142, 108, 188, 107, 183, 153, 24, 13, 59, 45, 47, 63, 14],
+    [86, 118, 4, 139, 92, 101, 10, 195, 160, 151, 115, 156, 181, 130, 104, 54, 35, 110, 120, 145],
+    [2, 117, 85, 83, 6, 29, 33, 78, 73, 8, 182, 114, 1, 65, 57, 103, 21, 66, 46, 105],
+    [20, 60, 127, 112, 155, 169, 62, 165, 25, 180, 36, 58, 102, 192, 194, 132, 37, 187, 140, 152],
+    [49, 71, 159, 96, 75, 125, 113, 22, 175, 138, 173, 68, 41, 164, 16, 191, 128, 122, 100, 90],
+]
+
+
+def test_happys_cub_split_labels_the_ssb_known_classes_and_has_its_stage_sizes():
+    from bench.config.peer_splits import SSB_KNOWN
+    from bench.config.settings import arrival_order, mixed_setting
+
+    setting = mixed_setting("happy-cub-5-stage")
+    order = arrival_order(setting, 200, "cub200")
+    assert order[:100].tolist() == list(SSB_KNOWN["cub200"])
+    assert [order[100 + 20 * s: 120 + 20 * s].tolist() for s in range(5)] == HAPPY_CUB_SESSIONS
+    # CUB's official training set: 29 or 30 images per class (5994 in all), in the order the stages bring them
+    counts = np.full(200, 30)
+    counts[np.random.default_rng(0).choice(200, 6, replace=False)] = 29
+    labels = np.repeat(np.arange(200), counts)
+    protocol = protocol_for(setting, 200, labels)
+    manifest = draw(protocol, labels, seed=0)
+    assert [len(s) for s in manifest.stages[1:]] == [1000, 1100, 1200, 1300, 1400]  # 100×5 + earlier new×5 + 20×25
+    labelled_share = [np.isin(labels[s], np.arange(100)).mean() for s in manifest.stages[1:]]
+    assert labelled_share[0] == 0.5 and round(labelled_share[-1], 2) == 0.36
+    assert len(manifest.stages[0]) == sum(round(0.8 * n) for n in counts[:100])
+
+
+def test_happys_cub_split_is_refused_where_bench_has_no_ssb_classes():
+    with pytest.raises(BenchError, match="bench has them for cub200, not synthetic"):
+        tiny_specs(methods=["K-means"], splits=["happy-cub-5-stage"], **MIXED)
+    with pytest.raises(BenchError, match="leave split.class_order_seed unset"):
+        tiny_specs(methods=["K-means"], splits=["happy-5-stage"], **MIXED,
+                   **{"setting.arrival": "happy", "split.class_order_seed": 1})
+
+
+def test_a_protocol_on_the_whole_training_set_gets_the_val_partition_back():
+    from bench.data.base import ImageSet, LoadedDataset
+
+    data = LoadedDataset(name="x", class_names=["a", "b"], train=ImageSet(["t0", "t1"], [0, 1]),
+                         val=ImageSet(["v0"], [1]), test=ImageSet(["s0"], [0]))
+    whole = data.with_whole_train()
+    assert list(whole.train.images) == ["t0", "t1", "v0"] and whole.train.labels.tolist() == [0, 1, 1]
+    assert whole.val is None and data.val is not None  # a new dataset: the reader's is left as it is
+
+
+def test_happys_arrival_order_on_tinyimagenet_is_its_logs():
+    """logs/tiny_continual_dataset_dict.txt: 100 labelled classes, then 5 sessions of 20 (its class indices, the
+    sorted wnids, as bench's reader numbers them)."""
+    from bench.config.settings import arrival_order, mixed_setting
+
+    sessions = [
+        [126, 186, 102, 155, 175, 193, 116, 173, 154, 195, 153, 192, 178, 113, 107, 130, 122, 124, 133, 108],
+        [143, 162, 103, 171, 145, 148, 106, 199, 182, 176, 160, 180, 190, 168, 151, 127, 118, 156, 163, 174],
+        [101, 161, 142, 141, 104, 115, 117, 140, 138, 105, 191, 159, 100, 134, 128, 150, 111, 135, 123, 152],
+        [110, 131, 166, 157, 179, 185, 132, 184, 114, 189, 119, 129, 149, 197, 198, 169, 120, 194, 172, 177],
+        [125, 137, 181, 146, 139, 165, 158, 112, 188, 170, 187, 136, 121, 183, 109, 196, 167, 164, 147, 144],
+    ]
+    order = arrival_order({**mixed_setting("happy-5-stage"), "arrival": "happy"}, 200)
+    assert [order[100 + 20 * s: 120 + 20 * s].tolist() for s in range(5)] == sessions

@@ -168,6 +168,7 @@ def check_config(method: str, dataset: str, config: Mapping[str, Any], n_steps: 
     check_method(config["method"], load_preset(method, EQUATIONS)[0], info.hparam_choices, n_steps)
     check_sections(config, DEFAULT_SECTIONS, SECTION_CHOICES)
     _check_setting(method, config, info.runs_on)
+    _check_arrival(dataset, config)
     check_dataset_options(reader_class(dataset), config["dataset"])
 
 
@@ -189,6 +190,20 @@ def _check_setting(method: str, config: Mapping[str, Any], runs_on: RunsOn) -> N
                          f"{', '.join(runs_on.settings)}")
     if name == "mixed":
         check_setting(setting)
+
+
+def _check_arrival(dataset: str, config: Mapping[str, Any]) -> None:
+    """A split that labels a dataset's SSB known classes runs only on a dataset bench has them for; a peer's
+    arrival order names the dataset's own classes, so it takes no permuted class order."""
+    from bench.config.peer_splits import SSB_KNOWN
+
+    setting = config.get("setting", {})
+    if setting.get("arrival", "canonical") != "canonical" and config.get("split", {}).get("class_order_seed") is not None:
+        raise BenchError(f"setting.arrival={setting['arrival']} orders the dataset's own classes as the peer does; "
+                         f"leave split.class_order_seed unset with it")
+    if setting.get("arrival") == "happy-ssb" and dataset not in SSB_KNOWN:
+        raise BenchError(f"split {setting['protocol']} (setting.arrival=happy-ssb) labels a dataset's SSB known "
+                         f"classes; bench has them for {', '.join(sorted(SSB_KNOWN))}, not {dataset}")
 
 
 def _check_backbone(name: str) -> None:

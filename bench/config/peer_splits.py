@@ -313,6 +313,16 @@ class SSBSplits:
         return classes[:cut], classes[cut:]
 
 
+# The SSB known classes (0-based: CUB's official id - 1) in the order of Happy-CGCD's
+# ssb_splits/cub_osr_splits.pkl `known_classes`, the labelled classes of its CUB runs (read from the file,
+# which `read_ssb_splits` reads too; kept here so that a registered split needs no file)
+SSB_KNOWN: dict[str, tuple[int, ...]] = {"cub200": (
+    150, 70, 34, 178, 199, 131, 129, 147, 134, 11, 26, 93, 95, 121, 123, 99, 149, 167, 18, 31, 69, 198, 116, 158, 126,
+    17, 5, 179, 111, 163, 184, 81, 174, 42, 53, 89, 77, 55, 23, 48, 43, 44, 56, 28, 193, 143, 0, 176, 84, 15, 38, 154,
+    141, 190, 172, 124, 189, 19, 80, 157, 12, 9, 79, 30, 94, 67, 197, 97, 168, 137, 119, 76, 98, 88, 40, 106, 171, 87,
+    166, 186, 27, 51, 144, 135, 161, 64, 177, 7, 146, 61, 50, 162, 133, 82, 39, 74, 72, 91, 196, 136)}
+
+
 def happy_arrival_order(new_classes: Sequence[int], seed: int = 0, shuffle: bool = True) -> tuple[int, ...]:
     """The order Happy's new classes arrive in (its `novel_targets_shuffle`): ascending (it makes a set of
     them, which CPython iterates so for these small ints), then, with `--shuffle_classes` (its runs'),

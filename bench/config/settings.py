@@ -40,8 +40,9 @@ SELECTIONS: dict[str, str] = {
 TEST_SELECTIONS = ("oracle", "happy")  # the rules that read the test labels: every result of theirs is marked
 ORACLE_MARK = "oracle on test"
 # setting.arrival: "canonical", the new classes in the class order; "happy", in the order Happy's runs
-# (`--shuffle_classes --seed 0`) shuffle them (`bench.config.peer_splits.happy_arrival_order`)
-ARRIVALS = ("canonical", "happy")
+# (`--shuffle_classes --seed 0`) shuffle them (`bench.config.peer_splits.happy_arrival_order`); "happy-ssb", the
+# dataset's SSB known classes labelled (Happy's `--use_ssb_splits`, on by default) and the others in Happy's order
+ARRIVALS = ("canonical", "happy", "happy-ssb")
 K_SOURCES = ("known", "silhouette", "brent")  # setting.k: the new classes' count given, or estimated (estimate_k)
 
 
@@ -54,6 +55,8 @@ class MixedSplit:
     source: str
     counts: Mapping[str, Any]
     rule: str = "happy"
+    arrival: str = "canonical"  # its `setting.arrival` default
+    whole_train: bool = False  # trains on a dataset's whole official training set (its val partition given back)
 
 
 # Happy (Ma et al., NeurIPS'24), CIFAR-100: 50 labelled classes (80% of their images labelled), then 5
@@ -67,8 +70,14 @@ HAPPY = dict(labelled_classes=0.5, labelled_fraction=0.8, old_seen=0.05, novel_s
 # arriving at stage r (row 0: the labelled ones, whose first piece is labelled) into one piece per stage
 # from r on, each a floor of its ratio of what is left; no image is in two stages.
 PROMPTCCD = dict(labelled_classes=0.7, ccd_split_ratio=[[0.87, 0.54, 0.5, 1.0], [0.7, 0.67, 1.0], [0.9, 1.0], [1.0]])
+# Happy on CUB-200 (its README's command: `--num_old_classes 100 --prop_train_labels 0.8 --online_old_seen_num 5
+# --online_novel_seen_num 5 --online_novel_unseen_num 25 --shuffle_classes --seed 0`, SSB splits on): the SSB
+# known classes labelled, absolute counts per session, the whole official training set (its data/cub.py)
+HAPPY_CUB = dict(labelled_classes=100, labelled_fraction=0.8, old_seen=5, novel_seen=5, novel_unseen=25)
 MIXED_SPLITS: dict[str, MixedSplit] = {
     "happy-5-stage": MixedSplit(5, "Happy (NeurIPS'24)", HAPPY),
+    "happy-cub-5-stage": MixedSplit(5, "Happy (NeurIPS'24) on CUB-200", HAPPY_CUB, arrival="happy-ssb",
+                                    whole_train=True),
     "promptccd-3-stage": MixedSplit(3, "PromptCCD (ECCV'24)", PROMPTCCD, rule="promptccd"),
 }
 # the setting section of a mixed run, besides its counts
@@ -100,7 +109,7 @@ def setting_of(config: Mapping[str, Any]) -> str:
 def mixed_setting(split: str) -> dict[str, Any]:
     """The `setting` section a run of the mixed split `split` starts from."""
     entry = MIXED_SPLITS[split]
-    return {**SETTING_KEYS, "protocol": split, **entry.counts}
+    return {**SETTING_KEYS, "protocol": split, "arrival": entry.arrival, **entry.counts}
 
 
 def check_setting(setting: Mapping[str, Any]) -> None:
@@ -162,17 +171,30 @@ def class_groups(setting: Mapping[str, Any], num_classes: int) -> tuple[int, int
     return labelled, per_stage
 
 
-def arrival_order(setting: Mapping[str, Any], num_classes: int) -> np.ndarray | None:
+def arrival_order(setting: Mapping[str, Any], num_classes: int, dataset: str = "") -> np.ndarray | None:
     """The classes in the order a mixed run's stages bring them, where `setting.arrival` reorders them; None for
     the class order. `happy`: the labelled classes first, as they are, then the new ones in the order Happy's
     runs shuffle them (its `data/cifar.py` shuffles the sorted new classes with numpy seeded 0: on CIFAR-100 its
-    logs/cifar_continual_dataset_dict.txt)."""
-    if setting.get("arrival", "canonical") == "canonical":
+    logs/cifar_continual_dataset_dict.txt). `happy-ssb`: the dataset's SSB known classes first (in the SSB
+    file's order), then the others so shuffled (its data/cub.py; logs/cub_continual_dataset_dict.txt)."""
+    arrival = setting.get("arrival", "canonical")
+    if arrival == "canonical":
         return None
-    from bench.config.peer_splits import happy_arrival_order
+    from bench.config.peer_splits import SSB_KNOWN, happy_arrival_order
 
-    labelled, _ = class_groups(setting, num_classes)
-    return np.array([*range(labelled), *happy_arrival_order(range(labelled, num_classes), seed=0)], dtype=np.int64)
+    if arrival == "happy-ssb":
+        if dataset not in SSB_KNOWN:
+            raise BenchError(f"setting.arrival=happy-ssb labels a dataset's SSB known classes; bench has them for "
+                             f"{', '.join(sorted(SSB_KNOWN))}, not {dataset or 'this dataset'}")
+        known = SSB_KNOWN[dataset]
+        if len(known) != _count(setting["labelled_classes"], num_classes):
+            raise BenchError(f"setting.labelled_classes={setting['labelled_classes']!r}: the SSB splits of {dataset} "
+                             f"label its {len(known)} known classes")
+        first = list(known)
+    else:
+        first = list(range(class_groups(setting, num_classes)[0]))
+    others = sorted(set(range(num_classes)) - set(first))
+    return np.array([*first, *happy_arrival_order(others, seed=0)], dtype=np.int64)
 
 
 def _promptccd_config(setting: Mapping[str, Any], num_classes: int) -> Any:

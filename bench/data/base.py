@@ -89,6 +89,16 @@ class LoadedDataset:
     def val_or_train(self) -> ImageSet:
         return self.val if self.val is not None else self.train
 
+    def with_whole_train(self) -> "LoadedDataset":
+        """The dataset with its val partition given back to training (a protocol that trains on the whole
+        official training set): the training images, then the val ones; no val."""
+        if self.val is None:
+            return self
+        train, val = self.train, self.val
+        images = (np.concatenate([train.images, val.images]) if train.in_memory and val.in_memory
+                  else [*train.images, *val.images])
+        return replace(self, train=ImageSet(images, np.concatenate([train.labels, val.labels])), val=None)
+
     def with_class_order(self, seed: int | None) -> "LoadedDataset":
         """The dataset with its classes permuted by `seed` (None: as it is): class `order[i]` of the
         canonical order becomes class i, so that contiguous tasks hold the permuted classes."""
