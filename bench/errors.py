@@ -4,8 +4,9 @@ Imports from: nothing of bench.
 """
 from __future__ import annotations
 
+import difflib
 import errno
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 
 class BenchError(Exception):
@@ -36,8 +37,23 @@ def add_unknown_note(note: Callable[[], str]) -> None:
         _UNKNOWN_NOTES.append(note)
 
 
-def unknown(kind: str, name: str, known: Iterable[str]) -> BenchError:
-    """`unknown method 'basline'; known: Baseline, K-means`, and for a name a plugin may provide, what
-    each plugin that failed to import said (`; plugin /x/my.py not loaded: NameError: ...`)."""
+def unknown(kind: str, name: str, known: Iterable[str], aliases: Mapping[str, str] | None = None) -> BenchError:
+    """`unknown method 'basline'; known: Baseline, K-means; did you mean 'Baseline'?`: the valid names, the closest
+    of them (or of their `aliases`, other spellings of a name, e.g. slugs, suggested as the name they stand for),
+    and for a name a plugin may provide, what each plugin that failed to import said
+    (`; plugin /x/my.py not loaded: NameError: ...`)."""
+    known = [str(k) for k in known]
+    spellings = {**{k: k for k in known}, **dict(aliases or {})}
+    close = list(dict.fromkeys(spellings[c] for c in closest(str(name), spellings)))
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    listed = sorted(known, key=str.lower)
     note = "".join(note() for note in _UNKNOWN_NOTES) if kind in PLUGGABLE else ""
-    return BenchError(f"unknown {kind} {name!r}; known: {', '.join(sorted(known, key=str.lower))}{note}")
+    return BenchError(f"unknown {kind} {name!r}; known: {', '.join(listed)}{hint}{note}")
+
+
+def closest(name: str, known: Iterable[str], count: int = 3) -> list[str]:
+    """The known names closest to `name` (letters compared without case), best first."""
+    by_lower: dict[str, str] = {}
+    for k in known:
+        by_lower.setdefault(k.lower(), k)
+    return [by_lower[m] for m in difflib.get_close_matches(name.lower(), list(by_lower), n=count, cutoff=0.6)]

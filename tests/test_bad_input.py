@@ -211,3 +211,30 @@ def test_report_without_a_grid_reports_what_was_just_run(capsys, tmp_path):
     assert "K-means" in (tmp_path / "reports" / "all" / "table.md").read_text()
     assert main(["report", "--results", str(tmp_path), "--methods", "Baseline"]) == 2  # nothing matches
     assert "no finished runs under" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, said", [
+    # a name that only maps onto a method's slug by the slug rule is not that method
+    (["--methods", "Baseline+"], "unknown method 'Baseline+'; known: Baseline, Baseline++"),
+    (["--methods", "joint frozen"], "did you mean 'Joint (frozen)'"),
+    (["--datasets", "cifar"], "unknown dataset 'cifar'; known: cifar10, cifar100, cub200, digits, herbarium19, synthetic, "
+                              "tinyimagenet; did you mean 'cifar10' or 'cifar100'?"),
+    (["--grid", "dmo"], "unknown grid 'dmo'; known: backbones, cgcd, cgcd-demo, demo, full, paper, smoke; "
+                        "did you mean 'demo'?"),
+    (["--splits", "5-steps"], "did you mean '5-step'"),
+    (["--methods", "Baseline:equation"], "unknown preset of Baseline 'equation'; known: code, equations, no_cosnorm; "
+                                         "did you mean 'equations'?"),
+])
+def test_an_unknown_name_is_refused_with_the_closest_valid_ones(argv, said, capsys):
+    from bench.cli import main
+
+    assert main(["run", "--dry-run", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert said in err and len(err.splitlines()) == 1, err
+
+
+def test_a_slug_in_any_case_names_its_method():
+    from bench.config.spec import resolve_method
+
+    assert resolve_method("Joint-Frozen") == resolve_method("joint-frozen") == "Joint (frozen)"
+    assert resolve_method("BASELINE-PP") == "Baseline++"

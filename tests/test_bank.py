@@ -181,3 +181,41 @@ def test_cache_list_shows_damaged_and_incomplete_folders_and_remove_frees_them(t
     assert garbage.name in out and no_meta.name in out
     assert main(["cache", "remove", garbage.name, no_meta.name, "--cache-dir", str(tmp_path)]) == 0
     assert not garbage.exists() and not no_meta.exists() and len(list_banks(tmp_path)) == 1
+
+
+def test_a_bank_in_a_read_only_cache_still_serves(tmp_path, monkeypatch):
+    """Loading a bank records its last use; where the cache cannot be written (a shared read-only cache: every
+    write and every removal fails with EROFS) the bank is read all the same."""
+    import errno
+
+    fields = {"dataset": "x", "views": 0}
+    calls: list[int] = []
+    built = load_or_build(tmp_path, fields, counting_build(calls), print)
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(Path, "write_text", read_only)
+    monkeypatch.setattr(Path, "unlink", read_only)
+    again = load_or_build(tmp_path, fields, counting_build(calls), print)
+    assert calls == [1] and all(torch.equal(built[k], again[k]) for k in built)
+
+
+def test_a_run_reads_its_banks_from_a_read_only_mount(tmp_path):
+    """The same on a real read-only filesystem (a read-only bind mount, where this machine lets the suite make one)."""
+    import dataclasses
+    import subprocess
+
+    cache, mount = tmp_path / "cache", tmp_path / "ro"
+    (spec,) = tiny_specs()
+    execute(dataclasses.replace(spec, location={"cache_dir": str(cache)}), tmp_path / "first")  # builds the bank
+    mount.mkdir()
+    made = subprocess.run(f"mount --bind {cache} {mount} && mount -o remount,bind,ro {mount}", shell=True,
+                          capture_output=True)
+    if made.returncode != 0:
+        pytest.skip("this machine does not let the suite make a read-only bind mount")
+    try:
+        out = execute(dataclasses.replace(spec, location={"cache_dir": str(mount)}), tmp_path / "second")
+        assert (out / "DONE").exists() and "features (bank)" in (out / "log.txt").read_text()
+    finally:
+        subprocess.run(["umount", str(mount)], capture_output=True)

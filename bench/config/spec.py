@@ -224,20 +224,21 @@ def method_slugs() -> dict[str, str]:
 
 
 def resolve_method(name: str) -> str:
-    """The registered method `name` means: itself, or the method whose slug it is (any spelling with
-    the same slug: `joint-frozen`, `Joint-Frozen`). The one place names and slugs are resolved."""
+    """The registered method `name` means: itself, or the method whose slug it is, in any case (`joint-frozen`,
+    `Joint-Frozen`). Nothing else: `Baseline+` is not Baseline, though a slug rule would map both to one slug.
+    The one place names and slugs are resolved."""
     slugs = method_slugs()
     if name in slugs.values():
         return name
-    if method_slug(name) in slugs:
-        return slugs[method_slug(name)]
+    if name.lower() in slugs:
+        return slugs[name.lower()]
     raise unknown_method(name, slugs)
 
 
 def unknown_method(name: str, slugs: Mapping[str, str] | None = None) -> BenchError:
     """`unknown method 'basline'; known: Baseline, …; slugs: baseline, …`."""
     slugs = method_slugs() if slugs is None else slugs
-    return BenchError(f"{unknown('method', name, slugs.values())}; slugs: {', '.join(sorted(slugs))}")
+    return BenchError(f"{unknown('method', name, slugs.values(), aliases=slugs)}; slugs: {', '.join(sorted(slugs))}")
 
 
 def read_config_file(path: str, what: str) -> dict[str, Any]:

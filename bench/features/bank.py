@@ -297,8 +297,11 @@ def touch(path: Path) -> None:
         meta["last_used"] = time.time()
         tmp.write_text(json.dumps(meta, indent=2, sort_keys=True, default=str))
         tmp.replace(path / META_FILE)
-    except OSError:
-        tmp.unlink(missing_ok=True)  # a full disk: no half-written meta left behind
+    except OSError:  # a full disk or a read-only cache (shared banks): the bank still serves
+        try:
+            tmp.unlink(missing_ok=True)  # a full disk: no half-written meta left behind
+        except OSError:  # read-only: nothing was written to remove
+            pass
 
 
 def _load(path: Path, log: Callable[[str], None]) -> dict[str, torch.Tensor]:
