@@ -330,7 +330,8 @@ def load() -> list[PluginFailure]:
                     _import_file(what)
                 else:
                     importlib.import_module(str(what))
-            except Exception as err:  # a plugin's own bug or missing dependency: the rest still works
+            except (Exception, SystemExit) as err:  # a plugin's own bug, a missing dependency, or a plugin that
+                # exits at import (sys.exit in a script turned plugin): one warning, and the rest still works
                 _record(PluginFailure(source, first_line(err)))
         _done_for = dirs
     finally:

@@ -175,12 +175,10 @@ def layer_edges(graph: Graph) -> set[tuple[str, str]]:
 
 def mermaid(graph: Graph) -> str:
     """The layers and their arrows as a Mermaid flowchart (docs/architecture.md holds it; a test compares)."""
-    counts: dict[str, int] = {}
-    for module in graph.files:
-        counts[graph.layer(module)] = counts.get(graph.layer(module), 0) + 1
+    packages = {graph.layer(m) for m in graph.files if graph.files[m].name == "__init__.py" and graph.layer(m) == m}
     lines = ["flowchart TD"]
-    for layer in sorted(counts):
-        label = layer if counts[layer] == 1 else f"{layer}/ · {counts[layer]} files"
+    for layer in sorted({graph.layer(m) for m in graph.files}):
+        label = f"{layer}/" if layer in packages and layer != "bench" else layer  # a package, or a module
         lines.append(f'  {layer.replace(".", "_")}["{label}"]')
     for a, b in sorted(layer_edges(graph)):
         lines.append(f"  {a.replace('.', '_')} --> {b.replace('.', '_')}")

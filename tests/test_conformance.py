@@ -101,9 +101,18 @@ class Unseeded(Baseline):
         return torch.rand(len(x), self.heads[task].weight.shape[0], generator=gen)
 
 
+class OneColumn(Baseline):
+    """Answers with one column whatever the classes: every image is class 0 (a run would finish, A = 1/C)."""
+
+    @torch.no_grad()
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        return super().logits(x)[:, :1]
+
+
 @pytest.fixture
 def registered() -> Iterator[None]:
-    names = {"_kit-label-peeker": LabelPeeker, "_kit-forgetful": Forgetful, "_kit-unseeded": Unseeded}
+    names = {"_kit-label-peeker": LabelPeeker, "_kit-forgetful": Forgetful, "_kit-unseeded": Unseeded,
+             "_kit-one-column": OneColumn}
     for name, cls in names.items():
         METHODS.register_module(name=name, module=cls, force=True)
     yield
@@ -228,3 +237,18 @@ def test_new_never_overwrites_and_writes_nothing_then(tmp_path: Path, capsys: An
     assert main(["new", "dataset", "mine", "--dir", str(tmp_path / "data")]) == 0
     assert capsys.readouterr().out.splitlines() == [f"wrote {tmp_path / 'data' / 'mine.py'}",
                                                     f"wrote {tmp_path / 'data' / 'test_mine.py'}"]
+
+
+def test_a_method_with_wrong_shaped_logits_fails_its_run_and_the_kit(registered: None, tmp_path: Path,
+                                                                    bank: Path) -> None:
+    from bench.protocol.runner import execute
+    from bench.runs.rundir import ERROR
+    from tests.helpers import tiny_specs
+
+    (spec,) = tiny_specs(methods=["_kit-one-column"])
+    with pytest.raises(BenchError, match=r"method OneColumn: logits of \d+ images after step 1 has shape "
+                                         r"\(\d+, 1\), not \d+ × 3 \(one column per class seen so far\)"):
+        execute(spec, tmp_path / "run")
+    assert "method OneColumn: logits" in next((tmp_path / "run" / "runs").glob(f"*/{ERROR}")).read_text()
+    bad = failed(list(run_checks("_kit-one-column", tmp_path / "kit", bank)))
+    assert "runs on the smoke grid (features)" in bad and "has shape" in bad["runs on the smoke grid (features)"]

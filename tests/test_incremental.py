@@ -289,7 +289,8 @@ def test_a_fine_tuned_methods_refitted_maps_are_read_through_the_moved_encoder_a
     learn, read = EwC.learn, class_incd._task_predictions
     monkeypatch.setattr(EwC, "learn", lambda self, step: events.append(f"learn {step.index}") or learn(self, step))
     monkeypatch.setattr(class_incd, "_task_predictions",
-                        lambda method, inputs, task, index: events.append(f"read {task}") or read(method, inputs, task, index))
+                        lambda method, inputs, task, index, *rest: events.append(f"read {task}")
+                        or read(method, inputs, task, index, *rest))
     (spec,) = tiny_vit_specs("EwC", preset="code")
     out = execute(spec, tmp_path)
     assert events == ["learn 0", "read 0", "learn 1", "read 0", "read 1"]

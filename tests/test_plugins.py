@@ -245,6 +245,14 @@ def test_a_broken_plugin_is_one_warning_and_its_name_one_error(capsys, tmp_path)
     assert f"plugin {folder / 'broken.py'} not loaded: NameError: name 'foo' is not defined" in line
 
 
+def test_a_plugin_that_exits_at_import_is_one_warning_and_the_command_goes_on(capsys, tmp_path):
+    folder = write_plugin(tmp_path / "plugin")
+    (folder / "script.py").write_text("import sys\n\nsys.exit(0)\n")  # a script dropped into the folder
+    code, out, err = run(capsys, "list", "methods", "--include", str(folder))
+    assert code == 0 and "Toy means" in out and "Baseline" in out  # before: exit 0, nothing listed
+    assert err.splitlines() == [f"bench: warning: plugin {folder / 'script.py'} not loaded: SystemExit: 0"]
+
+
 def test_a_plugin_grid_or_preset_never_shadows_benchs(capsys, tmp_path):
     from bench.registries import GRIDS_DIR, PRESETS_DIR
 

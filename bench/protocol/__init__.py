@@ -7,6 +7,7 @@
 - `step`: the `Step` a method learns from (what it may see, and no label unless its setting says so);
 - `planning`: what a run is made of (device, threads, data, layout, backbone, method);
 - `feeding`: what a method is fed (features or tokens, from the banks or live);
+- `outputs`: what a method answers (`logits`, `task_logits`) checked to be of the protocol's shape;
 - `evaluate`: the metrics (task-specific, task-agnostic with and without re-fitted maps, A, F, ...);
 - `epoch_selection`, `estimate_k`: which epoch a stage keeps, how many new classes a stage holds;
 - `recompute`: a finished run's metrics again from its stored predictions, with no training.

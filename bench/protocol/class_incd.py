@@ -14,6 +14,7 @@ import torch
 from bench.data.layout import TaskLayout
 from bench.protocol.evaluate import Evaluator
 from bench.protocol.feeding import Feed
+from bench.protocol.outputs import checked
 from bench.protocol.step import Step
 from bench.runs import predictions
 from bench.runs.rows import MetricRow
@@ -46,12 +47,13 @@ class ClassIncrementalStages:
         """Step `t`'s metric rows; what the evaluator was given for them goes into `stored`."""
         (val_labels_all, val_task), (test_labels, test_task) = self.val, self.test
         feed, evaluator = self.feed, self.evaluator
-        val_pred = {s: _task_predictions(method, feed, s, np.flatnonzero(val_task == s)) for s in range(t + 1)}
+        val_pred = {s: _task_predictions(method, feed, s, np.flatnonzero(val_task == s), self.layout, t)
+                    for s in range(t + 1)}
         val_labels = {s: val_labels_all[val_task == s] for s in range(t + 1)}
         evaluator.freeze_mapping(t, val_labels[t], val_pred[t])
         refit = {s: evaluator.fit_mapping(s, val_labels[s], val_pred[s]) for s in range(t)}
         seen = np.flatnonzero(test_task <= t)
-        unified, task_pred = _predict(method, feed.batches("test", seen), t, test_task[seen] == t)
+        unified, task_pred = _predict(method, feed.batches("test", seen), t, test_task[seen] == t, self.layout, t)
         rows = evaluator.evaluate(t, test_labels[seen], unified, task_pred, refit=refit)
         predictions.record(stored, t, val_labels=val_labels[t], val_pred=val_pred[t], test_labels=test_labels[seen],
                            unified=unified, task_pred=task_pred, mapping=evaluator.mappings[t],
@@ -82,23 +84,29 @@ def replay(stored: Mapping[str, np.ndarray], layout: TaskLayout) -> list[MetricR
 
 
 @torch.no_grad()
-def _predict(method: Any, batches: Iterator[torch.Tensor], task: int, current: np.ndarray,
-             unified: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def _predict(method: Any, batches: Iterator[torch.Tensor], task: int, current: np.ndarray, layout: TaskLayout,
+             step: int, unified: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Argmax of the unified head on every batch (unless `unified` is False), and of task `task`'s
-    head on the rows where `current` holds: both read the same batch, so each image's prefix runs once."""
+    head on the rows where `current` holds: both read the same batch, so each image's prefix runs once.
+    Each answer is checked to be of the shape `layout` gives after step `step` (`bench.protocol.outputs`)."""
     unified_pred, task_pred, start = [], [], 0
+    seen = layout.offsets[step] + layout.sizes[step]
     for x in batches:
         rows = torch.as_tensor(current[start: start + len(x)], device=x.device)
         if unified:
-            unified_pred.append(method.logits(x).argmax(1).cpu())
+            unified_pred.append(checked(method, "logits", method.logits(x), len(x), seen, step).argmax(1).cpu())
         if rows.any():
-            task_pred.append(method.task_logits(x[rows], task).argmax(1).cpu())
+            answer = checked(method, f"task_logits(task {task + 1})", method.task_logits(x[rows], task),
+                             int(rows.sum()), layout.sizes[task], step)
+            task_pred.append(answer.argmax(1).cpu())
         start += len(x)
     empty = torch.empty(0, dtype=torch.long)
     return torch.cat(unified_pred or [empty]).numpy(), torch.cat(task_pred or [empty]).numpy()
 
 
-def _task_predictions(method: Any, feed: Feed, task: int, index: np.ndarray) -> np.ndarray:
-    """Task `task`'s head, read through the encoder as it is now, on the val images `index` (the same
-    head and images that froze its map at its own step: at a later step they re-fit it)."""
-    return _predict(method, feed.batches("val", index), task, np.ones(len(index), dtype=bool), unified=False)[1]
+def _task_predictions(method: Any, feed: Feed, task: int, index: np.ndarray, layout: TaskLayout,
+                      step: int) -> np.ndarray:
+    """Task `task`'s head, read through the encoder as it is after step `step`, on the val images `index` (the
+    same head and images that froze its map at its own step: at a later step they re-fit it)."""
+    return _predict(method, feed.batches("val", index), task, np.ones(len(index), dtype=bool), layout, step,
+                    unified=False)[1]

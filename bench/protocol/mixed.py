@@ -31,6 +31,7 @@ from bench.data.layout import TaskLayout
 from bench.protocol.epoch_selection import LAST, EpochSelection
 from bench.protocol.evaluate import clustering_accuracy, old_new_accuracies
 from bench.protocol.feeding import Feed, step_order
+from bench.protocol.outputs import checked
 from bench.protocol.step import Step
 from bench.runs.predictions import compact
 from bench.runs.rows import MetricRow
@@ -153,7 +154,8 @@ class MixedStages:
                      f"by {self.rule}{' (ORACLE ON TEST)' if self.rule in TEST_SELECTIONS else ''}")
         seen = np.flatnonzero(self.test_stage <= t)
         stored[f"test_labels_{t}"] = compact(self.test_labels[seen])
-        stored[f"unified_{t}"] = compact(_predict(method, self.feed, seen))
+        classes = int(sum(stored[f"k_given_{s}"][0] for s in range(t))) + self.n_new  # every class seen so far
+        stored[f"unified_{t}"] = compact(_predict(method, self.feed, seen, classes, t))
         stored[f"k_given_{t}"] = compact(np.asarray([self.n_new]))
         return stage_rows(t, stored, self.layout)
 
@@ -165,8 +167,9 @@ class MixedStages:
 
 
 @torch.no_grad()
-def _predict(method: Any, feed: Feed, index: np.ndarray) -> np.ndarray:
-    preds = [method.logits(x).argmax(1).cpu() for x in feed.batches("test", index)]
+def _predict(method: Any, feed: Feed, index: np.ndarray, classes: int, t: int) -> np.ndarray:
+    preds = [checked(method, "logits", method.logits(x), len(x), classes, t).argmax(1).cpu()
+             for x in feed.batches("test", index)]
     return torch.cat(preds).numpy() if preds else np.empty(0, dtype=np.int64)
 
 
