@@ -26,7 +26,8 @@ from bench.reporting.outcomes import (error_line, print_leaderboard, reference_l
 from bench.execution.preflight import (check_caches, check_cluster, check_device, check_inputs, check_report_dir, check_splits,
                              check_tail_backbones, check_timm_models)
 from bench.core.provenance import VERSION_COLUMNS
-from bench.execution.selection import default_backbone, expand_selection, finished_selection, parse_options
+from bench.execution.selection import (default_backbone, expand_selection, finished_selection, names_of,
+                                       options_of, path_of, seeds_of)
 
 DEFAULT_RESULTS = Path("results")
 REPORT_FORMATS = {"latex": "tex", "markdown": "md", "csv": "csv", "html": "html"}  # format -> file suffix
@@ -67,16 +68,6 @@ class ReportOutcome:
     frame: Any = field(repr=False)
 
 
-def _options(options: Options | None, option: str = "--cfg-options") -> dict[str, Any]:
-    if options is None:
-        return {}
-    if isinstance(options, Mapping):
-        return dict(options)
-    if isinstance(options, str):
-        raise BenchError(f"{option}: give a dict or a list of key=value strings, not the string {options!r}")
-    return parse_options(options)
-
-
 def _use_plugins(include: Sequence[PathLike] | None) -> None:
     """Plugin folders given to the API, as `--include` gives them to a command (`bench.registries.plugins`)."""
     if include is not None:
@@ -99,14 +90,16 @@ def run(grid: str = "demo", *, methods: Sequence[str] | None = None, datasets: S
     devices, backbones, data and weight files, cache space) is made before anything is written.
     `include`: plugin folders, as `--include` (with $BENCH_INCLUDE's; None: those already in use)."""
     started = time.monotonic()  # the SLURM plan's time includes expanding the grid
+    methods, datasets, splits, backbones = (names_of(methods, "methods"), names_of(datasets, "datasets"),
+                                            names_of(splits, "splits"), names_of(backbones, "backbones"))
+    seeds, results = seeds_of(seeds), path_of(results, "results")
     _use_plugins(include)
     from bench.runs.rundir import DONE, ERROR, check_writable, invalidate, is_done, run_dir, unreadable
 
-    results = Path(results)
     check_cluster(cluster, workers, threads)
     check_device(device, cluster)
     loaded, specs = expand_selection(grid, methods=methods, datasets=datasets, splits=splits, seeds=seeds,
-                                     backbones=backbones, cfg_options=_options(cfg_options), data_root=data_root,
+                                     backbones=backbones, cfg_options=options_of(cfg_options), data_root=data_root,
                                      cache_dir=cache_dir, device=device, read_ahead=read_ahead, threads=threads,
                                      weights_dir=weights_dir)
     check_splits(specs)
@@ -200,7 +193,7 @@ def _run_slurm(outcome: RunOutcome, grid: Any, profile_name: str, slurm_options:
 
     results, specs, pending = outcome.results, list(outcome.specs), list(outcome.pending)
     profile = slurm.load_profile(profile_name)
-    overrides = _options(slurm_options)
+    overrides = options_of(slurm_options)
     chunks = slurm.plan(pending, profile, overrides)
     if dry_run:
         print(f"grid {grid.name}: {len(specs)} runs, {len(specs) - len(pending)} done, {len(pending)} would be "
@@ -244,6 +237,9 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
     `grid` of every finished run under `results`. `format`: one of latex, markdown, csv, html (the
     static site, `index.html`) or several (default: latex and html). `compare`: ["paper"], or two method
     labels. `include`: plugin folders, as for `run`."""
+    methods, datasets, splits, backbones = (names_of(methods, "methods"), names_of(datasets, "datasets"),
+                                            names_of(splits, "splits"), names_of(backbones, "backbones"))
+    seeds, results = seeds_of(seeds), path_of(results, "results")
     _use_plugins(include)
     formats = [format] if isinstance(format, str) else list(dict.fromkeys(format))
     for fmt in formats:
@@ -264,13 +260,13 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
 
     if grid:
         loaded, specs = expand_selection(grid, methods=methods, datasets=datasets, splits=splits, seeds=seeds,
-                                         backbones=backbones, cfg_options=_options(cfg_options), data_root=data_root,
+                                         backbones=backbones, cfg_options=options_of(cfg_options), data_root=data_root,
                                          cache_dir=cache_dir)
         directories = run_dirs(results, specs)
     else:
         loaded, specs, directories = finished_selection(results, methods=methods, datasets=datasets, splits=splits,
                                                         seeds=seeds, backbones=backbones,
-                                                        cfg_options=_options(cfg_options))
+                                                        cfg_options=options_of(cfg_options))
     frame, unplaced = load_runs(directories, pool_orders=pool_orders)
     if not len(frame):
         if not grid:

@@ -3,6 +3,7 @@ commands do, refuses what they refuse with the same line before anything is writ
 stays light. Method slugs name the same runs as the methods' names."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -139,3 +140,21 @@ def test_two_methods_with_one_slug_are_an_error_naming_both():
     finally:
         METHODS._module_dict.pop("Joint-Frozen")
     assert resolve_method("joint-frozen") == "Joint (frozen)"
+
+
+@pytest.mark.parametrize("kwargs, said", [
+    (dict(methods="Baseline"), None),  # one name, not its characters (was: unknown method 'B')
+    (dict(seeds=1.5), "bad seeds=1.5: an integer or a list of integers"),
+    (dict(seeds=[True]), "bad seeds=[True]: an integer or a list of integers"),  # was: the run of seed 1
+    (dict(seeds="0"), "bad seeds='0': an integer or a list of integers"),
+    (dict(methods=[None]), "bad methods=[None]: a name or a list of names"),
+    (dict(results=123), "bad results=123: a path"),
+])
+def test_the_api_refuses_what_it_would_coerce_in_one_bench_error(kwargs, said, tmp_path):
+    kwargs = {"results": tmp_path, **kwargs}
+    if said is None:
+        outcome = bench.run("demo", splits="2-step", seeds=0, dry_run=True, **kwargs)
+        assert {spec.method for spec in outcome.pending} == {"Baseline"} and len(outcome.pending) == 1
+        return
+    with pytest.raises(BenchError, match=re.escape(said)):
+        bench.run("demo", dry_run=True, **kwargs)

@@ -5,6 +5,7 @@ The command line and `bench.run` / `bench.report` expand through here, so that b
 """
 from __future__ import annotations
 
+import numbers
 import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -116,3 +117,46 @@ def _selected_method(entry: str) -> tuple[str, str]:
 def default_backbone(backbones: Sequence[str] | None, grid: Any) -> str:
     """The backbone whose rows need no backbone in their label: the first selected, else the grid's first."""
     return (backbones or grid.backbones)[0]
+
+
+# -- the Python API's selection arguments, checked at its edge (the command line's are parsed by argparse) --
+
+def names_of(value: Any, what: str) -> list[str] | None:
+    """A selection as the API takes it: None (the grid's), one name, or a list of names; anything else is
+    refused in one line (a string is one name, never its characters)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise BenchError(f"bad {what}={value!r}: a name or a list of names (strings), e.g. {what}=['baseline', 'k-means']")
+
+
+def seeds_of(value: Any) -> list[int] | None:
+    """None (the grid's seeds), one integer or a list of integers; `1.5`, `True` or `"0"` are refused, not coerced
+    (two of them would name the run of seed 1)."""
+    if value is None:
+        return None
+    values = [value] if isinstance(value, numbers.Integral) else value
+    if isinstance(values, (list, tuple)) and all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                                                 for v in values):
+        return [int(v) for v in values]
+    raise BenchError(f"bad seeds={value!r}: an integer or a list of integers, e.g. seeds=[0, 1, 2]")
+
+
+def path_of(value: Any, what: str) -> Path:
+    if isinstance(value, (str, os.PathLike)):
+        return Path(value)
+    raise BenchError(f"bad {what}={value!r}: a path (a str or a pathlib.Path)")
+
+
+def options_of(options: Mapping[str, Any] | Sequence[str] | None, option: str = "--cfg-options") -> dict[str, Any]:
+    """`--cfg-options`-like settings as the API takes them: a dict, or a list of key=value strings."""
+    if options is None:
+        return {}
+    if isinstance(options, Mapping):
+        return dict(options)
+    if isinstance(options, str):
+        raise BenchError(f"{option}: give a dict or a list of key=value strings, not the string {options!r}")
+    return parse_options(options)
