@@ -5,7 +5,9 @@ backbones in `bench/features/backbones.py`); each registry names those modules a
 locations, and `load_all()` forces the imports before anything lists or builds. Plugins
 (`bench.registries.plugins`) register into the same registries: a registry imports them with its own
 locations, so that whatever looks a name up (the runner in a worker or a SLURM job) sees them.
-Method presets and grids are mmengine config files beside this module (`presets/`, `grids/`).
+Method presets and grids are mmengine config files beside this module (`presets/`, `grids/`). The package
+also holds the plugin loader (`plugins`) and the catalogue of what is registered, read without importing the
+methods or torch (`catalogue`).
 
 Imports from: bench.errors, bench.core.
 """
