@@ -181,3 +181,15 @@ def test_report_writes_each_block_in_its_papers_layout(capsys, tmp_path):
     tex = (folder / "table_tab3.tex").read_text()
     assert "amssymb" in tex and r"& (d) & $\times$ & $\times$ &" in tex and r"& (a) & \checkmark & \checkmark &" in tex
     assert r"\cmidrule{2-" in (folder / "table_tab2.tex").read_text()
+
+
+def test_report_takes_several_formats_after_one_format_or_each_after_its_own():
+    from bench.cli import build_parser
+
+    parser = build_parser()
+    one = parser.parse_args(["report", "--format", "markdown", "latex", "html"]).format
+    each = parser.parse_args(["report", "--format", "markdown", "--format", "latex", "--format", "html"]).format
+    assert one == each == ["markdown", "latex", "html"]
+    assert parser.parse_args(["report"]).format is None  # the default formats (bench.api)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["report", "--format", "markdown", "pdf"])

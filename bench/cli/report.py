@@ -13,9 +13,9 @@ def add_parser(sub: Any) -> None:
     rep = sub.add_parser("report", help="tables and plots of a grid's finished runs")
     add_selection(rep)
     rep.set_defaults(grid=None)  # no grid named: every finished run under the results root
-    rep.add_argument("--format", action="append", choices=("latex", "markdown", "csv", "html"),
-                     help="latex, markdown, csv, or html (a static site: index.html, one page per run); repeat it "
-                          "for several (default: latex and html)")
+    rep.add_argument("--format", action="extend", nargs="+", choices=("latex", "markdown", "csv", "html"),
+                     help="latex, markdown, csv, or html (a static site: index.html, one page per run); several "
+                          "after one --format or each after its own (default: latex and html)")
     rep.add_argument("--out", type=Path, help="output directory (default: <results>/reports/<grid>, "
                      "or <results>/reports/all without --grid)")
     rep.add_argument("--pool-orders", action="store_true",
