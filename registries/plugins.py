@@ -86,12 +86,11 @@ def resolve(include: Iterable[str | Path] = ()) -> tuple[Path, ...]:
 def use(dirs: Iterable[str | Path], *, warn: bool = True) -> None:
     """This process's plugin folders are exactly `dirs` (a worker or a job is told, never guesses).
     Modules already imported stay registered; the method catalogue is read again for the new set."""
-    global _dirs, _warn, _done_for
+    global _dirs, _warn, _done_for, _generation
     _dirs = tuple(Path(d).resolve() for d in dirs)
     _warn = warn
     _put_on_path(_dirs)
     _done_for = None  # the folders are looked at again: a file added since is imported by `load`
-    global _generation
     _generation += 1  # what was read of the registered classes for the old set is read again (the catalogue)
 
 
