@@ -112,8 +112,9 @@ class MixedStages:
                                     log, self.setting["val_fraction"] if self.rule == "val" else None, parts.manifest)
         self.test_labels = np.asarray(self.data.test.labels)
         self.test_stage = stage_of(self.test_labels, self.layout)
-        self.selection: EpochSelection = LAST  # the stage in progress: what it keeps, and how many classes it was told
-        self.n_new = 0
+        # the stage in progress: what it keeps, the classes before it and the new ones it was told of
+        self.selection: EpochSelection = LAST
+        self.known = self.n_new = 0
 
     def state_dict(self) -> dict[str, Any]:
         return {}  # its rows come from the stored predictions alone
@@ -127,7 +128,7 @@ class MixedStages:
         train = feed.train.subset(rows).to(feed.device)
         # labels reach the method only in a labelled stage, and only that stage's
         labels = torch.as_tensor(self.data.train.labels[rows], dtype=torch.long) if manifest.labelled[t] else None
-        known = int(sum(stored[f"k_given_{s}"][0] for s in range(t)))
+        self.known = known = int(sum(stored[f"k_given_{s}"][0] for s in range(t)))
         self.n_new = layout.sizes[t]
         if t > 0 and self.setting["k"] != "known":
             # GCD's search scores k-means on the labelled stage's images: the protocol holds their labels
@@ -154,8 +155,7 @@ class MixedStages:
                      f"by {self.rule}{' (ORACLE ON TEST)' if self.rule in TEST_SELECTIONS else ''}")
         seen = np.flatnonzero(self.test_stage <= t)
         stored[f"test_labels_{t}"] = compact(self.test_labels[seen])
-        classes = int(sum(stored[f"k_given_{s}"][0] for s in range(t))) + self.n_new  # every class seen so far
-        stored[f"unified_{t}"] = compact(_predict(method, self.feed, seen, classes, t))
+        stored[f"unified_{t}"] = compact(_predict(method, self.feed, seen, self.known + self.n_new, t))
         stored[f"k_given_{t}"] = compact(np.asarray([self.n_new]))
         return stage_rows(t, stored, self.layout)
 
