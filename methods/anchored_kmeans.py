@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import torch
 
+from bench.core.distances import squared_distances
+
 __all__ = ["Clustering", "anchored_kmeans", "kmeans_pp_init", "squared_distances"]
 
 
@@ -39,12 +41,6 @@ class Clustering:
     labels: torch.Tensor
     inertia: float
     iterations: int
-
-
-def squared_distances(x: torch.Tensor, centroids: torch.Tensor) -> torch.Tensor:
-    """N × K squared Euclidean distances ‖x_i − c_k‖² (clamped at 0 against rounding)."""
-    d2 = (x * x).sum(1, keepdim=True) - 2 * x @ centroids.T + (centroids * centroids).sum(1)[None]
-    return d2.clamp_min_(0)
 
 
 def _draws(weights: torch.Tensor, n: int, gen: torch.Generator) -> torch.Tensor:

@@ -53,6 +53,15 @@ class Method:
         `runs_on.inputs` declares: features, or the prefix's tokens."""
         raise NotImplementedError
 
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        """The method's representation of the images (N × D) that PromptCCD's evaluation and selection cluster
+        (`setting.evaluation=transductive`, `setting.selection=promptccd`; `bench.protocol.transductive`). On frozen
+        features it is the features themselves: such a method learns no representation, so every one of them
+        scores the backbone's. A method that learns one (a tail, a prompt) returns it."""
+        if self.runs_on.inputs == "features":
+            return x
+        raise NotImplementedError(f"{type(self).__name__} reads tokens: its embed() must return its representation")
+
     def task_logits(self, x: torch.Tensor, task: int) -> torch.Tensor:
         """Task-specific head of `task` (N × C_task)."""
         raise NotImplementedError

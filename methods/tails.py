@@ -157,6 +157,10 @@ class OneTailHeads(TailMethod):
     def task_logits(self, x: torch.Tensor, task: int) -> torch.Tensor:
         return self.heads[task](self.tail(x))
 
+    @torch.no_grad()
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        return self.tail(x)
+
 
 class PairedTails(TailMethod):
     """Inference of a method that stores (tail, head) pairs (Joint (unfrozen), FRoST): `_model("joint")`
@@ -174,3 +178,7 @@ class PairedTails(TailMethod):
     def task_logits(self, x: torch.Tensor, task: int) -> torch.Tensor:
         tail, head = self._model(task)
         return head(tail(x))
+
+    @torch.no_grad()
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        return self._model("joint")[0](x)

@@ -107,6 +107,7 @@ def test_the_setting_its_counts_and_its_seed_are_part_of_the_run_id():
     (["--methods", "EwC"], "method 'EwC' cannot run the 'mixed' setting"),
     (["--cfg-options", "setting.k=guess"], "bad setting.k='guess': choose from known, silhouette"),
     (["--cfg-options", "setting.selection=oracle-test"], "bad setting.selection='oracle-test'"),
+    (["--cfg-options", "setting.evaluation=both"], "bad setting.evaluation='both': choose from inductive"),
     (["--cfg-options", "dataset.num_classes=5"], "needs at least one new class per stage"),
 ])
 def test_a_mixed_run_that_cannot_run_is_refused_before_anything_runs(capsys, tmp_path, argv, said):

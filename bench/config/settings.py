@@ -36,13 +36,21 @@ SELECTIONS: dict[str, str] = {
     "val": "the best epoch on held-out labelled images",
     "oracle": "the best epoch on the test images (oracle on test: a leak, marked as such)",
     "happy": "Happy's rule: the first best epoch on the test images (oracle on test: a leak, marked as such)",
+    "promptccd": "PromptCCD's rule: every 10th epoch, the first best old-class accuracy of k-means over the "
+                 "method's representation of the test images (oracle on test: a leak, marked as such)",
 }
-TEST_SELECTIONS = ("oracle", "happy")  # the rules that read the test labels: every result of theirs is marked
+TEST_SELECTIONS = ("oracle", "happy", "promptccd")  # the rules that read the test labels: every result of theirs is marked
 ORACLE_MARK = "oracle on test"
 # setting.arrival: "canonical", the new classes in the class order; "happy", in the order Happy's runs
 # (`--shuffle_classes --seed 0`) shuffle them (`bench.config.peer_splits.happy_arrival_order`); "happy-ssb", the
 # dataset's SSB known classes labelled (Happy's `--use_ssb_splits`, on by default) and the others in Happy's order
 ARRIVALS = ("canonical", "happy", "happy-ssb")
+# setting.evaluation: what a stage is scored on (`bench.protocol.mixed`, `bench.protocol.transductive`)
+EVALUATIONS: dict[str, str] = {
+    "inductive": "the method's predictions on the test images of every class seen so far (Happy's)",
+    "transductive": "semi-supervised k-means at known K over the method's representation of the stage's own "
+                    "training images (PromptCCD's)",
+}
 K_SOURCES = ("known", "silhouette", "brent")  # setting.k: the new classes' count given, or estimated (estimate_k)
 
 
@@ -85,6 +93,8 @@ SETTING_KEYS: dict[str, Any] = {"name": "mixed", "protocol": "", "manifest_seed"
                                 "k_max_new": 0, "selection": "last", "val_fraction": 0.1,
                                 # the order the new classes arrive in: the class order, or Happy's shuffle of them
                                 "arrival": "canonical",
+                                # what a stage is scored on: the test images (inductive) or its own (transductive)
+                                "evaluation": "inductive",
                                 # a split manifest file the run holds instead of drawing its own (its sha256,
                                 # filled in when the run is planned, is part of the run id; its path is not)
                                 "manifest_file": "", "manifest_sha256": ""}
@@ -130,6 +140,9 @@ def check_setting(setting: Mapping[str, Any]) -> None:
     if setting.get("arrival", "canonical") != "canonical" and setting.get("manifest_file"):
         raise fail("arrival", setting["arrival"], "a split manifest file gives its own class order: leave "
                    "setting.arrival=canonical with setting.manifest_file")
+    if setting.get("evaluation", "inductive") not in EVALUATIONS:
+        raise fail("evaluation", setting["evaluation"],
+                   "choose from " + "; ".join(f"{k} ({v})" for k, v in EVALUATIONS.items()))
     if setting["selection"] not in SELECTIONS:
         raise fail("selection", setting["selection"],
                    "choose from " + "; ".join(f"{k} ({v})" for k, v in SELECTIONS.items()))
@@ -248,9 +261,11 @@ def describe(split: str, config: Mapping[str, Any]) -> str:
         parts.append(f"arrival {setting['arrival']}")
     if setting["k"] != "known":
         parts.append(f"K {setting['k']}")
+    if setting.get("evaluation", "inductive") != "inductive":
+        parts.append(setting["evaluation"])
     selection = setting.get("selection", "last")
-    if selection == "happy":
-        parts.append("selected as Happy")
+    if selection in ("happy", "promptccd"):
+        parts.append(f"selected as {'Happy' if selection == 'happy' else 'PromptCCD'}")
     if selection in TEST_SELECTIONS:
         parts.append(ORACLE_MARK.upper())  # a leak: shown wherever the run is
     elif selection != "last":
@@ -258,6 +273,6 @@ def describe(split: str, config: Mapping[str, Any]) -> str:
     return " · ".join(parts)
 
 
-__all__ = ["SETTINGS", "MIXED_SPLITS", "MixedSplit", "arrival_order", "check_setting", "class_groups", "describe",
+__all__ = ["SETTINGS", "EVALUATIONS", "MIXED_SPLITS", "MixedSplit", "arrival_order", "check_setting", "class_groups", "describe",
            "mixed_setting",
            "protocol_for", "setting_of", "stage_sizes"]

@@ -5,6 +5,7 @@
 - `provenance`: what decides a run's numbers besides its spec (library versions, the CUDA stack, weights
   files, the hash of a method's source files);
 - `numerics`: CPU threads and deterministic kernels, fixed the same way for every run;
+- `distances`: squared Euclidean distances between rows, what every k-means of bench computes with;
 - `runs_on`: what a method runs on (`RunsOn`), declared once per method class and read by every layer.
 
 Imports from: bench.errors.

@@ -10,6 +10,7 @@
 - `outputs`: what a method answers (`logits`, `task_logits`) checked to be of the protocol's shape;
 - `evaluate`: the metrics (task-specific, task-agnostic with and without re-fitted maps, A, F, ...);
 - `epoch_selection`, `estimate_k`: which epoch a stage keeps, how many new classes a stage holds;
+- `transductive`: PromptCCD's evaluation and selection (semi-supervised k-means over a method's representation);
 - `recompute`: a finished run's metrics again from its stored predictions, with no training.
 
 Imports from: bench.errors, bench.core, bench.registries, bench.data, bench.config, bench.features, bench.runs.

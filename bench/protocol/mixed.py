@@ -9,12 +9,18 @@ Metric rows (percent), all computed from what is stored in `predictions.npz`, so
 - per stage t: `all` (flavour `cgcd`): ONE Hungarian match of the method's predictions on the test images
   of the classes of stages 0..t; `old` / `new` under that match in two senses, flavour `cgcd_hard` (old:
   the labelled stage's classes) and `cgcd_soft` (old: the classes of stages before t). Stage 0 has `all` only.
+  With `setting.evaluation=transductive` (PromptCCD's, `bench.protocol.transductive`), a stage t > 0's rows
+  score instead the semi-supervised k-means clusters of its own training images, and the test images' rows
+  are kept under the flavours `inductive`, `inductive_hard`, `inductive_soft` (stage 0 is scored on the test
+  images either way: the labelled stage has no unlabelled image to cluster).
 - per unlabelled stage: `k` rows, `true` (new classes the stage brings) and `given` (what the method was
   told: the true count, or the estimate of `setting.k`).
 - summary (flavour `cgcd`): `All`, `Old_hard`, `New_hard`, `Old_soft`, `New_soft`, the means over the
   unlabelled stages, as the continual category discovery papers average them; `A` = `All`; `F`, the
   forgetting of the labelled classes, their accuracy after the labelled stage minus after the last stage
-  (under each stage's own match; NaN where the last stage has no Old row: nothing to measure); `D`, discovery, = `New_soft`; `K_error`, the mean |given − true|.
+  (under each stage's own match; NaN where the last stage has no Old row: nothing to measure; always on the
+  test images, whose images, unlike a stage's own, are the same after the labelled stage and after the last);
+  `D`, discovery, = `New_soft`; `K_error`, the mean |given − true|.
 """
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ import torch
 
 from bench.config.manifests import Manifest, MixedProtocol, draw, hold_out
 from bench.config.settings import TEST_SELECTIONS
+from bench.errors import BenchError
 from bench.core.storage import write_atomic
 from bench.data.layout import TaskLayout
 from bench.protocol.epoch_selection import LAST, EpochSelection
@@ -33,6 +40,7 @@ from bench.protocol.evaluate import clustering_accuracy, old_new_accuracies
 from bench.protocol.feeding import Feed, step_order
 from bench.protocol.outputs import checked
 from bench.protocol.step import Step
+from bench.protocol.transductive import PROMPTCCD_EVERY, embeds, promptccd_score, transductive_predictions
 from bench.runs.predictions import compact
 from bench.runs.rows import MetricRow
 
@@ -65,7 +73,8 @@ def manifest_of(out: Path, protocol: MixedProtocol, train_labels: np.ndarray, se
 
 def selection_for(rule: str, feed: Feed, source: str, index: np.ndarray, labels: np.ndarray) -> EpochSelection:
     """A stage's epoch selection (`bench.protocol.epoch_selection`): for `val`, `oracle` and `happy`, scored by the clustering
-    accuracy of a prediction function on the `source` images `index` of classes `labels`."""
+    accuracy of a prediction function on the `source` images `index` of classes `labels` (`promptccd`:
+    `MixedStages.step`)."""
     if rule == "last":
         return LAST
 
@@ -112,6 +121,11 @@ class MixedStages:
                                     log, self.setting["val_fraction"] if self.rule == "val" else None, parts.manifest)
         self.test_labels = np.asarray(self.data.test.labels)
         self.test_stage = stage_of(self.test_labels, self.layout)
+        self.evaluation = self.setting.get("evaluation", "inductive")
+        if (self.evaluation == "transductive" or self.rule == "promptccd") and not embeds(self.method):
+            raise BenchError(f"method {spec.method!r} reads tokens and gives no representation (its embed()): "
+                             "setting.evaluation=transductive and setting.selection=promptccd cluster it; use "
+                             "setting.evaluation=inductive with another selection, or implement embed()")
         # the stage in progress: what it keeps, the classes before it and the new ones it was told of
         self.selection: EpochSelection = LAST
         self.known = self.n_new = 0
@@ -140,10 +154,16 @@ class MixedStages:
         past = [feed.train.subset(step_order(manifest.stages[s], spec.seed, s)).to(feed.device)
                 for s in range(t)] if self.method.runs_on.sees_past_steps else []  # a reference's only
         seen = np.flatnonzero(self.test_stage <= t)
-        self.selection = (selection_for(self.rule, feed, "test", seen, self.test_labels[seen])
-                          if self.rule in TEST_SELECTIONS
-                          else selection_for(self.rule, feed, "train", manifest.validation,
-                                             self.data.train.labels[manifest.validation]))
+        if self.rule == "promptccd":  # k-means at every class of the protocol over every test image of them
+            every = np.flatnonzero(self.test_stage < layout.n_steps)
+            score = promptccd_score(self.method, feed, every, self.test_labels[every],
+                                    np.unique(self.test_labels[self.test_stage == 0]), layout.num_classes, spec.seed * 1000 + t)
+            self.selection = EpochSelection("promptccd", score, every=PROMPTCCD_EVERY)
+        elif self.rule in TEST_SELECTIONS:
+            self.selection = selection_for(self.rule, feed, "test", seen, self.test_labels[seen])
+        else:
+            self.selection = selection_for(self.rule, feed, "train", manifest.validation,
+                                           self.data.train.labels[manifest.validation])
         return Step(index=t, n_classes=self.n_new, offset=known, train=train, last=t == spec.n_steps - 1, past=past,
                     device=feed.device, labels=labels, selection=self.selection)
 
@@ -157,6 +177,12 @@ class MixedStages:
         stored[f"test_labels_{t}"] = compact(self.test_labels[seen])
         stored[f"unified_{t}"] = compact(_predict(method, self.feed, seen, self.known + self.n_new, t))
         stored[f"k_given_{t}"] = compact(np.asarray([self.n_new]))
+        if self.evaluation == "transductive" and t > 0:
+            first, rows = self.manifest.stages[0], self.manifest.stages[t]
+            stored[f"trans_labels_{t}"] = compact(self.data.train.labels[rows])
+            stored[f"trans_pred_{t}"] = compact(transductive_predictions(
+                self.method, self.feed, first, self.data.train.labels[first], rows, self.known + self.n_new,
+                self.spec.seed * 1000 + t))
         return stage_rows(t, stored, self.layout)
 
     def summary(self, rows: list[MetricRow]) -> list[MetricRow]:
@@ -181,18 +207,31 @@ def stage_of(labels: np.ndarray, layout: TaskLayout) -> np.ndarray:
 
 
 def stage_rows(t: int, stored: Mapping[str, np.ndarray], layout: TaskLayout) -> list[MetricRow]:
-    """Stage t's rows from what it stored: its test labels, the method's predictions, the K it was given."""
-    labels, pred = np.asarray(stored[f"test_labels_{t}"]), np.asarray(stored[f"unified_{t}"])
+    """Stage t's rows from what it stored: its test labels, the method's predictions, the K it was given (and,
+    evaluated transductively, its own images' labels and clusters: those are its `cgcd` rows then)."""
+    inductive = accuracy_rows(t, np.asarray(stored[f"test_labels_{t}"]), np.asarray(stored[f"unified_{t}"]), layout)
+    if t == 0:
+        return inductive + selected_rows(t, stored)
+    rows = inductive
+    if f"trans_pred_{t}" in stored:
+        rows = accuracy_rows(t, np.asarray(stored[f"trans_labels_{t}"]), np.asarray(stored[f"trans_pred_{t}"]), layout)
+        rows += [MetricRow(r.step, r.group, r.flavour.replace("cgcd", "inductive"), r.metric, r.value)
+                 for r in inductive]
+    rows += [MetricRow(t, "k", "cgcd", "true", float(layout.sizes[t])),
+             MetricRow(t, "k", "cgcd", "given", float(stored[f"k_given_{t}"][0]))]
+    return rows + selected_rows(t, stored)
+
+
+def accuracy_rows(t: int, labels: np.ndarray, pred: np.ndarray, layout: TaskLayout) -> list[MetricRow]:
+    """`all` under one match of `pred` to `labels`; after stage 0, `old`/`new` under it, hard and soft."""
     stage = stage_of(labels, layout)
     hard, soft = old_new_accuracies(labels, pred, np.unique(labels[stage == 0]), np.unique(labels[stage < t]))
     rows = [MetricRow(t, "all", "cgcd", "acc", hard["all"])]
     if t == 0:
-        return rows + selected_rows(t, stored)
+        return rows
     for flavour, acc in (("cgcd_hard", hard), ("cgcd_soft", soft)):
         rows += [MetricRow(t, group, flavour, "acc", acc[group]) for group in ("old", "new") if not np.isnan(acc[group])]
-    rows += [MetricRow(t, "k", "cgcd", "true", float(layout.sizes[t])),
-             MetricRow(t, "k", "cgcd", "given", float(stored[f"k_given_{t}"][0]))]
-    return rows + selected_rows(t, stored)
+    return rows
 
 
 def selected_rows(t: int, stored: Mapping[str, np.ndarray]) -> list[MetricRow]:
@@ -215,7 +254,7 @@ def summary(rows: list[MetricRow], n_steps: int) -> list[MetricRow]:
     last = n_steps - 1
     # no Old row at the last stage (none of its test images is of a labelled class, or no later stage): no
     # forgetting can be measured, and NaN says so (0 would claim none)
-    labelled_last = at.get((last, "old", "cgcd_hard", "acc"), float("nan"))
+    labelled_last = at.get((last, "old", "inductive_hard", "acc"), at.get((last, "old", "cgcd_hard", "acc"), float("nan")))
     out.update(A=out["All"], F=at[(0, "all", "cgcd", "acc")] - labelled_last, D=out["New_soft"],
                K_error=float(np.mean([abs(at[(t, "k", "cgcd", "given")] - at[(t, "k", "cgcd", "true")])
                                       for t in stages])) if n_steps > 1 else 0.0)
