@@ -251,3 +251,28 @@ def test_baseline_and_kmeans_end_to_end_on_each_fixture(roots, tmp_path, capsys,
     assert "2 done, 0 failed" in out and dataset in out
     spec = json.loads(next((tmp_path / "runs").glob("*/spec.json")).read_text())
     assert spec["location"]["data_root"] == str(roots[0])
+
+
+@pytest.mark.parametrize("whole", [True, False])
+def test_a_mixed_run_trains_on_the_whole_official_training_set_unless_told(roots, tmp_path, capsys, whole):
+    """Herbarium's reader holds images of each class out for validation (here 1 of 7): the mixed setting gives them
+    back (the peers read the whole training set, and a mixed run scores nothing on them) unless
+    `setting.whole_train=false`."""
+    from bench.config.manifests import Manifest
+
+    extra = [] if whole else ["setting.whole_train=false"]
+    code = main(["run", "--grid", "smoke", "--methods", "K-means", "--datasets", "herbarium19", "--splits",
+                 "happy-5-stage", "--data-root", str(roots[0]), "--cluster", "debug", "--results", str(tmp_path),
+                 *[a for a in TINY_VIT if a != "method.epochs=2"], "dataset.num_classes=10", "dataset.val_per_class=1",
+                 *extra])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    (run,) = (tmp_path / "runs").glob("*")
+    spec = json.loads((run / "spec.json").read_text())
+    assert spec["config"]["setting"]["whole_train"] is whole
+    manifest = Manifest.from_json((run / "split.json").read_text())
+    partitioned = build_dataset("herbarium19", {"num_classes": 10, "val_per_class": 1}, str(roots[0]), str(tmp_path))
+    used = np.concatenate(manifest.stages)
+    # the whole set's rows: the partition's training images, then its val ones (7 per class in all)
+    assert used.max() >= len(partitioned.train) if whole else used.max() < len(partitioned.train)
+    assert ("val partition are given back" in (run / "log.txt").read_text()) is whole

@@ -124,7 +124,9 @@ def resolve_config(method: str, preset: str, dataset: str, split: str,
     from bench.config.settings import MIXED_SPLITS, mixed_setting
 
     if split in MIXED_SPLITS:  # the split names the setting: its section starts from the protocol's defaults
-        config["setting"] = mixed_setting(split)
+        from bench.data import draws_partition
+
+        config["setting"] = mixed_setting(split, draws_partition(dataset))
     sections = _flatten(preset_sections(method, preset))
     for source in (sections, _flatten(grid_cfg), options):
         relevant = {k: v for k, v in source.items()

@@ -64,7 +64,10 @@ class MixedSplit:
     counts: Mapping[str, Any]
     rule: str = "happy"
     arrival: str = "canonical"  # its `setting.arrival` default
-    whole_train: bool = False  # trains on a dataset's whole official training set (its val partition given back)
+    # its `setting.whole_train` default on a dataset whose reader draws a val partition (CUB, Herbarium): train on
+    # the whole official training set, the partition given back (the peers read it whole; a mixed run scores
+    # neither task mappings nor epochs on that partition, so holding it out would only lose training images)
+    whole_train: bool = True
 
 
 # Happy (Ma et al., NeurIPS'24), CIFAR-100: 50 labelled classes (80% of their images labelled), then 5
@@ -84,8 +87,7 @@ PROMPTCCD = dict(labelled_classes=0.7, ccd_split_ratio=[[0.87, 0.54, 0.5, 1.0], 
 HAPPY_CUB = dict(labelled_classes=100, labelled_fraction=0.8, old_seen=5, novel_seen=5, novel_unseen=25)
 MIXED_SPLITS: dict[str, MixedSplit] = {
     "happy-5-stage": MixedSplit(5, "Happy (NeurIPS'24)", HAPPY),
-    "happy-cub-5-stage": MixedSplit(5, "Happy (NeurIPS'24) on CUB-200", HAPPY_CUB, arrival="happy-ssb",
-                                    whole_train=True),
+    "happy-cub-5-stage": MixedSplit(5, "Happy (NeurIPS'24) on CUB-200", HAPPY_CUB, arrival="happy-ssb"),
     "promptccd-3-stage": MixedSplit(3, "PromptCCD (ECCV'24)", PROMPTCCD, rule="promptccd"),
 }
 # the setting section of a mixed run, besides its counts
@@ -116,10 +118,13 @@ def setting_of(config: Mapping[str, Any]) -> str:
     return config.get("setting", {}).get("name", "incd")
 
 
-def mixed_setting(split: str) -> dict[str, Any]:
-    """The `setting` section a run of the mixed split `split` starts from."""
+def mixed_setting(split: str, partitioned: bool = False) -> dict[str, Any]:
+    """The `setting` section a run of the mixed split `split` starts from; on a dataset whose reader holds out a
+    val partition (`partitioned`), with the split's `whole_train` (absent elsewhere: nothing to give back, and
+    the run ids of before the key stay)."""
     entry = MIXED_SPLITS[split]
-    return {**SETTING_KEYS, "protocol": split, "arrival": entry.arrival, **entry.counts}
+    return {**SETTING_KEYS, "protocol": split, "arrival": entry.arrival, **entry.counts,
+            **({"whole_train": entry.whole_train} if partitioned else {})}
 
 
 def check_setting(setting: Mapping[str, Any]) -> None:
@@ -128,7 +133,7 @@ def check_setting(setting: Mapping[str, Any]) -> None:
         return BenchError(f"bad setting.{key}={value!r}: {valid}")
 
     split = MIXED_SPLITS[setting["protocol"]]
-    known = set(SETTING_KEYS) | set(split.counts)
+    known = set(SETTING_KEYS) | set(split.counts) | {"whole_train"}
     for key in setting:
         if key not in known:
             raise BenchError(f"bad --cfg-options key 'setting.{key}': not a key of the mixed setting; valid keys: "
@@ -150,6 +155,9 @@ def check_setting(setting: Mapping[str, Any]) -> None:
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
         raise fail("val_fraction", fraction, "a fraction in (0, 1) of each labelled class's images, held out "
                    "for setting.selection=val")
+    if not isinstance(setting.get("whole_train", False), bool):
+        raise fail("whole_train", setting["whole_train"], "True (train on the whole official training set, a "
+                   "dataset's val partition given back) or False (the partition held out)")
     if setting.get("manifest_sha256") and not setting.get("manifest_file"):
         raise fail("manifest_sha256", setting["manifest_sha256"], "filled in from setting.manifest_file; give that")
     for key in ("manifest_seed", "k_max_new"):

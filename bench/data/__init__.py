@@ -14,8 +14,8 @@ from bench.data.base import DatasetError, ImageSet, LoadedDataset
 from bench.data import cifar, cub, herbarium, tinyimagenet, toy  # noqa: F401  (registration)
 from bench.errors import BenchError, unknown
 
-__all__ = ["DatasetError", "ImageSet", "LoadedDataset", "build_dataset", "declared_num_classes", "make_reader",
-           "reader_class"]
+__all__ = ["DatasetError", "ImageSet", "LoadedDataset", "build_dataset", "declared_num_classes", "draws_partition",
+           "make_reader", "reader_class"]
 
 
 def reader_class(name: str) -> Any:
@@ -28,6 +28,13 @@ def reader_class(name: str) -> Any:
     if name not in DATASETS.module_dict:
         load()
     return DATASETS.module_dict.get(name)
+
+
+def draws_partition(name: str) -> bool:
+    """Whether the reader of dataset `name` holds a val partition out of the official training set (it persists
+    the partition it draws: CUB, Herbarium); False for an unknown name."""
+    cls = reader_class(name)
+    return cls is not None and "partitions_dir" in inspect.signature(cls.__init__).parameters
 
 
 def make_reader(name: str, options: Mapping[str, Any], root: str | None = None,

@@ -15,7 +15,8 @@ from bench.execution.preflight import resolve_data_root
 
 
 def parse_options(pairs: Sequence[str], option: str = "--cfg-options") -> dict[str, Any]:
-    """`k=v` pairs; values parsed as Python literals where possible (`3`, `1e-4`, `True`, `[1,2]`)."""
+    """`k=v` pairs; values parsed as Python literals where possible (`3`, `1e-4`, `True`, `[1,2]`); `true` and
+    `false` (as JSON and YAML write them) are booleans too."""
     import ast
 
     options: dict[str, Any] = {}
@@ -23,6 +24,9 @@ def parse_options(pairs: Sequence[str], option: str = "--cfg-options") -> dict[s
         key, sep, raw = pair.partition("=")
         if not sep or not key:
             raise BenchError(f"bad {option} item {pair!r}: use section.key=value, e.g. method.epochs=10")
+        if raw in ("true", "false"):
+            options[key] = raw == "true"
+            continue
         try:
             options[key] = ast.literal_eval(raw)
         except (ValueError, SyntaxError):

@@ -18,7 +18,7 @@ from bench.features.backbones import build_backbone
 from bench.data import ImageSet, build_dataset
 from bench.errors import BenchError
 from bench.protocol.evaluate import TaskLayout
-from bench.config.settings import MIXED_SPLITS, arrival_order, protocol_for, setting_of, stage_sizes
+from bench.config.settings import arrival_order, protocol_for, setting_of, stage_sizes
 from bench.config.spec import RunSpec
 
 Log = Callable[[str], None]
@@ -77,7 +77,7 @@ def assemble(spec: RunSpec, out: Path, device: torch.device, log: Log) -> Parts:
         if spec.config["setting"].get("manifest_file"):
             data, manifest, protocol = _from_manifest_file(spec, data, log)
         else:
-            if MIXED_SPLITS[spec.config["setting"]["protocol"]].whole_train and data.val is not None:
+            if spec.config["setting"].get("whole_train") and data.val is not None:
                 log(f"the {spec.split} protocol trains on the whole official training set: the {len(data.val)} images "
                     f"of the val partition are given back to training")
                 data = data.with_whole_train()

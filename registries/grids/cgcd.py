@@ -1,8 +1,9 @@
 # The mixed setting (continual generalized category discovery, docs/settings.md) beside the paper's:
 # the paper's frozen-feature methods and the field's frozen-feature baselines on CIFAR-100 and CUB-200 under
 # Happy's protocol (a labelled stage of half the classes, then 5 unlabelled stages mixing old and new
-# classes) and PromptCCD's (70% labelled, 3 stages), K known and estimated (k-means silhouette). Real data and
-# DINO weights are yours.
+# classes) and PromptCCD's (70% labelled, 3 stages), K known and estimated (k-means silhouette); and Happy's own
+# CUB run (`happy-cub-5-stage`: its SSB known classes labelled, its counts and class order). Real data and DINO
+# weights are yours.
 methods = ["K-means", "Baseline", "Baseline++", "Joint (frozen)", "NCM + k-means", "Gaussian per class"]
 datasets = ["cifar100", "cub200"]
 splits = ["happy-5-stage", "promptccd-3-stage"]
@@ -11,4 +12,5 @@ backbone = "dino-vitb16"
 blocks = [
     dict(name="K known"),
     dict(name="K estimated", cfg=dict(setting=dict(k="silhouette"))),
+    dict(name="Happy's CUB", datasets=["cub200"], splits=["happy-cub-5-stage"]),
 ]
