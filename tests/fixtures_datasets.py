@@ -103,3 +103,19 @@ def write_herbarium(root: Path, categories: list[str], per_class_train: int = 7,
         for j in range(per_class_test):
             _jpeg(out / "small-validation" / cat / f"{cat}_v{j}.jpg", label, h=48, w=32)
     return out
+
+
+def write_imagenet(root: Path, with_images: list[int], per_class_train: int = 2, per_class_val: int = 1) -> tuple[Path, list[str]]:
+    """ImageNet-1k's folder layout (train/<wnid>/, val/<wnid>/, 1000 wnid folders each), images in the classes at
+    the (sorted-wnid) indices `with_images` only; the wnids, sorted."""
+    out = root / "imagenet"
+    wnids = [f"n{7 * i + 1000:08d}" for i in range(1000)]
+    for i, wnid in enumerate(wnids):
+        (out / "train" / wnid).mkdir(parents=True)
+        (out / "val" / wnid).mkdir(parents=True)
+    for label, i in enumerate(with_images):
+        for j in range(per_class_train):
+            _jpeg(out / "train" / wnids[i] / f"{wnids[i]}_{j}.JPEG", label, h=40, w=48)
+        for j in range(per_class_val):
+            _jpeg(out / "val" / wnids[i] / f"ILSVRC2012_val_{i:05d}{j}.JPEG", label, h=40, w=48)
+    return out, wnids

@@ -276,3 +276,28 @@ def test_a_mixed_run_trains_on_the_whole_official_training_set_unless_told(roots
     # the whole set's rows: the partition's training images, then its val ones (7 per class in all)
     assert used.max() >= len(partitioned.train) if whole else used.max() < len(partitioned.train)
     assert ("val partition are given back" in (run / "log.txt").read_text()) is whole
+
+
+def test_imagenet100_is_gcds_class_subset_read_from_imagenets_folder_layout(tmp_path):
+    from bench.data.imagenet import subset_classes
+
+    np.random.seed(0)  # GCD's and Happy's code: the global generator seeded 0, then one draw
+    assert subset_classes().tolist() == np.sort(np.random.choice(range(1000), size=(100,), replace=False)).tolist()
+    chosen = subset_classes().tolist()
+    out, wnids = fx.write_imagenet(tmp_path, chosen)
+    data = build_dataset("imagenet100", {}, str(tmp_path))
+    assert data.num_classes == 100 and data.class_names == [wnids[i] for i in chosen]
+    assert np.bincount(data.train.labels).tolist() == [2] * 100 and np.bincount(data.test.labels).tolist() == [1] * 100
+    assert data.val is None and str(data.train.images[0]).startswith(str(out / "train" / wnids[chosen[0]]))
+    # the class of an image is its folder's rank among the subset's (the fixture colours images by it)
+    first = data.train.load(np.array([0, len(data.train) - 1]))
+    assert not np.array_equal(first[0], first[1])
+    shutil.rmtree(out / "val" / wnids[chosen[5]])
+    with pytest.raises(DatasetError, match="the class folders of .*val differ"):
+        build_dataset("imagenet100", {}, str(tmp_path))
+    (out / "val" / wnids[chosen[5]]).mkdir()
+    with pytest.raises(DatasetError, match=f"no images in .*{wnids[chosen[5]]}"):
+        build_dataset("imagenet100", {}, str(tmp_path))
+    shutil.rmtree(out / "train" / wnids[3])
+    with pytest.raises(DatasetError, match="has 999 class folders; ImageNet-1k has 1000"):
+        build_dataset("imagenet100", {}, str(tmp_path))

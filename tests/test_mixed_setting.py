@@ -285,3 +285,31 @@ def test_happys_arrival_order_on_tinyimagenet_is_its_logs():
     ]
     order = arrival_order({**mixed_setting("happy-5-stage"), "arrival": "happy"}, 200)
     assert [order[100 + 20 * s: 120 + 20 * s].tolist() for s in range(5)] == sessions
+
+
+def test_happys_imagenet100_split_is_its_logs_counts_and_order():
+    """logs/in100_continual_dataset_dict.txt: 50 labelled classes, 5 sessions of 10 in its shuffled order; per
+    session 60 images of each earlier class and 1000 of each arriving one, all of a class with fewer (its
+    data/imagenet.py), on ImageNet-100's shape (1300 training images per class, a few with fewer)."""
+    from bench.config.manifests import draw
+    from bench.config.settings import arrival_order, mixed_setting, stage_sizes
+
+    setting = mixed_setting("happy-in100-5-stage")
+    order = arrival_order(setting, 100)
+    log = [78, 61, 60, 91, 52, 77, 88, 81, 72, 54, 83, 85, 76, 84, 68, 57, 64, 95, 98, 79, 65, 80, 82, 66,
+           92, 70, 93, 58, 63, 75, 55, 67, 90, 99, 51, 62, 87, 74, 56, 73, 86, 71, 69, 59, 89, 96, 53, 50, 97, 94]
+    assert order[:50].tolist() == list(range(50)) and order[50:].tolist() == log
+    per_class = np.full(100, 1300)
+    per_class[[3, 55]] = [732, 900]  # ImageNet has classes of 732 images; 55 arrives as class 50 + 8 below
+    labels = np.repeat(np.arange(100), per_class)
+    # the stages see the classes in arrival order: relabel as bench's planning does (class i = order[i])
+    relabelled = np.argsort(order)[labels]
+    protocol = protocol_for(setting, 100, relabelled)
+    assert stage_sizes(protocol) == (50, 10, 10, 10, 10, 10)
+    new_55 = int(np.argsort(order)[55])
+    assert protocol.stages[0][0] == 60 and protocol.stages[1][50] == 60
+    assert protocol.stages[(new_55 - 50) // 10][new_55] == 900  # fewer than 1000: every image
+    sizes = [len(s) for s in draw(protocol, relabelled, 0).stages]
+    assert sizes[0] == round(0.8 * 732) + 49 * round(0.8 * 1300)
+    assert sizes[1:] == [50 * 60 + 60 * 10 * s + 1000 * 10 - (100 if (new_55 - 50) // 10 == s else 0)
+                         for s in range(5)]

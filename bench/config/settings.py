@@ -85,9 +85,15 @@ PROMPTCCD = dict(labelled_classes=0.7, ccd_split_ratio=[[0.87, 0.54, 0.5, 1.0], 
 # --online_novel_seen_num 5 --online_novel_unseen_num 25 --shuffle_classes --seed 0`, SSB splits on): the SSB
 # known classes labelled, absolute counts per session, the whole official training set (its data/cub.py)
 HAPPY_CUB = dict(labelled_classes=100, labelled_fraction=0.8, old_seen=5, novel_seen=5, novel_unseen=25)
+# Happy on ImageNet-100 (its logs/in100_continual_dataset_dict.txt: 5 sessions, per session 60 images of each
+# labelled class, 60 of each earlier new class and 1000 of each arriving one, every image of a class with fewer, as
+# its data/imagenet.py takes them; its new classes 50-99 in the shuffled order of the log), 50 labelled classes at
+# its default `--prop_train_labels 0.8`
+HAPPY_IN100 = dict(labelled_classes=50, labelled_fraction=0.8, old_seen=60, novel_seen=60, novel_unseen=1000)
 MIXED_SPLITS: dict[str, MixedSplit] = {
     "happy-5-stage": MixedSplit(5, "Happy (NeurIPS'24)", HAPPY),
     "happy-cub-5-stage": MixedSplit(5, "Happy (NeurIPS'24) on CUB-200", HAPPY_CUB, arrival="happy-ssb"),
+    "happy-in100-5-stage": MixedSplit(5, "Happy (NeurIPS'24) on ImageNet-100", HAPPY_IN100, arrival="happy"),
     "promptccd-3-stage": MixedSplit(3, "PromptCCD (ECCV'24)", PROMPTCCD, rule="promptccd"),
 }
 # the setting section of a mixed run, besides its counts
@@ -175,7 +181,9 @@ def check_setting(setting: Mapping[str, Any]) -> None:
 
 
 def _count(share: float, n: int) -> int:
-    return int(share) if share >= 1 else max(1, int(round(share * n)))
+    """A class's count of `n` images: a fraction of them (at least one), or a count, at most `n` (Happy's ImageNet
+    code takes every image of a class that has fewer than it asks for)."""
+    return min(int(share), n) if share >= 1 else max(1, int(round(share * n)))
 
 
 def class_groups(setting: Mapping[str, Any], num_classes: int) -> tuple[int, int]:

@@ -20,7 +20,7 @@ LAYOUT = "herbarium_19/{small-train/<category>/*.jpg, small-validation/<category
 EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
 
-def _folder(root: Path, classes: list[str]) -> ImageSet:
+def image_folder(root: Path, classes: list[str]) -> ImageSet:
     """Images and labels as torchvision's ImageFolder lists them (os.walk sorted, file names sorted)."""
     files, labels = [], []
     for i, name in enumerate(classes):
@@ -59,7 +59,7 @@ class Herbarium19:
             raise DatasetError(f"herbarium19: the category folders of {path / 'small-validation'} differ from those of "
                                f"{path / 'small-train'} (e.g. {', '.join(only)}); both must hold the same categories, "
                                f"or the class indices would not match")
-        train = _folder(path / "small-train", classes)
+        train = image_folder(path / "small-train", classes)
         empty = sorted(set(range(len(classes))) - set(train.labels.tolist()))
         if empty:
             raise DatasetError(f"herbarium19: no images in {path / 'small-train' / classes[empty[0]]}")
@@ -67,5 +67,5 @@ class Herbarium19:
                                   [str(Path(p).relative_to(path)) for p in train.images],
                                   self.val_per_class, self.seed, self.partitions_dir)
         return LoadedDataset(name="herbarium19", class_names=classes, train=train.subset(~val),
-                             val=train.subset(val), test=_folder(path / "small-validation", classes),
+                             val=train.subset(val), test=image_folder(path / "small-validation", classes),
                              mean=IMAGENET_MEAN, std=IMAGENET_STD, augmentation="finegrained", root=str(path))
