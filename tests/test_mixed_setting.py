@@ -313,3 +313,18 @@ def test_happys_imagenet100_split_is_its_logs_counts_and_order():
     assert sizes[0] == round(0.8 * 732) + 49 * round(0.8 * 1300)
     assert sizes[1:] == [50 * 60 + 60 * 10 * s + 1000 * 10 - (100 if (new_55 - 50) // 10 == s else 0)
                          for s in range(5)]
+
+
+def test_promptccds_split_on_cub_and_imagenet100_shapes_is_its_configs():
+    """PromptCCD's config/cub200 and config/imagenet100 set the same ratios with 140 of 200 and 70 of 100 classes
+    labelled; on CUB it reads the whole official training set (30 images a class, most of them) in official id
+    order, as bench's mixed setting does. Its cuts by hand, per class of 30: labelled int(30·0.87) = 26, then 2, 1,
+    1; arriving at stage 1: 21, 6, 3; at stage 2: 27, 3; at stage 3: 30."""
+    from bench.config.settings import mixed_setting, stage_sizes
+
+    cub = protocol_for(mixed_setting("promptccd-3-stage"), 200, np.repeat(np.arange(200), 30))
+    assert set(cub.labelled_counts) == set(range(140)) and set(cub.labelled_counts.values()) == {26}
+    assert [sum(stage.values()) for stage in cub.stages] == [140 * 2 + 20 * 21, 140 + 20 * 6 + 20 * 27,
+                                                             140 + 20 * 3 + 20 * 3 + 20 * 30]
+    in100 = protocol_for(mixed_setting("promptccd-3-stage"), 100, np.repeat(np.arange(100), 1300))
+    assert len(in100.labelled_counts) == 70 and stage_sizes(in100) == (70, 10, 10, 10)
