@@ -56,6 +56,12 @@ class RunOutcome:
     def ok(self) -> bool:
         return self.exit_code == 0
 
+    @property
+    def finished(self) -> tuple[Any, ...]:
+        """Every selected run that is finished now: done before this call, or by it (`done` alone is empty when
+        everything was done already)."""
+        return self.already_done + self.done
+
 
 @dataclass(frozen=True)
 class ReportOutcome:
@@ -252,10 +258,10 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
     if isinstance(compare, str):
         compare = [compare]
     results = Path(results)
-    from bench.reporting.files import steps_figures, write_report
+    from bench.config.grids import members
+    from bench.reporting.files import block_reports, row_order, write_report
     from bench.reporting.aggregate import backbone_label, final_scores, split_by
     from bench.reporting.load import load_runs
-    from bench.reporting.table import render_table
     from bench.core.storage import write_atomic
 
     if grid:
@@ -278,7 +284,7 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
     labelled = frame.assign(label=[backbone_label(l, b, shown_backbone) for l, b in zip(frame["label"], frame["backbone"])])
     # pool_orders: load_runs made each (class order, seed) one sample of the cell, as mammoth and PyCIL
     # average orders, before it told configurations apart
-    labels = _row_order(labelled, specs)
+    labels = row_order(labelled, specs)
     if by:  # each label's rows by version, next to each other in the labels' order
         labelled = split_by(labelled, by, VERSION_COLUMNS)
         labels = [split for label in labels for split in sorted(set(labelled["label"]))
@@ -297,19 +303,12 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
 
         paths += write_figures(labelled, out, order)
     site_tables = [("table (Tab. 5 layout, every run)", "comparison", final_scores(labelled, order))]
-    for block in loaded.blocks if len(loaded.blocks) > 1 else ():
-        mine = sorted((s for s in specs if block.contains(s)), key=block.position)
-        part = labelled[labelled["run_id"].isin({s.run_id for s in mine})]
-        if block.name and len(part):
-            block_order = {**order, "label": _row_order(part, mine)}
-            scores = final_scores(part, block_order)
-            for fmt in texts:
-                path = out / f"table_{block.name}.{REPORT_FORMATS[fmt]}"
-                write_atomic(path, render_table(scores, fmt, layout=block.layout, exclude_from_best=references,
-                                                caption=f"grid {loaded.name}, {block.name}."))
-                paths.append(path)
-            site_tables.append((f"table_{block.name} ({block.layout} layout)", block.layout, scores))
-            paths += steps_figures(part, out, f"steps_{block.name}", block_order)  # the appendix's figures
+    replaced = [axis for axis, given in zip(("methods", "datasets", "splits", "backbones"),
+                                            (methods, datasets, splits, backbones)) if given]
+    blocks = [(block, members(loaded, block, specs, options_of(cfg_options), replaced))
+              for block in (loaded.blocks if len(loaded.blocks) > 1 else ())]
+    written, tables = block_reports(labelled, out, texts, f"grid {loaded.name}", blocks, order, references)
+    paths, site_tables = paths + written, site_tables + tables
     paired = None
     if compare and list(compare) != ["paper"]:
         for fmt in texts:
@@ -349,13 +348,6 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
         print(f"  {path}" + (f"  (the site: open it in a browser; one page per run under {out / 'runs'})"
                              if path.name == "index.html" else ""))
     return ReportOutcome(loaded.name, out, tuple(paths), labelled)
-
-
-def _row_order(frame: Any, specs: Sequence[Any]) -> list[str]:
-    """The frame's row labels in the order of the runs they hold (`specs`, the grid's order): one
-    method's rows (its backbones, configurations) stay together."""
-    label_of = dict(zip(frame["run_id"], frame["label"].astype(str)))
-    return list(dict.fromkeys(label_of[s.run_id] for s in specs if s.run_id in label_of))
 
 
 def _paired_table(frame: Any, labels: Sequence[str]) -> Any:

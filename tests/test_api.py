@@ -54,6 +54,8 @@ def test_run_then_report_on_the_tiny_grid(tmp_path, capsys):
     assert (results / "runs" / outcome.specs[0].run_id / "DONE").exists()
     again = bench.run(**TINY_RUN, results=results)  # as the command: nothing left to run
     assert again.ok and again.pending == () and len(again.already_done) == 1
+    assert again.done == () and [s.run_id for s in again.finished] == [s.run_id for s in outcome.specs]
+    assert [s.run_id for s in outcome.finished] == [s.run_id for s in outcome.done]
     assert "nothing to run" in capsys.readouterr().out
 
     written = bench.report(grid="smoke", methods=["K-means"], datasets=["synthetic"], splits=["2-step"], seeds=[0],

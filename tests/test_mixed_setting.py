@@ -154,6 +154,15 @@ def test_a_grid_block_carries_its_own_cfg_and_the_report_has_the_settings_table(
                                                                "New (soft)", "F (lower is better)", "K error")]
     assert float(cells[1][0]) == pytest.approx(summary["Old_hard"], rel=1e-5)
     assert (site.out / "runs" / f"{cells[1][1]}.html").is_file()
+    # the grid's blocks on the same axes, told apart by their cfg, each report their own runs, under plain names
+    by_grid = bench.report("cgcd-demo", methods=["K-means"], seeds=[0], splits=["happy-5-stage"], datasets=["synthetic"],
+                           cfg_options={"dataset.num_classes": 12, "dataset.train_per_class": 20,
+                                        "dataset.test_per_class": 4}, results=tmp_path, format="markdown",
+                           out=tmp_path / "grid")
+    names = {p.name for p in by_grid.paths}
+    assert {"table_K-known.md", "table_K-estimated.md"} <= names and not any(" " in n or "·" in n for n in names)
+    known, estimated = ((by_grid.out / f"table_K-{b}.md").read_text() for b in ("known", "estimated"))
+    assert "K silhouette" not in known and "K silhouette" in estimated
 
 
 def test_the_registered_protocols_are_happys_and_promptccds_cifar100_splits():

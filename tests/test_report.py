@@ -510,3 +510,11 @@ def test_runs_recorded_under_the_old_preset_names_land_in_todays_rows(preset, ol
     frame = pd.read_parquet(out / METRICS)
     frame.assign(preset=preset, label=old_label).to_parquet(out / METRICS, index=False)
     assert set(load_metrics([out])["label"]) == {label}
+
+
+def test_report_file_names_are_plain():
+    from bench.reporting.files import plain_name
+
+    assert plain_name("K known") == "K-known" and plain_name("tab2") == "tab2"
+    assert plain_name("happy-5-stage · draw 0 · K silhouette") == "happy-5-stage-draw-0-K-silhouette"
+    assert plain_name("2-step · order 3") == "2-step-order-3" and plain_name("a/b") == "a-b"

@@ -9,8 +9,8 @@ from typing import Any
 from bench.api import DEFAULT_RESULTS
 
 
-def add_selection(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--grid", default="demo", help="grid name (see `bench list grids`); default: demo")
+def add_selection(p: argparse.ArgumentParser, grid_help: str = "default: demo") -> None:
+    p.add_argument("--grid", default="demo", help=f"grid name (see `bench list grids`); {grid_help}")
     p.add_argument("--methods", nargs="+", metavar="M",
                    help="methods to run, by name or slug (joint-frozen), optionally with a preset: "
                         "Baseline:equations (default: code)")

@@ -11,7 +11,7 @@ from bench.core.provenance import VERSION_COLUMNS
 
 def add_parser(sub: Any) -> None:
     rep = sub.add_parser("report", help="tables and plots of a grid's finished runs")
-    add_selection(rep)
+    add_selection(rep, "default: every finished run under the results root")
     rep.set_defaults(grid=None)  # no grid named: every finished run under the results root
     rep.add_argument("--format", action="extend", nargs="+", choices=("latex", "markdown", "csv", "html"),
                      help="latex, markdown, csv, or html (a static site: index.html, one page per run); several "

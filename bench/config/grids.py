@@ -48,7 +48,9 @@ class Block:
     def position(self, spec: "RunSpec") -> tuple[int, int]:
         """Where a spec of this block comes in its table: the block lists methods in the paper's order
         (Tab. 2: K-means first), which the grid-wide, name-sorted order of specs loses."""
-        return self.methods.index(self._entry(spec)), self.backbones.index(spec.backbone)
+        entry = self._entry(spec)  # a selection may have replaced an axis: its runs come after the block's own
+        return (self.methods.index(entry) if entry in self.methods else len(self.methods),
+                self.backbones.index(spec.backbone) if spec.backbone in self.backbones else len(self.backbones))
 
 
 @dataclass(frozen=True)
@@ -155,6 +157,27 @@ def expand(grid: Grid, *, methods: Sequence[str] | None = None, datasets: Sequen
                                            dict(location or {}))
                             specs.setdefault(spec.run_id, spec)  # blocks may overlap: each run once
     return sorted(specs.values(), key=lambda s: (s.method, s.preset, s.dataset, s.n_steps, s.backbone, s.seed))
+
+
+def members(grid: Grid, block: Block, specs: Sequence[RunSpec], options: Mapping[str, Any] | None = None,
+            replaced: Sequence[str] = ()) -> list[RunSpec]:
+    """The runs of `specs` that `block` makes: on its axes (but those a selection `replaced`, as `expand` does:
+    `methods`, `datasets`, `splits`, `backbones`), and with the config it resolves (with the same `--cfg-options`),
+    so that two blocks on the same axes told apart by their `cfg` (K known, K estimated) hold their own runs; a
+    run two blocks make alike is in both."""
+    from dataclasses import replace
+
+    out = []
+    for spec in specs:
+        on_axes = {"methods": block._entry(spec) in block.methods, "datasets": spec.dataset in block.datasets,
+                   "splits": spec.split in block.splits, "backbones": spec.backbone in block.backbones}
+        if not all(inside or axis in replaced for axis, inside in on_axes.items()):
+            continue
+        grid_cfg = deep_merge(deep_merge(dict(grid.cfg), block.cfg), {"dataset": grid.dataset_options.get(spec.dataset, {})})
+        config = resolve_config(spec.method, spec.preset, spec.dataset, spec.split, grid_cfg, dict(options or {}))
+        if replace(spec, config=config).run_id == spec.run_id:
+            out.append(spec)
+    return sorted(out, key=block.position)
 
 
 def check_config(method: str, dataset: str, config: Mapping[str, Any], n_steps: int) -> None:

@@ -1,8 +1,9 @@
 """A report's files: its tables in each format and its figures (radar plots, per-step curves)."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
@@ -11,6 +12,19 @@ from bench.reporting.table import escape_latex, render_table
 from bench.core.storage import write_atomic
 
 SUFFIX = {"latex": "tex", "markdown": "md", "csv": "csv"}
+
+
+def plain_name(text: str) -> str:
+    """`text` as part of a file name a shell takes unquoted: every run of other characters than letters, digits,
+    `.`, `_`, `+` and `-` becomes one `-` (`K known` → `K-known`, `happy-5-stage · draw 0` → `happy-5-stage-draw-0`)."""
+    return re.sub(r"[^A-Za-z0-9._+-]+", "-", str(text)).strip("-") or "-"
+
+
+def row_order(frame: pd.DataFrame, specs: Sequence[Any]) -> list[str]:
+    """The frame's row labels in the order of the runs they hold (`specs`, the grid's order): one
+    method's rows (its backbones, configurations) stay together."""
+    label_of = dict(zip(frame["run_id"], frame["label"].astype(str)))
+    return list(dict.fromkeys(label_of[s.run_id] for s in specs if s.run_id in label_of))
 
 
 def write_report(frame: pd.DataFrame, out_dir: Path, fmt: str, title: str,
@@ -55,12 +69,12 @@ def write_figures(frame: pd.DataFrame, out_dir: Path, order: Mapping[str, Sequen
     splits = [s for s in scores["split"].cat.categories if (scores["split"] == s).any()]
     if all(scores.loc[scores["split"] == s, "dataset"].nunique() >= 2 for s in splits):
         for split in splits:
-            paths += radar_plot(scores, [split], out_dir / f"radar_{split}")
+            paths += radar_plot(scores, [split], out_dir / f"radar_{plain_name(split)}")
     else:
         paths += radar_plot(scores, splits, out_dir / "radar")
     curves = step_curves(frame, order)
     for (dataset, split), _ in curves.groupby(["dataset", "split"], observed=True):
-        paths += curve_plot(curves, dataset, split, out_dir / f"curve_{dataset}_{split}")
+        paths += curve_plot(curves, dataset, split, out_dir / f"curve_{plain_name(dataset)}_{plain_name(split)}")
     return paths + steps_figures(frame, out_dir, "steps", order, accuracy=curves)
 
 
@@ -75,5 +89,29 @@ def steps_figures(frame: pd.DataFrame, out_dir: Path, prefix: str, order: Mappin
     paths = []
     for dataset in dict.fromkeys(accuracy["dataset"].astype(str)):  # in the report's order
         splits = list(dict.fromkeys(accuracy.loc[accuracy["dataset"] == dataset, "split"].astype(str)))
-        paths += steps_plot(accuracy, forgetting, dataset, splits, Path(out_dir) / f"{prefix}_{dataset}")
+        paths += steps_plot(accuracy, forgetting, dataset, splits, Path(out_dir) / f"{prefix}_{plain_name(dataset)}")
     return paths
+
+
+def block_reports(frame: pd.DataFrame, out_dir: Path, formats: Sequence[str], title: str,
+                  blocks: Sequence[tuple[Any, Sequence[Any]]], order: Mapping[str, Sequence[str]],
+                  exclude_from_best: Sequence[str] = ()) -> tuple[list[Path], list[tuple[str, str, pd.DataFrame]]]:
+    """Per named block of a grid, given with its runs in the grid's order: its table in each text format
+    (`table_<block>.<ext>`, in the block's layout) and its appendix figures (`steps_<block>_<dataset>`); the
+    files written, and the (title, layout, scores) of each block's table for the site."""
+    paths: list[Path] = []
+    tables = []
+    for block, runs in blocks:
+        part = frame[frame["run_id"].isin({s.run_id for s in runs})]
+        if not block.name or not len(part):
+            continue
+        block_order = {**order, "label": row_order(part, runs)}
+        scores = final_scores(part, block_order)
+        name = plain_name(block.name)
+        for fmt in formats:
+            paths.append(Path(out_dir) / f"table_{name}.{SUFFIX[fmt]}")
+            write_atomic(paths[-1], render_table(scores, fmt, layout=block.layout, exclude_from_best=exclude_from_best,
+                                                 caption=f"{escape_latex(title)}, {escape_latex(block.name)}."))
+        tables.append((f"table_{name} ({block.layout} layout)", block.layout, scores))
+        paths += steps_figures(part, out_dir, f"steps_{name}", block_order)
+    return paths, tables
