@@ -193,3 +193,10 @@ def test_report_takes_several_formats_after_one_format_or_each_after_its_own():
     assert parser.parse_args(["report"]).format is None  # the default formats (bench.api)
     with pytest.raises(SystemExit):
         parser.parse_args(["report", "--format", "markdown", "pdf"])
+
+
+def test_report_help_says_what_it_reports_without_a_grid(capsys):
+    with pytest.raises(SystemExit):
+        main(["report", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "default: every finished run under the results root" in text and "default: demo" not in text
