@@ -119,3 +119,46 @@ def write_imagenet(root: Path, with_images: list[int], per_class_train: int = 2,
         for j in range(per_class_val):
             _jpeg(out / "val" / wnids[i] / f"ILSVRC2012_val_{i:05d}{j}.JPEG", label, h=40, w=48)
     return out, wnids
+
+
+AIRCRAFT_VARIANTS = [f"{maker}-{i}" for maker in ("A3", "Boeing 7", "F-16A/B ", "Cessna") for i in range(25)]
+
+
+def write_aircraft(root: Path, per_class_train: int = 2, per_class_test: int = 1) -> Path:
+    """fgvc-aircraft-2013b/data: images/<id>.jpg and the variant lists (trainval/test, and train/val: the trainval
+    images split in two), `<id> <variant name>` per line, names with spaces and slashes as the real ones."""
+    out = root / "fgvc-aircraft-2013b" / "data"
+    lists: dict[str, list[str]] = {"trainval": [], "test": [], "train": [], "val": []}
+    order = sorted(AIRCRAFT_VARIANTS)
+    for variant in AIRCRAFT_VARIANTS:  # written in another order than the sorted one bench numbers them in
+        label = order.index(variant)
+        for j in range(per_class_train + per_class_test):
+            image_id = f"{1000000 + 10 * label + j:07d}"
+            _jpeg(out / "images" / f"{image_id}.jpg", label, h=30, w=40)
+            split = "trainval" if j < per_class_train else "test"
+            lists[split].append(f"{image_id} {variant}")
+            if split == "trainval":
+                lists["train" if j % 2 == 0 else "val"].append(f"{image_id} {variant}")
+    for split, lines in lists.items():
+        (out / f"images_variant_{split}.txt").write_text("\n".join(lines) + "\n")
+    return out
+
+
+def write_cars(root: Path, per_class_train: int = 1, per_class_test: int = 1, classes: int = 196) -> Path:
+    """stanford_cars: cars_train/, cars_test/ and the devkit's MATLAB annotation files (fname and class 1..196)."""
+    from scipy.io import savemat
+
+    out = root / "stanford_cars"
+    fields = [("bbox_x1", "O"), ("bbox_y1", "O"), ("bbox_x2", "O"), ("bbox_y2", "O"), ("class", "O"), ("fname", "O")]
+    for split, name, per_class in (("cars_train", "cars_train_annos.mat", per_class_train),
+                                   ("cars_test", "cars_test_annos_withlabels.mat", per_class_test)):
+        records = np.zeros((1, classes * per_class), dtype=fields)
+        for k in range(classes * per_class):
+            label = (k * 5) % classes  # not in class order (5 and 196 are coprime: every class)
+            fname = f"{k + 1:05d}.jpg"
+            _jpeg(out / split / fname, label, h=30, w=40)
+            records[0, k] = (np.array([[1]]), np.array([[1]]), np.array([[30]]), np.array([[20]]),
+                             np.array([[label + 1]], dtype=np.uint8), np.array([fname]))
+        (out / "devkit").mkdir(parents=True, exist_ok=True)
+        savemat(str(out / "devkit" / name), {"annotations": records})
+    return out

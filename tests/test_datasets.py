@@ -12,6 +12,7 @@ import pytest
 
 from bench.cli import main
 from bench.data import DatasetError, build_dataset
+from bench.errors import BenchError
 from bench.data.partitions import draw_partition, val_count
 from bench.data.summary import format_thousands, task_counts
 from tests import fixtures_datasets as fx
@@ -27,6 +28,11 @@ def roots(tmp_path_factory):
     _, wnids = fx.write_tinyimagenet(root)
     fx.write_cub(root)
     fx.write_herbarium(root, HERB_CATS)
+    from bench.data.imagenet import subset_classes
+
+    fx.write_imagenet(root, subset_classes().tolist())
+    fx.write_aircraft(root)
+    fx.write_cars(root)
     return root, wnids
 
 
@@ -241,7 +247,8 @@ TINY_VIT = ["--backbone", "timm:vit_tiny_patch16_224", "--cfg-options", "backbon
             "backbone.kwargs.depth=1", "backbone.kwargs.num_heads=2", "method.epochs=2", "features.views=2"]
 
 
-@pytest.mark.parametrize("dataset", ["cifar10", "cifar100", "tinyimagenet", "cub200", "herbarium19"])
+@pytest.mark.parametrize("dataset", ["cifar10", "cifar100", "tinyimagenet", "cub200", "herbarium19", "imagenet100",
+                                     "aircraft", "cars"])
 def test_baseline_and_kmeans_end_to_end_on_each_fixture(roots, tmp_path, capsys, dataset):
     extra = ["dataset.num_classes=10"] if dataset == "herbarium19" else []
     code = main(["run", "--grid", "smoke", "--methods", "Baseline", "K-means", "--datasets", dataset,
@@ -301,3 +308,37 @@ def test_imagenet100_is_gcds_class_subset_read_from_imagenets_folder_layout(tmp_
     shutil.rmtree(out / "train" / wnids[3])
     with pytest.raises(DatasetError, match="has 999 class folders; ImageNet-1k has 1000"):
         build_dataset("imagenet100", {}, str(tmp_path))
+
+
+def test_aircraft_numbers_the_sorted_variants_and_reads_either_peers_lists(tmp_path):
+    out = fx.write_aircraft(tmp_path)
+    data = build_dataset("aircraft", {}, str(tmp_path))
+    assert data.num_classes == 100 and data.class_names == sorted(fx.AIRCRAFT_VARIANTS)
+    assert np.bincount(data.train.labels).tolist() == [2] * 100 and np.bincount(data.test.labels).tolist() == [1] * 100
+    # an image's class is its variant's rank among the sorted names (the fixture colours images by it)
+    variant = "F-16A/B -3"
+    (image_id,) = [line.split(" ", 1)[0] for line in (out / "images_variant_test.txt").read_text().splitlines()
+                   if line.split(" ", 1)[1] == variant]
+    assert data.test.labels[[str(p) for p in data.test.images].index(str(out / "images" / f"{image_id}.jpg"))] == \
+        sorted(fx.AIRCRAFT_VARIANTS).index(variant)
+    promptccd = build_dataset("aircraft", {"splits": "train-val"}, str(tmp_path))  # its train and val lists
+    assert len(promptccd.train) == 100 and len(promptccd.test) == 100 and promptccd.class_names == data.class_names
+    with pytest.raises(BenchError, match="unknown aircraft splits 'test'; known: train-val, trainval-test"):
+        build_dataset("aircraft", {"splits": "test"}, str(tmp_path))
+    with (out / "images_variant_test.txt").open("a") as fh:
+        fh.write("9999999 Concorde\n")
+    with pytest.raises(DatasetError, match="names variants the training list does not, e.g. 'Concorde'"):
+        build_dataset("aircraft", {}, str(tmp_path))
+
+
+def test_cars_numbers_the_annotations_class_minus_one(tmp_path):
+    out = fx.write_cars(tmp_path)
+    data = build_dataset("cars", {}, str(tmp_path))
+    assert data.num_classes == 196 and np.bincount(data.train.labels).tolist() == [1] * 196
+    assert data.train.labels[:3].tolist() == [0, 5, 10] and str(data.train.images[1]).endswith("cars_train/00002.jpg")
+    (out / "cars_test" / "00003.jpg").unlink()
+    with pytest.raises(DatasetError, match="1 images listed in .*cars_test_annos_withlabels.mat are missing"):
+        build_dataset("cars", {}, str(tmp_path))
+    (out / "devkit" / "cars_train_annos.mat").write_bytes(b"not MATLAB")
+    with pytest.raises(DatasetError, match="cannot read the annotations in .*cars_train_annos.mat"):
+        build_dataset("cars", {}, str(tmp_path))

@@ -337,3 +337,16 @@ def test_promptccds_split_on_cub_and_imagenet100_shapes_is_its_configs():
                                                              140 + 20 * 3 + 20 * 3 + 20 * 30]
     in100 = protocol_for(mixed_setting("promptccd-3-stage"), 100, np.repeat(np.arange(100), 1300))
     assert len(in100.labelled_counts) == 70 and stage_sizes(in100) == (70, 10, 10, 10)
+
+
+@pytest.mark.parametrize("dataset, classes, known", [("aircraft", 100, 50), ("cars", 196, 98)])
+def test_the_ssb_known_classes_of_aircraft_and_cars_are_labelled_with_happy_ssb(dataset, classes, known):
+    from bench.config.peer_splits import SSB_KNOWN
+    from bench.config.settings import arrival_order, mixed_setting
+
+    setting = {**mixed_setting("happy-5-stage"), "arrival": "happy-ssb", "labelled_classes": known}
+    order = arrival_order(setting, classes, dataset)
+    assert len(SSB_KNOWN[dataset]) == known and order[:known].tolist() == list(SSB_KNOWN[dataset])
+    assert sorted(order.tolist()) == list(range(classes))  # every class once
+    with pytest.raises(BenchError, match=f"the SSB splits of {dataset} label its {known} known classes"):
+        arrival_order({**setting, "labelled_classes": known + 1}, classes, dataset)

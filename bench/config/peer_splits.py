@@ -314,13 +314,24 @@ class SSBSplits:
 
 
 # The SSB known classes (0-based: CUB's official id - 1) in the order of Happy-CGCD's
-# ssb_splits/cub_osr_splits.pkl `known_classes`, the labelled classes of its CUB runs (read from the file,
-# which `read_ssb_splits` reads too; kept here so that a registered split needs no file)
+# ssb_splits/<dataset>_osr_splits.pkl `known_classes`, the labelled classes of its runs on CUB (read from the
+# files, which `read_ssb_splits` reads too; kept here so that a registered split needs no file)
 SSB_KNOWN: dict[str, tuple[int, ...]] = {"cub200": (
     150, 70, 34, 178, 199, 131, 129, 147, 134, 11, 26, 93, 95, 121, 123, 99, 149, 167, 18, 31, 69, 198, 116, 158, 126,
     17, 5, 179, 111, 163, 184, 81, 174, 42, 53, 89, 77, 55, 23, 48, 43, 44, 56, 28, 193, 143, 0, 176, 84, 15, 38, 154,
     141, 190, 172, 124, 189, 19, 80, 157, 12, 9, 79, 30, 94, 67, 197, 97, 168, 137, 119, 76, 98, 88, 40, 106, 171, 87,
-    166, 186, 27, 51, 144, 135, 161, 64, 177, 7, 146, 61, 50, 162, 133, 82, 39, 74, 72, 91, 196, 136)}
+    166, 186, 27, 51, 144, 135, 161, 64, 177, 7, 146, 61, 50, 162, 133, 82, 39, 74, 72, 91, 196, 136),
+    # ssb_splits/aircraft_osr_splits.pkl (the sorted variants' indices, as bench's reader numbers them)
+    "aircraft": (
+    0, 1, 2, 3, 4, 5, 10, 11, 14, 16, 17, 19, 21, 22, 23, 24, 27, 28, 29, 30, 33, 36, 37, 38, 39, 41, 43, 44, 45,
+    46, 47, 48, 52, 53, 56, 57, 58, 63, 64, 65, 66, 67, 71, 73, 76, 77, 79, 92, 95, 99),
+    # ssb_splits/scars_osr_splits.pkl (Stanford Cars' class id - 1)
+    "cars": (
+    1, 11, 25, 38, 46, 50, 53, 75, 84, 100, 105, 117, 123, 129, 133, 134, 135, 136, 137, 138, 140, 144, 145, 146,
+    147, 149, 150, 151, 153, 160, 161, 162, 163, 164, 167, 168, 169, 174, 175, 180, 185, 186, 187, 192, 193, 0, 81,
+    97, 104, 122, 139, 141, 142, 143, 148, 152, 154, 155, 156, 157, 158, 159, 165, 166, 170, 171, 172, 173, 176,
+    177, 181, 184, 188, 191, 194, 195, 2, 7, 9, 16, 20, 26, 28, 44, 54, 95, 98, 102, 127, 178, 182, 22, 41, 82, 93,
+    112, 125, 189)}
 
 
 def happy_arrival_order(new_classes: Sequence[int], seed: int = 0, shuffle: bool = True) -> tuple[int, ...]:
