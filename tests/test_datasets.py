@@ -342,3 +342,26 @@ def test_cars_numbers_the_annotations_class_minus_one(tmp_path):
     (out / "devkit" / "cars_train_annos.mat").write_bytes(b"not MATLAB")
     with pytest.raises(DatasetError, match="cannot read the annotations in .*cars_train_annos.mat"):
         build_dataset("cars", {}, str(tmp_path))
+
+
+def test_a_run_holds_happys_images_with_its_draw(roots, tmp_path, capsys):
+    """`setting.draw=happy` on CIFAR-100 (the fixture's 2 images a class): the run's split is Happy's draw of the
+    dataset's training labels, relabelled in Happy's arrival order, and its results say so."""
+    from bench.config.happy_draw import happy_draw
+    from bench.config.manifests import Manifest
+    from bench.config.settings import arrival_order, protocol_for
+
+    code = main(["run", "--grid", "smoke", "--methods", "K-means", "--datasets", "cifar100", "--splits",
+                 "happy-5-stage", "--data-root", str(roots[0]), "--cluster", "debug", "--results", str(tmp_path),
+                 *[a for a in TINY_VIT if a != "method.epochs=2"], "setting.draw=happy", "setting.arrival=happy"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    (run,) = (tmp_path / "runs").glob("*")
+    spec = json.loads((run / "spec.json").read_text())
+    labels = build_dataset("cifar100", {}, str(roots[0])).train.labels
+    order = arrival_order(spec["config"]["setting"], 100)
+    relabelled = np.argsort(order)[labels]
+    expected = happy_draw(protocol_for(spec["config"]["setting"], 100, relabelled), relabelled, shuffled=True)
+    stored = Manifest.from_json((run / "split.json").read_text())
+    assert all(np.array_equal(a, b) for a, b in zip(stored.stages, expected.stages))
+    assert "happy-5-stage · Happy's draw · arrival happy" in out

@@ -263,7 +263,7 @@ def test_happys_cub_split_labels_the_ssb_known_classes_and_has_its_stage_sizes()
 
 
 def test_happys_cub_split_is_refused_where_bench_has_no_ssb_classes():
-    with pytest.raises(BenchError, match="bench has them for cub200, not synthetic"):
+    with pytest.raises(BenchError, match="bench has them for aircraft, cars, cub200, not synthetic"):
         tiny_specs(methods=["K-means"], splits=["happy-cub-5-stage"], **MIXED)
     with pytest.raises(BenchError, match="leave split.class_order_seed unset"):
         tiny_specs(methods=["K-means"], splits=["happy-5-stage"], **MIXED,

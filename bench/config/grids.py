@@ -224,6 +224,12 @@ def _check_arrival(dataset: str, config: Mapping[str, Any]) -> None:
     if setting.get("arrival", "canonical") != "canonical" and config.get("split", {}).get("class_order_seed") is not None:
         raise BenchError(f"setting.arrival={setting['arrival']} orders the dataset's own classes as the peer does; "
                          f"leave split.class_order_seed unset with it")
+    if setting.get("draw", "bench") == "happy":
+        from bench.config.happy_draw import HAPPY_ORDERED
+
+        if dataset not in HAPPY_ORDERED:
+            raise BenchError(f"setting.draw=happy replays Happy's draw over a training set in the order its code "
+                             f"reads it: {', '.join(HAPPY_ORDERED)}; bench orders {dataset}'s otherwise")
     if setting.get("arrival") == "happy-ssb" and dataset not in SSB_KNOWN:
         raise BenchError(f"split {setting['protocol']} (setting.arrival=happy-ssb) labels a dataset's SSB known "
                          f"classes; bench has them for {', '.join(sorted(SSB_KNOWN))}, not {dataset}")

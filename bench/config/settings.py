@@ -51,6 +51,11 @@ EVALUATIONS: dict[str, str] = {
     "transductive": "semi-supervised k-means at known K over the method's representation of the stage's own "
                     "training images (PromptCCD's)",
 }
+# setting.draw: which images each stage holds (`bench.config.manifests.draw`, `bench.config.happy_draw`)
+DRAWS: dict[str, str] = {
+    "bench": "bench's draw, seeded with setting.manifest_seed",
+    "happy": "Happy's code's draw, replayed: its very images (CIFAR, TinyImageNet, ImageNet-100)",
+}
 K_SOURCES = ("known", "silhouette", "brent")  # setting.k: the new classes' count given, or estimated (estimate_k)
 
 
@@ -103,6 +108,8 @@ SETTING_KEYS: dict[str, Any] = {"name": "mixed", "protocol": "", "manifest_seed"
                                 "arrival": "canonical",
                                 # what a stage is scored on: the test images (inductive) or its own (transductive)
                                 "evaluation": "inductive",
+                                # which images: bench's seeded draw, or Happy's code's replayed (`happy_draw`)
+                                "draw": "bench",
                                 # a split manifest file the run holds instead of drawing its own (its sha256,
                                 # filled in when the run is planned, is part of the run id; its path is not)
                                 "manifest_file": "", "manifest_sha256": ""}
@@ -151,6 +158,11 @@ def check_setting(setting: Mapping[str, Any]) -> None:
     if setting.get("arrival", "canonical") != "canonical" and setting.get("manifest_file"):
         raise fail("arrival", setting["arrival"], "a split manifest file gives its own class order: leave "
                    "setting.arrival=canonical with setting.manifest_file")
+    if setting.get("draw", "bench") not in DRAWS:
+        raise fail("draw", setting["draw"], "choose from " + "; ".join(f"{k} ({v})" for k, v in DRAWS.items()))
+    if setting.get("draw", "bench") == "happy" and (split.rule != "happy" or setting.get("manifest_file")):
+        raise fail("draw", "happy", "Happy's draw replays Happy's code: it takes a happy-*-stage split and no "
+                   "setting.manifest_file")
     if setting.get("evaluation", "inductive") not in EVALUATIONS:
         raise fail("evaluation", setting["evaluation"],
                    "choose from " + "; ".join(f"{k} ({v})" for k, v in EVALUATIONS.items()))
@@ -271,7 +283,7 @@ def describe(split: str, config: Mapping[str, Any]) -> str:
     """How results show a mixed run's split: `happy-5-stage · draw 0 · K silhouette`."""
     setting = config["setting"]
     drawn = (f"file {setting['manifest_sha256'][:8]}" if setting.get("manifest_sha256")
-             else f"draw {setting['manifest_seed']}")
+             else "Happy's draw" if setting.get("draw", "bench") == "happy" else f"draw {setting['manifest_seed']}")
     parts = [split, drawn]
     if setting.get("arrival", "canonical") != "canonical":
         parts.append(f"arrival {setting['arrival']}")

@@ -73,7 +73,7 @@ LATER_KEYS: dict[tuple[str, str], Any] = {("features", "tokens"): "live", ("feat
                                           # on CUDA, tails ran in bf16 before this key (fp32 on the CPU)
                                           ("precision", "tails"): "fp32", ("setting", "name"): "incd",
                                           ("setting", "val_fraction"): 0.1, ("setting", "manifest_sha256"): "",
-                                          ("setting", "arrival"): "canonical", ("setting", "evaluation"): "inductive",
+                                          ("setting", "arrival"): "canonical", ("setting", "evaluation"): "inductive", ("setting", "draw"): "bench",
                                           # a mixed run on CUB or Herbarium held their val partition out before
                                           ("setting", "whole_train"): False}
 

@@ -52,20 +52,30 @@ REPORTED: Mapping[str, tuple[str, str]] = {"A": ("cgcd", "A"), "F": ("cgcd", "F"
 
 
 def manifest_of(out: Path, protocol: MixedProtocol, train_labels: np.ndarray, seed: int, log: Log,
-                validation: float | None = None, given: Manifest | None = None) -> Manifest:
+                validation: float | None = None, given: Manifest | None = None,
+                happy: bool | None = None) -> Manifest:
     """The run's split: read back from its `split.json` (a resumed run), else the `given` one
-    (`setting.manifest_file`) or one drawn with `seed`, and written; with `validation`, that fraction of
+    (`setting.manifest_file`), or Happy's draw replayed (`happy`: whether its classes arrive shuffled;
+    `bench.config.happy_draw`), or one drawn with `seed`, and written; with `validation`, that fraction of
     each labelled class's stage-0 images is held out (`bench.config.manifests.hold_out`)."""
     path = out / SPLIT_FILE
     if path.exists():
         return Manifest.from_json(path.read_text())
-    manifest = given if given is not None else draw(protocol, train_labels, seed)
+    if given is not None:
+        manifest = given
+    elif happy is not None:
+        from bench.config.happy_draw import happy_draw
+
+        manifest = happy_draw(protocol, train_labels, shuffled=happy)
+    else:
+        manifest = draw(protocol, train_labels, seed)
     if validation:
         manifest = hold_out(manifest, train_labels, validation, seed)
     write_atomic(path, manifest.to_json())
     sizes = ", ".join(str(len(s)) for s in manifest.stages)
     held = f", {len(manifest.validation)} labelled images held out for validation" if validation else ""
-    log(f"split {'given' if given is not None else f'drawn with seed {seed}'} into {SPLIT_FILE}: "
+    how = "given" if given is not None else "drawn as Happy's code draws" if happy is not None else f"drawn with seed {seed}"
+    log(f"split {how} into {SPLIT_FILE}: "
         f"{len(manifest.stages)} stages of {sizes} images "
         f"(stage 0 labelled){held}")
     return manifest
@@ -117,8 +127,11 @@ class MixedStages:
         self.data, self.layout = parts.data, parts.layout
         self.setting = spec.config["setting"]
         self.rule = self.setting.get("selection", "last")
+        happy = (self.setting.get("arrival", "canonical") != "canonical"
+                 if self.setting.get("draw", "bench") == "happy" else None)
         self.manifest = manifest_of(out, parts.protocol, self.data.train.labels, int(self.setting["manifest_seed"]),
-                                    log, self.setting["val_fraction"] if self.rule == "val" else None, parts.manifest)
+                                    log, self.setting["val_fraction"] if self.rule == "val" else None, parts.manifest,
+                                    happy)
         self.test_labels = np.asarray(self.data.test.labels)
         self.test_stage = stage_of(self.test_labels, self.layout)
         self.evaluation = self.setting.get("evaluation", "inductive")

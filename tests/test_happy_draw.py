@@ -1,0 +1,99 @@
+"""Happy's images (bench/config/happy_draw.py, `setting.draw=happy`): bench's replay of Happy-CGCD's draw gives the
+very images Happy's code gives, on a training set of CIFAR-100's shape (500 images of each of 100 classes, in the
+mixed order of its files) and of ImageNet-100's (classes of fewer images than a session asks for)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bench.config.happy_draw import happy_draw
+from bench.config.settings import arrival_order, mixed_setting, protocol_for
+from bench.errors import BenchError
+
+
+def happys_code(targets, train_classes, prop, sessions, old_seen, novel_seen, novel_unseen, shuffle, seed=0):
+    """Happy-CGCD's data/cifar.py (`get_cifar_100_datasets`; its imagenet.py caps `novel_unseen` at a class's
+    images) transliterated onto the images' positions, with numpy's global generator as it uses it."""
+    targets = np.asarray(targets)
+    uq_idxs = np.arange(len(targets))
+    old_all = uq_idxs[np.isin(targets, list(train_classes))]
+    each_old = [old_all[targets[old_all] == c] for c in train_classes]
+    labelled_slices = []
+    for samples in each_old:  # data_utils.subsample_instances
+        np.random.seed(0)
+        labelled_slices.append(np.random.choice(range(len(samples)), replace=False, size=(int(prop * len(samples)),)))
+    unlabelled_slices = [np.array(list(set(list(range(len(samples)))) - set(labelled_slices[i])))
+                         for i, samples in enumerate(each_old)]
+    offline = np.concatenate([samples[cut] for samples, cut in zip(each_old, labelled_slices)])
+    each_old_unlabelled = [samples[cut] for samples, cut in zip(each_old, unlabelled_slices)]
+    old_sessions = []
+    for _ in range(sessions):
+        slices = [np.random.choice(np.array(list(range(len(samples)))), old_seen, replace=False)
+                  for samples in each_old_unlabelled]
+        old_sessions.append(np.concatenate([samples[cut] for samples, cut in zip(each_old_unlabelled, slices)]))
+    novel = np.array(list(set(uq_idxs) - set(old_all)))
+    novel_targets_shuffle = np.array(list(set(targets[novel].tolist())))
+    if shuffle:
+        np.random.seed(seed)
+        np.random.shuffle(novel_targets_shuffle)
+    per_session = len(novel_targets_shuffle) // sessions
+    novel_sessions = []
+    for s in range(sessions):
+        session_targets = novel_targets_shuffle[0: s * per_session + per_session]
+        each = [novel[targets[novel] == t] for t in session_targets]
+        slices = []
+        for i in range(len(session_targets)):
+            n = len(each[i])
+            if s >= 1 and i < s * per_session:
+                slices.append(np.random.choice(np.array(list(range(n))), novel_seen, replace=False))
+            else:
+                slices.append(np.random.choice(np.array(list(range(n))), min(novel_unseen, n), replace=False))
+        novel_sessions.append(np.concatenate([samples[cut] for samples, cut in zip(each, slices)]))
+    return offline, old_sessions, novel_sessions, novel_targets_shuffle
+
+
+def bench_draw(split, targets, arrival):
+    setting = {**mixed_setting(split), "arrival": arrival, "draw": "happy"}
+    order = arrival_order(setting, 100)
+    relabelled = (np.argsort(order)[targets] if order is not None else targets)  # as planning relabels the data
+    return happy_draw(protocol_for(setting, 100, relabelled), relabelled, shuffled=order is not None), order
+
+
+@pytest.mark.parametrize("arrival", ["happy", "canonical"])
+def test_happys_cifar100_draw_is_replayed_image_for_image(arrival):
+    targets = np.random.default_rng(5).permutation(np.repeat(np.arange(100), 500))  # the files mix the classes
+    manifest, order = bench_draw("happy-5-stage", targets, arrival)
+    offline, old, novel, shuffled = happys_code(targets, range(50), 0.8, 5, 25, 25, 400, shuffle=arrival == "happy")
+    if order is not None:
+        assert order[50:].tolist() == shuffled.tolist()
+    assert np.array_equal(np.sort(manifest.stages[0]), np.sort(offline)) and len(offline) == 50 * 400
+    for s in range(5):
+        assert np.array_equal(np.sort(manifest.stages[s + 1]), np.sort(np.concatenate([old[s], novel[s]])))
+    assert [len(stage) for stage in manifest.stages[1:]] == [5250, 5500, 5750, 6000, 6250]
+    # sessions draw afresh: an old class's images recur across sessions, as in Happy's runs
+    assert len(np.intersect1d(manifest.stages[1], manifest.stages[2])) > 0
+
+
+def test_happys_imagenet100_draw_takes_every_image_of_a_small_class():
+    sizes = np.full(100, 1300)
+    sizes[[3, 60, 77]] = [732, 880, 1000]
+    targets = np.random.default_rng(1).permutation(np.repeat(np.arange(100), sizes))
+    manifest, order = bench_draw("happy-in100-5-stage", targets, "happy")
+    offline, old, novel, _ = happys_code(targets, range(50), 0.8, 5, 60, 60, 1000, shuffle=True)
+    assert np.array_equal(np.sort(manifest.stages[0]), np.sort(offline))
+    for s in range(5):
+        assert np.array_equal(np.sort(manifest.stages[s + 1]), np.sort(np.concatenate([old[s], novel[s]])))
+
+
+def test_happys_draw_is_refused_where_it_cannot_be_happys(tmp_path):
+    from bench.config.settings import check_setting
+    from tests.helpers import tiny_specs
+
+    with pytest.raises(BenchError, match="bad setting.draw='happy': Happy's draw replays Happy's code: it takes a "
+                                         "happy-\\*-stage split"):
+        check_setting({**mixed_setting("promptccd-3-stage"), "draw": "happy"})
+    with pytest.raises(BenchError, match="bad setting.draw='guess': choose from bench"):
+        check_setting({**mixed_setting("happy-5-stage"), "draw": "guess"})
+    with pytest.raises(BenchError, match="in the order its code reads it: cifar10, cifar100, tinyimagenet, "
+                                         "imagenet100; bench orders synthetic's otherwise"):
+        tiny_specs(methods=["K-means"], splits=["happy-5-stage"], **{"setting.draw": "happy"})
