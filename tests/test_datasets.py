@@ -280,7 +280,7 @@ def test_a_mixed_run_trains_on_the_whole_official_training_set_unless_told(roots
     manifest = Manifest.from_json((run / "split.json").read_text())
     partitioned = build_dataset("herbarium19", {"num_classes": 10, "val_per_class": 1}, str(roots[0]), str(tmp_path))
     used = np.concatenate(manifest.stages)
-    # the whole set's rows: the partition's training images, then its val ones (7 per class in all)
+    # the whole set holds 7 images a class (in the official order), the partitioned one 6: rows past its end
     assert used.max() >= len(partitioned.train) if whole else used.max() < len(partitioned.train)
     assert ("val partition are given back" in (run / "log.txt").read_text()) is whole
 

@@ -95,5 +95,47 @@ def test_happys_draw_is_refused_where_it_cannot_be_happys(tmp_path):
     with pytest.raises(BenchError, match="bad setting.draw='guess': choose from bench"):
         check_setting({**mixed_setting("happy-5-stage"), "draw": "guess"})
     with pytest.raises(BenchError, match="in the order its code reads it: cifar10, cifar100, tinyimagenet, "
-                                         "imagenet100; bench orders synthetic's otherwise"):
+                                         "imagenet100, cub200; bench orders synthetic's otherwise"):
         tiny_specs(methods=["K-means"], splits=["happy-5-stage"], **{"setting.draw": "happy"})
+
+
+def test_happys_cub_draw_over_the_whole_training_set_in_official_order():
+    """Happy's data/cub.py: the SSB known classes labelled, in their file's order, absolute counts 5/5/25, classes
+    of 29 or 30 images grouped as CUB's images.txt lists them."""
+    from bench.config.peer_splits import SSB_KNOWN
+
+    sizes = np.where(np.arange(200) % 7 == 0, 29, 30)
+    targets = np.repeat(np.arange(200), sizes)
+    setting = {**mixed_setting("happy-cub-5-stage"), "draw": "happy"}
+    order = arrival_order(setting, 200, "cub200")
+    relabelled = np.argsort(order)[targets]
+    manifest = happy_draw(protocol_for(setting, 200, relabelled), relabelled, shuffled=True)
+    offline, old, novel, shuffled = happys_code(targets, SSB_KNOWN["cub200"], 0.8, 5, 5, 5, 25, shuffle=True)
+    assert order[100:].tolist() == shuffled.tolist()
+    assert np.array_equal(np.sort(manifest.stages[0]), np.sort(offline))
+    for s in range(5):
+        assert np.array_equal(np.sort(manifest.stages[s + 1]), np.sort(np.concatenate([old[s], novel[s]])))
+    assert [len(stage) for stage in manifest.stages[1:]] == [1000, 1100, 1200, 1300, 1400]
+
+
+def test_the_whole_training_set_is_back_in_the_official_order():
+    from bench.data.base import ImageSet, LoadedDataset
+
+    # official order a0 a1 b0 a2 b1; the partition held out a1 and b1
+    data = LoadedDataset(name="x", class_names=["a", "b"], train=ImageSet(["a0", "b0", "a2"], [0, 1, 0]),
+                         val=ImageSet(["a1", "b1"], [0, 1]), test=ImageSet(["t"], [0]),
+                         extra={"partition_positions": (np.array([0, 2, 3]), np.array([1, 4]))})
+    whole = data.with_whole_train()
+    assert list(whole.train.images) == ["a0", "a1", "b0", "a2", "b1"] and whole.train.labels.tolist() == [0, 0, 1, 0, 1]
+    assert "partition_positions" not in whole.extra and whole.val is None
+
+
+def test_happys_draw_on_cub_needs_its_whole_training_set():
+    from bench.config.grids import expand, load_grid
+
+    with pytest.raises(BenchError, match="leave setting.whole_train=True with it"):
+        expand(load_grid("smoke"), methods=["K-means"], datasets=["cub200"], splits=["happy-cub-5-stage"], seeds=[0],
+               backbones=["pixels"], options={"setting.draw": "happy", "setting.whole_train": False})
+    (spec,) = expand(load_grid("smoke"), methods=["K-means"], datasets=["cub200"], splits=["happy-cub-5-stage"],
+                     seeds=[0], backbones=["pixels"], options={"setting.draw": "happy"})
+    assert spec.split_label == "happy-cub-5-stage · Happy's draw · arrival happy-ssb"

@@ -230,6 +230,9 @@ def _check_arrival(dataset: str, config: Mapping[str, Any]) -> None:
         if dataset not in HAPPY_ORDERED:
             raise BenchError(f"setting.draw=happy replays Happy's draw over a training set in the order its code "
                              f"reads it: {', '.join(HAPPY_ORDERED)}; bench orders {dataset}'s otherwise")
+        if "whole_train" in setting and not setting["whole_train"]:
+            raise BenchError(f"setting.draw=happy draws from {dataset}'s whole official training set, as Happy's code; "
+                             f"leave setting.whole_train=True with it")
     if setting.get("arrival") == "happy-ssb" and dataset not in SSB_KNOWN:
         raise BenchError(f"split {setting['protocol']} (setting.arrival=happy-ssb) labels a dataset's SSB known "
                          f"classes; bench has them for {', '.join(sorted(SSB_KNOWN))}, not {dataset}")

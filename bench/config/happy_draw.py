@@ -1,11 +1,11 @@
 """Happy's own images (`setting.draw=happy`): the draw Happy-CGCD's data code makes, replayed, so that a run of its
 protocol holds the very training images Happy's runs hold, not merely as many.
 
-Happy's `data/cifar.py` (and `tiny_imagenet.py`, `imagenet.py`, the same code) draws with numpy's global legacy
-generator, in this order; each class's images are in the order of the training set (CIFAR's files, the sorted
-image files of TinyImageNet and of ImageNet's folders, which bench's readers keep):
+Happy's `data/cifar.py` (and `tiny_imagenet.py`, `imagenet.py`, `cub.py`, the same code) draws with numpy's global
+legacy generator, in this order; each class's images are in the order of the training set (CIFAR's files, the
+sorted image files of TinyImageNet and of ImageNet's folders, CUB's images.txt, which bench's readers keep):
 
-1. each labelled class (in its order): the generator seeded 0 (`data_utils.subsample_instances` seeds it at every
+1. each labelled class (in its order: CUB's SSB known classes in their file's order): the generator seeded 0 (`data_utils.subsample_instances` seeds it at every
    call), then `choice(n, int(0.8·n), replace=False)`: the labelled images' positions in the class, the same for
    every class of n images; the class's other images, in the order `list(set(range(n)) - set(labelled))` gives
    them, are its pool for the later sessions;
@@ -27,9 +27,9 @@ import numpy as np
 from bench.config.manifests import Manifest, MixedProtocol
 from bench.errors import BenchError
 
-# the datasets whose training images bench's readers give in the order Happy's readers do (CUB's whole training set
-# is the partition's training images, then its val ones: another order)
-HAPPY_ORDERED = ("cifar10", "cifar100", "tinyimagenet", "imagenet100")
+# the datasets whose training images bench's readers give in the order Happy's readers do (CUB's: its whole
+# training set, `setting.whole_train`, which bench puts back in the official order)
+HAPPY_ORDERED = ("cifar10", "cifar100", "tinyimagenet", "imagenet100", "cub200")
 
 
 def happy_draw(protocol: MixedProtocol, train_labels: np.ndarray, shuffled: bool) -> Manifest:

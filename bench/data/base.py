@@ -91,13 +91,20 @@ class LoadedDataset:
 
     def with_whole_train(self) -> "LoadedDataset":
         """The dataset with its val partition given back to training (a protocol that trains on the whole
-        official training set): the training images, then the val ones; no val."""
+        official training set); no val. Its images in the official training set's order where the reader says
+        where the partition's images sat in it (`extra["partition_positions"]`: the training images' positions,
+        then the val ones'), else the training images, then the val ones."""
         if self.val is None:
             return self
         train, val = self.train, self.val
         images = (np.concatenate([train.images, val.images]) if train.in_memory and val.in_memory
                   else [*train.images, *val.images])
-        return replace(self, train=ImageSet(images, np.concatenate([train.labels, val.labels])), val=None)
+        whole = ImageSet(images, np.concatenate([train.labels, val.labels]))
+        positions = self.extra.get("partition_positions")
+        if positions is not None:  # back in the official order: a peer's draw indexes the images so
+            whole = whole.subset(np.argsort(np.concatenate(positions), kind="stable"))
+        extra = {k: v for k, v in self.extra.items() if k != "partition_positions"}
+        return replace(self, train=whole, val=None, extra=extra)
 
     def with_class_order(self, seed: int | None) -> "LoadedDataset":
         """The dataset with its classes permuted by `seed` (None: as it is): class `order[i]` of the

@@ -72,4 +72,6 @@ class Cub200:
             name="cub200", class_names=[classes[k][0] for k in sorted(classes)],
             train=official_train.subset(~val), val=official_train.subset(val),
             test=ImageSet([p for p, t in zip(paths, is_train) if not t], y[~is_train]),
-            mean=IMAGENET_MEAN, std=IMAGENET_STD, augmentation="finegrained", root=str(path))
+            mean=IMAGENET_MEAN, std=IMAGENET_STD, augmentation="finegrained", root=str(path),
+            # where the partition's images sit in the official training set (`with_whole_train` restores its order)
+            extra={"partition_positions": (np.flatnonzero(~val), np.flatnonzero(val))})

@@ -68,4 +68,5 @@ class Herbarium19:
                                   self.val_per_class, self.seed, self.partitions_dir)
         return LoadedDataset(name="herbarium19", class_names=classes, train=train.subset(~val),
                              val=train.subset(val), test=image_folder(path / "small-validation", classes),
-                             mean=IMAGENET_MEAN, std=IMAGENET_STD, augmentation="finegrained", root=str(path))
+                             mean=IMAGENET_MEAN, std=IMAGENET_STD, augmentation="finegrained", root=str(path),
+                             extra={"partition_positions": (np.flatnonzero(~val), np.flatnonzero(val))})
