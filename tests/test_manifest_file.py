@@ -42,15 +42,17 @@ def test_a_manifest_with_its_own_class_order_runs_with_exactly_its_counts(tmp_pa
     labels = np.repeat(np.arange(12), 20)  # the synthetic dataset's training labels, class by class
     rng = np.random.default_rng(3)
 
-    def images(c, n):
-        return rng.choice(np.flatnonzero(labels == c), size=n, replace=False)
+    def images(c, n, besides=()):
+        return rng.choice(np.setdiff1d(np.flatnonzero(labels == c), besides), size=n, replace=False)
 
-    # labelled: classes 7, 2, 9, 4, 0, 11; then one new class per stage, in the order 5, 1, 10, 3, 8
+    # labelled: classes 7, 2, 9, 4, 0, 11; then one new class per stage, in the order 5, 1, 10, 3, 8; the later
+    # stages' images of labelled classes are of those the labelled stage left (a labelled image is in no other)
     labelled = [7, 2, 9, 4, 0, 11]
     arrivals = [5, 1, 10, 3, 8]
-    stages = [np.concatenate([images(c, 15) for c in labelled])]
+    first = np.concatenate([images(c, 15) for c in labelled])
+    stages = [first]
     for s, new in enumerate(arrivals):
-        stages.append(np.concatenate([images(c, 3) for c in labelled[:3]] + [images(c, 2) for c in arrivals[:s]]
+        stages.append(np.concatenate([images(c, 3, first) for c in labelled[:3]] + [images(c, 2) for c in arrivals[:s]]
                                      + [images(new, 12 + s)]))
     path = tmp_path / "theirs.json"
     path.write_text(Manifest(tuple(np.sort(s) for s in stages), (True,) + (False,) * 5).to_json())
@@ -91,3 +93,63 @@ def test_a_bad_or_changed_manifest_file_is_refused(tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(BenchError, match="the file changed since"):
         execute(planned, tmp_path / "b")
+
+
+def defect(manifest_json: dict, kind: str) -> object:
+    """A run's split.json (as a dict) broken one way."""
+    data = json.loads(json.dumps(manifest_json))
+    stages = data["stages"]
+    if kind == "repeated in a stage":
+        stages[1].append(stages[1][0])
+    elif kind == "labelled image in an unlabelled stage":
+        stages[2].append(stages[0][0])
+    elif kind == "float index":
+        stages[1][0] = stages[1][0] + 0.5
+    elif kind == "negative index":
+        stages[1][0] = -3
+    elif kind == "empty stage":
+        stages[3] = []
+    elif kind == "huge index":
+        stages[1][0] = 10 ** 30
+    elif kind == "a list":
+        return [stages]
+    elif kind == "validation in a stage":
+        data["validation"] = [stages[1][0]]
+    elif kind == "a string index":
+        stages[1][0] = "7"
+    return data
+
+
+@pytest.mark.parametrize("kind, said", [
+    ("repeated in a stage", "stage 1 lists training image .* 2 times; an image is at most once in a stage"),
+    ("labelled image in an unlabelled stage", "is in the labelled stage 0 and in stage 2"),
+    ("float index", "stage 1 lists .*\\.5; an image index is an integer >= 0"),
+    ("negative index", "stage 1 lists -3; an image index is an integer >= 0"),
+    ("empty stage", "stage 3 holds no image"),
+    ("huge index", "stage 1 lists 1000000000000000000000000000000; an image index is an integer >= 0"),
+    ("a list", "a split manifest is a JSON object with version, stages and labelled; got a list"),
+    ("validation in a stage", "is held out for validation and in stage 1"),
+    ("a string index", "stage 1 lists '7'; an image index is an integer >= 0"),
+])
+def test_each_manifest_defect_is_refused_when_the_run_is_planned(tmp_path, kind, said):
+    split = json.loads((execute(spec_with(), tmp_path / "a") / "split.json").read_text())
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(defect(split, kind)))
+    with pytest.raises(BenchError, match=f"setting.manifest_file .*broken.json: .*{said}"):
+        spec_with(path)
+
+
+def test_a_manifest_beyond_the_dataset_is_refused_before_any_run_starts(tmp_path, capsys):
+    from bench.cli import main
+
+    split = json.loads((execute(spec_with(), tmp_path / "a") / "split.json").read_text())
+    split["stages"][2].append(12 * 20 + 5)  # the dataset has 240 training images
+    path = tmp_path / "beyond.json"
+    path.write_text(json.dumps(split))
+    results = tmp_path / "results"
+    code = main(["run", "--grid", "smoke", "--methods", "K-means", "--datasets", "synthetic", "--splits",
+                 "happy-5-stage", "--backbone", "pixels", "--cluster", "debug", "--results", str(results),
+                 "--cfg-options", *[f"{k}={v}" for k, v in MIXED.items()], f"setting.manifest_file={path}"])
+    err = capsys.readouterr().err
+    assert code == 2 and "stage 2 names training image 245; the dataset has 240 (0..239)" in err
+    assert not (results / "runs").exists() or not any((results / "runs").iterdir())  # nothing started

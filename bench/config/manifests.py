@@ -72,12 +72,61 @@ class Manifest:
 
     @classmethod
     def from_json(cls, text: str) -> "Manifest":
+        """A manifest from its JSON, or a `BenchError` saying what is wrong with it: an object with `version`,
+        `stages` (lists of training-image indices: integers >= 0, each at most once in a stage), `labelled`
+        (one boolean per stage) and optionally `validation`; the labelled stages share no image with the others
+        nor with `validation` (`check`)."""
         data = json.loads(text)
+        if not isinstance(data, dict):
+            raise BenchError(f"a split manifest is a JSON object with version, stages and labelled; got a "
+                             f"{type(data).__name__}")
         if data.get("version") != MANIFEST_VERSION:
             raise BenchError(f"split manifest version {data.get('version')!r}: this bench reads version "
                              f"{MANIFEST_VERSION}")
-        return cls(tuple(np.asarray(s, dtype=np.int64) for s in data["stages"]), tuple(data["labelled"]),
-                   np.asarray(data.get("validation", []), dtype=np.int64))
+        stages, labelled = data.get("stages"), data.get("labelled")
+        if not isinstance(stages, list) or not isinstance(labelled, list) or len(stages) != len(labelled) \
+                or not all(isinstance(flag, bool) for flag in labelled):
+            raise BenchError("a split manifest's `stages` is a list of lists of image indices and its `labelled` a "
+                             "list of as many true/false, one per stage")
+        manifest = cls(tuple(_indices(rows, f"stage {t}") for t, rows in enumerate(stages)), tuple(labelled),
+                       _indices(data.get("validation", []), "validation"))
+        manifest.check()
+        return manifest
+
+    def check(self) -> None:
+        """Every stage holds images, each at most once; a labelled stage's images are in no other stage and none
+        is held out for validation; the held-out images are in no stage (a `BenchError` otherwise)."""
+        for t, rows in enumerate(self.stages):
+            if not len(rows):
+                raise BenchError(f"split manifest: stage {t} holds no image")
+            values, counts = np.unique(rows, return_counts=True)
+            if (counts > 1).any():
+                raise BenchError(f"split manifest: stage {t} lists training image {int(values[counts > 1][0])} "
+                                 f"{int(counts.max())} times; an image is at most once in a stage")
+        for t, rows in enumerate(self.stages):
+            if not self.labelled[t]:
+                continue
+            for other, their in enumerate(self.stages):
+                shared = np.intersect1d(rows, their) if other != t else np.empty(0)
+                if len(shared):
+                    raise BenchError(f"split manifest: training image {int(shared[0])} is in the labelled stage {t} "
+                                     f"and in stage {other}; a labelled image is in no other stage")
+        for t, rows in enumerate(self.stages):
+            shared = np.intersect1d(rows, self.validation)
+            if len(shared):
+                raise BenchError(f"split manifest: training image {int(shared[0])} is held out for validation and "
+                                 f"in stage {t}")
+
+
+def _indices(values: object, where: str) -> np.ndarray:
+    """Training-image indices from JSON: a list of integers in 0..2^63-1 (a float, a boolean or a string is refused,
+    never truncated)."""
+    if not isinstance(values, list):
+        raise BenchError(f"split manifest: {where} is {type(values).__name__}, not a list of image indices")
+    bad = next((v for v in values if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2 ** 63), None)
+    if bad is not None:
+        raise BenchError(f"split manifest: {where} lists {bad!r}; an image index is an integer >= 0")
+    return np.asarray(values, dtype=np.int64)
 
 
 def hold_out(manifest: Manifest, train_labels: np.ndarray, fraction: float, seed: int) -> Manifest:
@@ -224,11 +273,13 @@ def class_order_of(manifest: Manifest, train_labels: np.ndarray, num_classes: in
     each group sorted; classes in no stage last, left out), or a `BenchError` for a manifest that does not
     fit the dataset."""
     labels = np.asarray(train_labels, dtype=np.int64)
-    for t, rows in enumerate(manifest.stages):
-        if len(rows) and (rows.min() < 0 or rows.max() >= len(labels)):
-            raise BenchError(f"{source}: stage {t} names training image {int(rows.max())}; the dataset has "
+    for t, rows in enumerate((*manifest.stages, manifest.validation)):
+        outside = rows[(rows < 0) | (rows >= len(labels))]
+        if len(outside):
+            where = f"stage {t}" if t < len(manifest.stages) else "its validation"
+            raise BenchError(f"{source}: {where} names training image {int(outside[0])}; the dataset has "
                              f"{len(labels)} (0..{len(labels) - 1})")
-        if len(rows) == 0:
+        if t < len(manifest.stages) and len(rows) == 0:
             raise BenchError(f"{source}: stage {t} holds no image")
     order: list[int] = []
     for t, rows in enumerate(manifest.stages):

@@ -143,6 +143,10 @@ def check_inputs(specs: Sequence[Any]) -> None:
             reader = make_reader(spec.dataset, spec.config["dataset"], spec.location.get("data_root"))
             if hasattr(reader, "check"):
                 reader.check()
+        manifest_file = spec.config.get("setting", {}).get("manifest_file")
+        if manifest_file and json.dumps([dataset, manifest_file]) not in seen:
+            seen.add(json.dumps([dataset, manifest_file]))
+            _check_manifest_fits(spec, manifest_file)
         weights = json.dumps([spec.backbone, spec.config["backbone"]["pretrained"], spec.location.get("weights_dir")],
                              default=str)
         if weights not in seen:
@@ -151,6 +155,20 @@ def check_inputs(specs: Sequence[Any]) -> None:
                                             spec.location.get("weights_dir"))
             if isinstance(pretrained, str):
                 check_weights_file(pretrained)
+
+
+def _check_manifest_fits(spec: Any, manifest_file: str) -> None:
+    """A given split manifest (`setting.manifest_file`, whose form `read_manifest_file` checked when the run was
+    planned) against the dataset it splits: every index one of its training images, every stage bringing new
+    classes. The dataset is read (its labels), once per dataset and file."""
+    from bench.config.manifests import class_order_of, read_manifest_file
+    from bench.data import build_dataset
+
+    manifest, _ = read_manifest_file(manifest_file, spec.n_steps - 1)
+    data = build_dataset(spec.dataset, spec.config["dataset"], spec.location.get("data_root"))
+    if spec.config["setting"].get("whole_train"):
+        data = data.with_whole_train()
+    class_order_of(manifest, data.train.labels, data.num_classes, f"setting.manifest_file {manifest_file}")
 
 
 def check_caches(results: Path, specs: Sequence[Any]) -> None:

@@ -74,13 +74,13 @@ def assemble(spec: RunSpec, out: Path, device: torch.device, log: Log) -> Parts:
         log(f"class order {order_seed}: the canonical classes in the order {data.extra['class_order']}")
     protocol = manifest = None
     if setting_of(spec.config) == "mixed":  # its stages own the labelled classes, then each stage's new ones
-        if spec.config["setting"].get("manifest_file"):
+        if spec.config["setting"].get("whole_train") and data.val is not None:
+            log(f"the {spec.split} protocol trains on the whole official training set: the {len(data.val)} images "
+                f"of the val partition are given back to training")
+            data = data.with_whole_train()
+        if spec.config["setting"].get("manifest_file"):  # its indices are into that training set
             data, manifest, protocol = _from_manifest_file(spec, data, log)
         else:
-            if spec.config["setting"].get("whole_train") and data.val is not None:
-                log(f"the {spec.split} protocol trains on the whole official training set: the {len(data.val)} images "
-                    f"of the val partition are given back to training")
-                data = data.with_whole_train()
             arrival = arrival_order(spec.config["setting"], data.num_classes, spec.dataset)
             if arrival is not None:  # the new classes in a peer's order: its stages bring them so
                 before = np.asarray(data.extra.get("class_order", np.arange(data.num_classes)))
