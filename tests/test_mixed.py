@@ -86,3 +86,20 @@ def test_a_stage_asking_for_more_images_than_a_class_has_is_refused(tmp_path, or
     protocol = read_happy(happy_file(tmp_path / "split.txt", order, unseen=600), num_classes=100)
     with pytest.raises(BenchError, match="asks for 600 images of class"):
         draw(protocol, np.repeat(np.arange(100), 500), seed=0)
+
+
+@pytest.mark.parametrize("edit, said", [
+    (("'continual_session_num': 5", "'continual_session_num': 0"), "0 sessions of .* each must be at least 1"),
+    (("'online_novel_unseen_num': 400", "'online_novel_unseen_num': -5"), "-5/25/25 images per class .* at least 1"),
+    (("'online_old_seen_num': 25", "'online_old_seen_num': 0"), "400/0/25 images per class"),
+])
+def test_a_happy_file_with_no_stage_or_a_count_below_one_is_refused(tmp_path, order, edit, said):
+    path = happy_file(tmp_path / "split.txt", order)
+    path.write_text(path.read_text().replace(*edit))
+    with pytest.raises(BenchError, match=said):
+        read_happy(path, num_classes=100)
+
+
+def test_a_happy_file_naming_classes_beyond_the_dataset_is_refused(tmp_path, order):
+    with pytest.raises(BenchError, match="new class [89][0-9] is not a class of the dataset \\(0..79\\)"):
+        read_happy(happy_file(tmp_path / "split.txt", order), num_classes=80)

@@ -179,3 +179,25 @@ def test_a_pickle_that_asks_for_any_global_is_refused_and_nothing_runs(tmp_path,
     path.write_bytes(pickle.dumps({"known_classes": [0], "unknown_classes": {"Easy": [1], "Medium": [2]}}, protocol=3))
     with pytest.raises(BenchError, match=r"not an SSB split file \(its class lists: KeyError: 'Hard'\)"):
         read_ssb_splits(path)
+
+
+@pytest.mark.parametrize("reader, what", [
+    ("happy", "a Happy split file"), ("config", "a PromptCCD config"), ("class_dict", "a PromptCCD class_dict.txt"),
+    ("image_list", "a PromptCCD image list"), ("ssb", "an SSB split file")])
+@pytest.mark.parametrize("broken", ["missing", "binary", "directory"])
+def test_every_peer_file_reader_names_a_file_it_cannot_read(tmp_path, reader, what, broken):
+    from bench.config.manifests import read_happy
+    from bench.config.peer_splits import read_class_dict, read_image_list, read_promptccd_config
+
+    path = tmp_path / "file"
+    if broken == "binary":
+        path.write_bytes(b"\xff\xfe\x00\x81 not text")
+    elif broken == "directory":
+        path.mkdir()
+    read = {"happy": lambda: read_happy(path, 100), "config": lambda: read_promptccd_config(path),
+            "class_dict": lambda: read_class_dict(path, ["a"]), "image_list": lambda: read_image_list(path, [], 1),
+            "ssb": lambda: read_ssb_splits(path)}[reader]
+    if reader == "ssb" and broken == "binary":
+        what = "not an SSB split file"  # bytes it reads, and refuses as a pickle
+    with pytest.raises(BenchError, match=f"{what}"):
+        read()

@@ -197,7 +197,7 @@ def read_happy(path: str | Path, num_classes: int, labelled_fraction: float = 0.
     in which the new classes arrive (`novel_targets_shuffle`) and how many arrive per stage. The labelled
     classes are the dataset's other classes. The file does not record Happy's labelled fraction
     (`--prop_train_labels`, 0.8 by default in its code): give it."""
-    text = Path(path).read_text()
+    text = read_text(path, "a Happy split file (logs/<dataset>_continual_dataset_dict.txt)")
     sections = _sections(text, path)
     try:
         counts = ast.literal_eval(sections["online_dataset_split_dict"])  # a literal only: never code
@@ -208,8 +208,14 @@ def read_happy(path: str | Path, num_classes: int, labelled_fraction: float = 0.
                                                       "online_novel_seen_num"))
     except (KeyError, ValueError, SyntaxError, TypeError) as err:
         raise BenchError(f"{path}: not a Happy split file ({type(err).__name__}: {err})") from None
+    if n_stages < 1 or per_stage < 1 or min(unseen, old, seen) < 1:
+        raise BenchError(f"{path}: {n_stages} sessions of {per_stage} new classes, {unseen}/{old}/{seen} images per "
+                         f"class (new/old/seen): each must be at least 1")
     if per_stage * n_stages != len(order) or len(set(order)) != len(order):
         raise BenchError(f"{path}: {len(order)} new classes do not make {n_stages} stages of {per_stage}")
+    outside = [c for c in order if not 0 <= c < num_classes]
+    if outside:
+        raise BenchError(f"{path}: new class {outside[0]} is not a class of the dataset (0..{num_classes - 1})")
     labelled = tuple(c for c in range(num_classes) if c not in set(order))
     stages = []
     for s in range(n_stages):
@@ -218,6 +224,14 @@ def read_happy(path: str | Path, num_classes: int, labelled_fraction: float = 0.
         stage.update({c: unseen for c in order[s * per_stage:(s + 1) * per_stage]})
         stages.append(stage)
     return MixedProtocol(labelled, labelled_fraction, tuple(stages))
+
+
+def read_text(path: str | Path, what: str) -> str:
+    """A peer's text file, or a `BenchError` naming it and what it should be."""
+    try:
+        return Path(path).expanduser().read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise BenchError(f"{path}: cannot read {what} ({type(err).__name__}: {err})") from None
 
 
 def _sections(text: str, path: str | Path) -> dict[str, str]:

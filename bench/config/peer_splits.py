@@ -31,7 +31,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from bench.errors import BenchError, first_line
-from bench.config.manifests import Manifest, MixedProtocol
+from bench.config.manifests import Manifest, MixedProtocol, read_text
 
 # -- PromptCCD --------------------------------------------------------------------------------------
 
@@ -151,7 +151,7 @@ def read_promptccd_config(path: str | Path) -> PromptCCDConfig:
     """The rule's parameters from a PromptCCD yaml (`config/<dataset>/*.yaml`): the five `key: value` lines
     it needs, each value a literal (never YAML's tags, never code)."""
     found: dict[str, object] = {}
-    for line in Path(path).read_text().splitlines():
+    for line in read_text(path, "a PromptCCD config (config/<dataset>/*.yaml)").splitlines():
         m = re.fullmatch(r"\s*([a-z_]+):\s*([^#]*?)\s*(#.*)?", line)
         if m and m.group(1) in _CONFIG_KEYS and m.group(1) not in found:
             try:
@@ -178,7 +178,7 @@ def read_class_dict(path: str | Path, class_names: Sequence[str]) -> tuple[int, 
     """bench's index of each PromptCCD class, from its `class_dict.txt` (name -> PromptCCD index, a Python
     dict literal) and the dataset's class names; the first name the dataset lacks is an error."""
     try:
-        table = ast.literal_eval(Path(path).read_text().strip())
+        table = ast.literal_eval(read_text(path, "a PromptCCD class_dict.txt").strip())
     except (ValueError, SyntaxError, RecursionError, MemoryError) as err:
         raise BenchError(f"{path}: not a PromptCCD class_dict ({first_line(err)})") from None
     if not isinstance(table, dict) or not all(isinstance(k, str) and type(v) is int for k, v in table.items()) \
@@ -201,7 +201,7 @@ def read_image_list(path: str | Path, train_files: Sequence[str | Path], classes
     index in bench's training set: the file in `train_files` whose path ends with the line's path. The
     first kept line (in that order) that matches no training file, or more than one, is an error."""
     kept: dict[int, list[tuple[int, str]]] = {c: [] for c in range(classes)}
-    for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
+    for number, line in enumerate(read_text(path, "a PromptCCD image list (`path label` lines)").splitlines(), start=1):
         if not line.strip():
             continue
         parts = line.rsplit(None, 1)
@@ -362,7 +362,11 @@ def read_ssb_splits(path: str | Path) -> SSBSplits:
     'Medium': [...], 'Hard': [...]}, ...}`), read without importing anything; anything else is a one-line
     error."""
     try:
-        data = _DataOnly(io.BytesIO(Path(path).read_bytes())).load()
+        raw = Path(path).expanduser().read_bytes()
+    except OSError as err:
+        raise BenchError(f"{path}: cannot read an SSB split file ({type(err).__name__}: {err})") from None
+    try:
+        data = _DataOnly(io.BytesIO(raw)).load()
     except _RefusedGlobal as err:
         raise BenchError(f"refusing {path}: it asks for {err}, and an SSB split file holds only class lists") from None
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError, IndexError, AttributeError,
