@@ -45,7 +45,8 @@ def unknown(kind: str, name: str, known: Iterable[str], aliases: Mapping[str, st
     known = [str(k) for k in known]
     spellings = {**{k: k for k in known}, **dict(aliases or {})}
     close = list(dict.fromkeys(spellings[c] for c in closest(str(name), spellings)))
-    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    said = [repr(c) for c in close]
+    hint = f"; did you mean {' or '.join([', '.join(said[:-1]), said[-1]] if len(said) > 2 else said)}?" if close else ""
     listed = sorted(known, key=str.lower)
     note = "".join(note() for note in _UNKNOWN_NOTES) if kind in PLUGGABLE else ""
     return BenchError(f"unknown {kind} {name!r}; known: {', '.join(listed)}{hint}{note}")

@@ -218,7 +218,8 @@ def test_report_without_a_grid_reports_what_was_just_run(capsys, tmp_path):
     (["--methods", "Baseline+"], "unknown method 'Baseline+'; known: Baseline, Baseline++"),
     (["--methods", "joint frozen"], "did you mean 'Joint (frozen)'"),
     (["--datasets", "cifar"], "unknown dataset 'cifar'; known: aircraft, cars, cifar10, cifar100, cub200, digits, "
-                              "herbarium19, imagenet100, synthetic, tinyimagenet; did you mean 'cifar10' or 'cifar100'?"),
+                              "herbarium19, imagenet100, synthetic, tinyimagenet; did you mean 'cifar10', 'cifar100' or "
+                              "'cars'?"),
     (["--grid", "dmo"], "unknown grid 'dmo'; known: backbones, cgcd, cgcd-demo, demo, full, paper, smoke; "
                         "did you mean 'demo'?"),
     (["--splits", "5-steps"], "did you mean '5-step'"),

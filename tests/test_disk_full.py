@@ -127,3 +127,37 @@ def test_a_cache_that_cannot_hold_the_grids_banks_is_refused_before_anything_run
     assert main([*RUN, "--seeds", "0", "--results", str(results)]) == 0  # room enough: it runs
     monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=1000))
     assert main([*RUN, "--seeds", "1", "--results", str(results)]) == 0  # its bank exists: nothing to build
+
+
+@pytest.mark.parametrize("grid, argv", [
+    ("demo", ["--methods", "Baseline", "--splits", "2-step"]),  # the quick start's: digits on pixels, a feature bank
+    ("smoke", ["--methods", "EwC", "--datasets", "synthetic", "--cfg-options", "features.tokens=bank"]),  # tokens
+])
+def test_a_cache_that_holds_the_real_banks_is_not_refused(tmp_path, monkeypatch, capsys, grid, argv):
+    """The nominal bounds (60,000 images, 224 px, 197 tokens × 2048) would refuse these; bounded from the images
+    the reader finds and the backbone's shapes, a cache with room for about twice the banks runs them, and the
+    bound holds what was built."""
+    import shutil
+
+    from bench.execution.preflight import real_bank_bytes
+    from bench.execution.selection import expand_selection, parse_options
+
+    results = tmp_path / "results"
+    command = ["run", "--grid", grid, "--cluster", "debug", "--seeds", "0", "--results", str(results), *argv]
+    assert main(command) == 0, capsys.readouterr().err
+    banks = results / "cache" / "banks"
+    built = sum(p.stat().st_size for p in banks.rglob("*") if p.is_file())
+    _, specs = expand_selection(grid, methods=argv[1:2], seeds=[0], datasets=["synthetic"] if grid == "smoke" else None,
+                                splits=["2-step"] if grid == "demo" else None, cache_dir=None,
+                                cfg_options=parse_options(argv[argv.index("--cfg-options") + 1:]) if "--cfg-options" in argv else {})
+    tokens = grid == "smoke"
+    bound = real_bank_bytes(specs[0], specs[0].config["features"]["views"], tokens)
+    assert built <= bound <= 4 * built + 2 ** 20  # a bound, and a tight one (headers and metadata aside)
+    shutil.rmtree(banks)
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=2 * bound))
+    assert main([*command, "--force"]) == 0, capsys.readouterr().err
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=bound // 2))
+    shutil.rmtree(banks)
+    assert main([*command, "--force"]) == 2
+    assert "GiB free and the runs must build 1 bank(s)" in capsys.readouterr().err

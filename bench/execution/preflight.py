@@ -177,7 +177,7 @@ def check_caches(results: Path, specs: Sequence[Any]) -> None:
 
     from bench.features.bank import default_cache_dir, list_banks
     from bench.features.bank_space import (DATASET_IMAGES, FEATURE_DIMS, TOKEN_COUNTS, TOKENS, bank_bytes_bound,
-                                           check_cache)
+                                           cache_fits, check_cache)
     from bench.registries.catalogue import method_info
 
     needed: dict[Path, dict[tuple[Any, ...], int]] = {}
@@ -195,14 +195,46 @@ def check_caches(results: Path, specs: Sequence[Any]) -> None:
         what = (spec.dataset, spec.backbone, views, tokens, json.dumps(data, sort_keys=True, default=str))
         needed.setdefault(cache, {})[what] = bank_bytes_bound(images, views, dim,
                                                                    TOKEN_COUNTS.get(spec.backbone, TOKENS) if tokens else 1)
+    spec_of = {(s.dataset, s.backbone, s.config["features"]["views"] if s.config["features"]["mode"] == "bank" else 0,
+                method_info(s.method).inputs == "tokens", json.dumps(s.config["dataset"], sort_keys=True, default=str)): s
+               for s in specs}
     for cache, banks in needed.items():
         present = {(b.fields.get("dataset"), b.fields.get("backbone"), b.fields.get("views"), b.kind == "token bank",
                     json.dumps(b.fields.get("dataset_options"), sort_keys=True, default=str))
                    for b in (list_banks(cache) if cache.exists() else [])}
         missing = {what: size for what, size in banks.items() if what not in present}
-        if missing:
-            names = ", ".join(sorted({f"{d}/{b} V={v}" for d, b, v, _, _ in missing}))
-            check_cache(cache, sum(missing.values()), f"{len(missing)} bank(s): {names}")
+        if not missing:
+            continue
+        names = ", ".join(sorted({f"{d}/{b} V={v}" for d, b, v, _, _ in missing}))
+        if cache_fits(cache, sum(missing.values())):
+            check_cache(cache, sum(missing.values()), f"{len(missing)} bank(s): {names}")  # writable, at least
+            continue
+        # the nominal bound does not fit: bound each bank again from the images the reader finds and the shapes
+        # the backbone gives, and refuse only what cannot fit
+        exact = sum(real_bank_bytes(spec_of[what], what[2], what[3]) for what in missing)
+        check_cache(cache, exact, f"{len(missing)} bank(s): {names}")
+
+
+def real_bank_bytes(spec: Any, views: int, tokens: bool) -> int:
+    """At most what the bank of `spec`'s dataset and backbone holds, from the dataset's images (read) and the
+    backbone's feature or token shape (built without weights: the shapes do not depend on them)."""
+    import torch
+
+    from bench.data import build_dataset
+    from bench.features.backbones import build_backbone
+    from bench.features.bank_space import bank_bytes_bound
+
+    data = build_dataset(spec.dataset, spec.config["dataset"], spec.location.get("data_root"))
+    images = len(data.train) + len(data.test) + (len(data.val) if data.val is not None else 0)
+    backbone = build_backbone(spec.backbone, {**spec.config["backbone"], "pretrained": False}, data.train.image_shape)
+    if not tokens:
+        return bank_bytes_bound(images, views, int(backbone.feature_dim))
+    from bench.features.tokens import embed, vit_of
+
+    size = backbone.input_size or data.train.image_shape[0]
+    with torch.no_grad():
+        shape = embed(vit_of(backbone), torch.zeros(1, 3, size, size)).shape
+    return bank_bytes_bound(images, views, int(shape[2]), int(shape[1]))
 
 
 def check_report_dir(out: Path) -> None:

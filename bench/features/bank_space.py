@@ -1,5 +1,7 @@
-"""Whether the banks a grid's pending runs would build fit their cache, checked before anything runs: rough
-upper bounds of a bank's size from what the spec names (no dataset or backbone is loaded for it)."""
+"""Whether the banks a grid's pending runs would build fit their cache, checked before anything runs: first rough
+upper bounds of a bank's size from what the spec names (no dataset or backbone is loaded for them); where those do
+not fit, bounds from the images the reader finds and the backbone's real shapes (`bench.execution.preflight`), so
+that only what cannot fit is refused."""
 from __future__ import annotations
 
 import shutil
@@ -26,6 +28,14 @@ TOKEN_COUNTS = {"dinov2-vits14": 257, "dinov2-vitb14": 257, "dinov2-vitl14": 257
 def bank_bytes_bound(images: int, views: int, dim: int, tokens: int = 1, bytes_per_value: int = 2) -> int:
     """At most what a bank of `images` images with `views` stored views each (plus the plain view) holds."""
     return images * (views + 1) * tokens * dim * bytes_per_value
+
+
+def cache_fits(cache: Path, needed: int) -> bool:
+    """Whether `cache` (or, not made yet, the directory it will be made in) has `needed` bytes free."""
+    where = Path(cache)
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    return shutil.disk_usage(where).free >= needed
 
 
 def check_cache(cache: Path, needed: int, what: str) -> None:
