@@ -166,9 +166,10 @@ def active_dirs() -> tuple[Path, ...]:
 
 
 def is_plugin_file(path: Path) -> bool:
-    """A folder's plugin modules: every `*.py` but private ones (`_*.py`) and tests (`test_*.py`, as
-    `bench new` writes beside a method: pytest runs them, bench never imports them)."""
-    return not path.name.startswith(("_", "test_"))
+    """A folder's plugin modules: every `*.py` file but private ones (`_*.py`) and tests (`test_*.py`, as
+    `bench new` writes beside a method: pytest runs them, bench never imports them); a directory named `x.py` is
+    none."""
+    return path.is_file() and not path.name.startswith(("_", "test_"))
 
 
 @functools.lru_cache(maxsize=1)
@@ -234,7 +235,7 @@ def sources() -> list[Path]:
     for ep in _entry_points():
         folder, path = _package_dir(ep.module), _module_path(ep.module)
         files += sorted(folder.rglob("*.py")) if folder is not None else [path] if path is not None else []
-    return list(dict.fromkeys(files))
+    return [p for p in dict.fromkeys(files) if p.is_file()]  # a directory named `x.py` holds no source
 
 
 def fingerprint_text() -> str:
@@ -249,7 +250,7 @@ def config_files(kind: str) -> dict[str, Path]:
     files = {p.stem: p for p in sorted(own.glob("*.py")) if not p.stem.startswith("_")}
     for root in roots():
         for path in sorted((root / kind).glob("*.py")):
-            if path.stem.startswith("_"):
+            if path.stem.startswith("_") or not path.is_file():
                 continue
             if path.stem in files and files[path.stem] != path:
                 raise BenchError(f"plugin {kind[:-1]} {path} has the name {path.stem!r} of {files[path.stem]}; "

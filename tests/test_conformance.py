@@ -2,6 +2,8 @@
 and the template pass the kit; methods that break the protocol fail the check that says so."""
 from __future__ import annotations
 
+import re
+
 import importlib.util
 import os
 import sys
@@ -218,11 +220,51 @@ def test_new_dataset_writes_a_reader_whose_test_passes(tmp_path: Path) -> None:
     ("a b", "bad name 'a b': use 1 to 40 letters, digits, '-' or '_', starting with a letter"),
     ("1st", "bad name '1st'"), ("class", "'class' is a Python keyword"),
     ("baseline", "a method named 'Baseline' is already registered"),
+    ("baseline-pp", "a method named 'Baseline++' is already registered (or has the slug 'baseline-pp')"),
+    ("Joint_frozen", "a method named 'Joint (frozen)' is already registered"),
+    ("finetuned", "bench has a preset file named 'finetuned' \\(.*finetuned.py\\); a new method's "
+                  "presets/finetuned.py could not take that name"),
 ])
 def test_new_refuses_bad_names(name: str, says: str, tmp_path: Path) -> None:
-    with pytest.raises(BenchError, match=says.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(BenchError, match=says if ".*" in says else re.escape(says)):
         new("method", name, tmp_path)
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("case", ["dir is a file", "presets is a file", "read-only dir"])
+def test_new_checks_every_file_can_be_written_before_writing_any(tmp_path: Path, capsys: Any, case: str) -> None:
+    import subprocess
+
+    target = tmp_path / "plugins"
+    if case == "dir is a file":
+        target.write_text("")
+        said = f"cannot write {target / 'mine.py'}: {target} is a file, where {target / 'mine.py'} needs a folder"
+    elif case == "presets is a file":
+        target.mkdir()
+        (target / "presets").write_text("")
+        said = f"cannot write {target / 'presets' / 'mine.py'}: {target / 'presets'} is a file"
+    else:
+        target.mkdir()
+        made = subprocess.run(f"mount --bind {target} {target} && mount -o remount,bind,ro {target}", shell=True,
+                              capture_output=True)
+        if made.returncode != 0:
+            pytest.skip("this machine does not let the suite make a read-only bind mount")
+        said = f"cannot write {target / 'mine.py'}: {target} does not take new files (Read-only file system)"
+    try:
+        assert main(["new", "method", "mine", "--dir", str(target)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"bench: error: {said}") and "Traceback" not in err and "\n" not in err
+        assert not (target / "mine.py").exists() and not (target / "test_mine.py").exists()
+    finally:
+        if case == "read-only dir":
+            subprocess.run(["umount", str(target)], capture_output=True)
+
+
+def test_a_directory_named_like_a_module_in_a_plugin_folder_is_no_plugin(tmp_path: Path, capsys: Any) -> None:
+    (tmp_path / "odd.py").mkdir()
+    (tmp_path / "presets" / "odd2.py").mkdir(parents=True)
+    assert main(["list", "methods", "--include", str(tmp_path)]) == 0
+    assert "Baseline" in capsys.readouterr().out
 
 
 def test_new_never_overwrites_and_writes_nothing_then(tmp_path: Path, capsys: Any) -> None:

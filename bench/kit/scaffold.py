@@ -3,7 +3,8 @@
 It writes files only: the templates in `bench/kit/templates/` filled by `string.Template` with the name
 and what follows from it (module and class names), so nothing a user types is ever executed or
 pasted into code unchecked: the name must match `NAME_PATTERN` first. An existing file is never
-overwritten: a new method must not silently replace someone's work.
+overwritten: a new method must not silently replace someone's work. Everything is checked before the first file
+is written (the name, its slug and preset file free, every file writable), so a refusal leaves nothing behind.
 """
 from __future__ import annotations
 
@@ -48,12 +49,46 @@ def names_for(name: str) -> dict[str, str]:
 
 
 def _taken(kind: Kind, name: str) -> list[str]:
-    """Registered names that `name` would collide with (case-insensitive: `baseline` is Baseline)."""
+    """Registered names that `name` would collide with: the name itself (case-insensitive: `baseline` is
+    Baseline) or, for a method, its slug (`baseline-pp` is Baseline++'s)."""
     from bench import registries
+    from bench.config.spec import method_slug
 
     registries.load_all()
     registry = getattr(registries, kind.registry)
-    return [known for known in registry.module_dict if known.lower() == name.lower()]
+    same = [known for known in registry.module_dict if known.lower() == name.lower()]
+    if kind.registry == "METHODS":
+        same += [known for known in registry.module_dict if method_slug(known) == method_slug(name) and known not in same]
+    return same
+
+
+def _preset_taken(module: str) -> str | None:
+    """The preset file bench (or a loaded plugin) already has under `module`'s name: a new method's
+    `presets/<module>.py` beside it would be refused for taking that name."""
+    from bench.registries.plugins import config_files
+
+    path = config_files("presets").get(module)
+    return str(path) if path is not None else None
+
+
+def _unwritable_reason(path: Path) -> str | None:
+    """Why `path` cannot be created (a file where one of its folders would be, a folder that does not take new
+    files), or None; creates nothing."""
+    import tempfile
+
+    if path.exists():
+        return None  # reported as an existing file
+    ancestor = path.parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        return f"{ancestor} is a file, where {path} needs a folder"
+    try:
+        with tempfile.TemporaryFile(dir=ancestor):
+            pass
+    except OSError as err:
+        return f"{ancestor} does not take new files ({err.strerror or err})"
+    return None
 
 
 def new(kind_name: str, name: str, directory: Path) -> list[Path]:
@@ -64,12 +99,20 @@ def new(kind_name: str, name: str, directory: Path) -> list[Path]:
     values = names_for(name)
     taken = _taken(kind, name)
     if taken:
-        raise BenchError(f"a {kind_name} named {taken[0]!r} is already registered; choose another name")
-    targets = [(template, directory / Template(path).substitute(values)) for template, path in kind.files]
+        raise BenchError(f"a {kind_name} named {taken[0]!r} is already registered (or has the slug "
+                         f"{name.lower()!r}); choose another name")
+    if kind_name == "method" and (clash := _preset_taken(values["module"])) is not None:
+        raise BenchError(f"bench has a preset file named {values['module']!r} ({clash}); a new method's "
+                         f"presets/{values['module']}.py could not take that name: choose another name")
+    targets = [(template, Path(directory) / Template(path).substitute(values)) for template, path in kind.files]
     existing = [str(path) for _, path in targets if path.exists()]
     if existing:
         raise BenchError(f"{existing[0]} exists; bench new never overwrites a file (remove it or choose another "
                          f"name or --dir)")
+    for _, path in targets:  # every file can be written before the first is
+        reason = _unwritable_reason(path)
+        if reason is not None:
+            raise BenchError(f"cannot write {path}: {reason}; choose another --dir")
     texts = [(path, Template(_template(template)).substitute(values)) for template, path in targets]
     for path, text in texts:  # every template filled before the first file is written
         path.parent.mkdir(parents=True, exist_ok=True)
