@@ -164,3 +164,44 @@ def test_dino_resnet50_needs_its_authors_file_before_anything_runs(tmp_path, cap
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("bench: error: backbone 'dino-resnet50': timm's hub has no weights of it")
     assert not list((tmp_path / "results").glob("runs/*/spec.json"))
+
+
+class _Payload:
+    def __reduce__(self):
+        import os
+
+        return (os.system, ("echo owned",))
+
+
+@pytest.mark.parametrize("damage, said", [
+    ("another architecture", "do not fit"),  # its patch embedding is 16x16 where the model's is 8x8
+    ("truncated", "cannot read backbone weights"),
+    ("empty", "cannot read backbone weights"),
+    ("a pickle with a payload", "cannot read backbone weights"),
+])
+def test_a_bad_weights_file_is_refused_once_before_any_run_starts(tmp_path, capsys, damage, said):
+    import pickle
+
+    import timm
+
+    from bench.cli import main
+
+    tiny = {"img_size": 16, "patch_size": 8, "embed_dim": 32, "depth": 2, "num_heads": 2}  # the smoke grid's
+    path = tmp_path / "weights.pth"
+    if damage == "another architecture":
+        torch.save(timm.create_model("vit_base_patch16_224", pretrained=False, num_classes=0,
+                                     **{**tiny, "patch_size": 16}).state_dict(), path)
+    elif damage == "truncated":
+        torch.save(timm.create_model("vit_base_patch16_224", pretrained=False, num_classes=0, **tiny).state_dict(),
+                   path)
+        path.write_bytes(path.read_bytes()[:500])
+    elif damage == "empty":
+        path.write_bytes(b"")
+    else:
+        path.write_bytes(pickle.dumps({"state_dict": _Payload()}))
+    results = tmp_path / "results"
+    code = main(["run", "--grid", "smoke", "--methods", "K-means", "Baseline", "--backbone", "dino-vitb16",
+                 "--cluster", "debug", "--results", str(results), "--cfg-options", f"backbone.pretrained={path}"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and said in err and len(err.splitlines()) == 1 and "owned" not in err
+    assert not (results / "runs").exists() or not any((results / "runs").iterdir())  # no run started

@@ -127,8 +127,9 @@ def check_device(device: str | None, cluster: str) -> None:
 
 def check_inputs(specs: Sequence[Any]) -> None:
     """What every run of the grid will read, checked once before anything is started or submitted:
-    the datasets' files (located, not loaded) and the backbone weight files. One line on failure,
-    instead of every run starting, failing and writing its own error."""
+    the datasets' files (located, not loaded), the backbone weight files (each loaded once into its
+    backbone) and a given split manifest (against its dataset). One line on failure, instead of every run
+    starting, failing and writing its own error."""
     import json
 
     from bench.data import make_reader
@@ -155,6 +156,17 @@ def check_inputs(specs: Sequence[Any]) -> None:
                                             spec.location.get("weights_dir"))
             if isinstance(pretrained, str):
                 check_weights_file(pretrained)
+                _check_weights_load(spec)
+
+
+def _check_weights_load(spec: Any) -> None:
+    """A weights file the grid's runs would load, loaded once now into its backbone: a file that cannot be read
+    (truncated, empty, a pickle that asks for code) or is of another architecture is one line before any run,
+    not a failure of every run after it starts. The backbone's shape does not depend on the images (the
+    timm models the files load into take their input size from their own configuration)."""
+    from bench.features.backbones import build_backbone
+
+    build_backbone(spec.backbone, spec.config["backbone"], (224, 224, 3), spec.location.get("weights_dir"))
 
 
 def _check_manifest_fits(spec: Any, manifest_file: str) -> None:
