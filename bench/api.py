@@ -203,7 +203,7 @@ def _run_slurm(outcome: RunOutcome, grid: Any, profile_name: str, slurm_options:
     chunks = slurm.plan(pending, profile, overrides)
     if dry_run:
         print(f"grid {grid.name}: {len(specs)} runs, {len(specs) - len(pending)} done, {len(pending)} would be "
-              f"submitted as {len(chunks)} job array(s) with profile {profile.name} "
+              f"submitted as {len(chunks)} job array(s) with profile {profile.name} ({profile.path}) "
               f"(planned in {time.monotonic() - started:.2f}s)")
         for params, members in chunks:
             print(f"  array of {len(members):>4} runs: {slurm._summary(params)}")
@@ -217,7 +217,7 @@ def _run_slurm(outcome: RunOutcome, grid: Any, profile_name: str, slurm_options:
         invalidate(results, spec)
     sub = slurm.submit(pending, results, profile, overrides, grid.name)
     submitted = sum(n for _, n, _ in sub.arrays)
-    print(f"grid {grid.name}: submitted {submitted} runs in {len(sub.arrays)} job array(s) "
+    print(f"grid {grid.name}: submitted {submitted} runs in {len(sub.arrays)} job array(s) with profile {profile.path} "
           f"({sub.skipped_active} already queued or running) in {time.monotonic() - started:.1f}s")
     for job_id, n, summary in sub.arrays:
         print(f"  job {job_id}: {n} runs ({summary})")

@@ -146,7 +146,20 @@ def test_cuda_without_a_gpu_is_refused_here_but_not_for_slurm(capsys, monkeypatc
     assert _digest(base / "results" / "runs") == before
     assert main(["run", *[a.format(results=base / "results") for a in SMOKE], "--cluster", "slurm", "--device", "cuda",
                  "--dry-run"]) == 0
-    assert "would be submitted" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "would be submitted" in out and "with profile default (" in out and "default.py)" in out  # the file named
+
+
+def test_a_slurm_profile_in_the_working_directory_is_loaded_first_and_named(tmp_path, capsys, monkeypatch):
+    (tmp_path / "slurm" / "profiles").mkdir(parents=True)
+    mine = tmp_path / "slurm" / "profiles" / "default.py"
+    mine.write_text("default = dict(slurm_partition='mine', timeout_min=5)\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", *[a.format(results=tmp_path / "results") for a in SMOKE], "--cluster", "slurm",
+                 "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    # the file loaded is named (the output shortens long paths in the middle) and its partition is the one used
+    assert "with profile default (" in out and "slurm/profiles/default.py)" in out and "partition=mine" in out
 
 
 # --- damaged results: named, re-run, kept aside; never a traceback ---------------------------------------

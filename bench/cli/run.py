@@ -26,7 +26,10 @@ def add_parser(sub: Any) -> None:
     run.add_argument("--force", action="store_true", help="re-run runs that are already done")
     run.add_argument("--retry-failed", action="store_true", help="run only the runs that failed")
     run.add_argument("--dry-run", action="store_true", help="print what would run, run nothing")
-    run.add_argument("--profile", default="default", help="SLURM resource profile in slurm/profiles/ (default: default)")
+    run.add_argument("--profile", default="default",
+                     help="SLURM resource profile: NAME (./slurm/profiles/NAME.py in the working directory first, then "
+                          "bench's own) or a file; a profile is Python that bench runs to read it, and the file "
+                          "loaded is named in the output (default: default)")
     run.add_argument("--slurm-options", nargs="+", default=[], metavar="K=V",
                      help="override profile keys, e.g. slurm_partition=gpu timeout_min=600")
     run.add_argument("--wait", action="store_true", help="with --cluster slurm: follow the jobs until they end")

@@ -46,13 +46,16 @@ class Profile:
     max_array_size: int
     array_parallelism: int
     max_requeues: int
+    path: str = ""  # the file it was read from (a profile is Python bench runs: say which)
 
     def params_for(self, method: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
         return {**self.default, **self.methods.get(method, {}), **overrides}
 
 
 def profile_dirs() -> list[Path]:
-    """`./slurm/profiles` (the user's checkout or working directory) first, then bench's own."""
+    """`./slurm/profiles` (the user's checkout or working directory) first, then bench's own. A profile is a
+    Python file that bench runs to read it (an mmengine config): one in the working directory's folder runs
+    with a plain `--profile NAME`, so the file loaded is always named (`Profile.path`)."""
     from bench.core.resources import resource_dir
 
     return [Path.cwd() / "slurm" / "profiles", resource_dir("slurm_profiles")]
@@ -71,7 +74,7 @@ def load_profile(name: str) -> Profile:
     return Profile(name=path.stem, default=cfg.get("default", {}), methods=cfg.get("methods", {}),
                    max_array_size=int(cfg.get("max_array_size", 1000)),
                    array_parallelism=int(cfg.get("array_parallelism", 64)),
-                   max_requeues=int(cfg.get("max_requeues", 3)))
+                   max_requeues=int(cfg.get("max_requeues", 3)), path=str(path.resolve()))
 
 
 def validate_params(params: Mapping[str, Any]) -> None:
