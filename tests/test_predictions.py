@@ -80,7 +80,8 @@ def test_a_resumed_run_stores_the_same_predictions(tmp_path, monkeypatch):
     resumed = killed_then_resumed(spec, tmp_path / "resumed", Baseline, 2, monkeypatch)  # resumes after step 1
     with np.load(whole / PREDICTIONS) as a, np.load(resumed / PREDICTIONS) as b:
         assert sorted(a.files) == sorted(b.files)
-        assert all(np.array_equal(a[k], b[k]) for k in a.files)
+        # the same predictions; where and when each was made (its provenance, kept beside them) differs
+        assert all(np.array_equal(a[k], b[k]) for k in a.files if k != "provenance")
 
 
 # --- class orders as a protocol axis -------------------------------------------------------------------
@@ -157,11 +158,27 @@ def test_unreadable_metrics_are_rebuilt_from_the_predictions_without_training(fi
     keys = ["step", "group", "flavour", "metric"]
     pd.testing.assert_frame_equal(rebuilt[identity].sort_values(keys).reset_index(drop=True),
                                   original[identity].sort_values(keys).reset_index(drop=True))
-    assert (rebuilt["rebuilt_from"] == PREDICTIONS).all() and (rebuilt["device"] == "unknown").all()
-    assert (rebuilt["torch_version"] == "unknown").all() and (rebuilt["weights_sha256"] == "unknown").all()
+    assert (rebuilt["rebuilt_from"] == PREDICTIONS).all()
+    # the training's provenance, which the predictions keep: no `unknown` to make a report warn of mixed versions
+    for column in ("device", "torch_version", "weights_sha256", "host", "started_at", "duration_s", "threads",
+                   "method_sha256"):
+        assert (rebuilt[column] == original[column].iloc[0]).all(), column
     assert (run / "DONE").exists() and len(list(run.glob(f"damaged-*/{METRICS}"))) == (damage == "truncated")
     assert main(["metrics", "recompute", "--results", str(tmp_path)]) == 0  # and from now on it is a finished run
     assert "0 changed, 2 unchanged, 0 rebuilt" in capsys.readouterr().out
+
+
+def test_predictions_written_before_they_kept_provenance_rebuild_with_unknown_versions(finished, tmp_path):
+    import numpy as np
+
+    from bench.protocol.recompute import rebuilt_frame
+
+    run = next(r for r in finished if '"Baseline"' in (r / "spec.json").read_text())
+    with np.load(run / PREDICTIONS) as stored:
+        old = {k: stored[k] for k in stored.files if k != "provenance"}
+    np.savez_compressed(run / PREDICTIONS, **old)
+    rebuilt = rebuilt_frame(run)
+    assert (rebuilt["device"] == "unknown").all() and (rebuilt["torch_version"] == "unknown").all()
 
 
 def test_a_worker_given_the_damaged_run_rebuilds_it_too(finished, tmp_path, monkeypatch):

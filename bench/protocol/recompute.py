@@ -138,9 +138,10 @@ def repaired(out: Path, bad: dict[str, str], log: Log) -> bool:
 
 
 def rebuilt_frame(out: Path) -> pd.DataFrame:
-    """The metrics frame of a finished run from its spec.json and predictions.npz. What the damaged
-    file alone knew of the training (its host, device, SLURM job, versions, times) is lost: those columns say
-    `unknown` (duration NaN, started/ended the rebuild's time) and `rebuilt_from` names the source.
+    """The metrics frame of a finished run from its spec.json and predictions.npz, with the training's
+    provenance (host, device, SLURM job, versions, times) the predictions keep; predictions written before they
+    kept it leave those columns `unknown` (duration NaN, started/ended the rebuild's time). `rebuilt_from` names
+    the source.
     Predictions that name another run (copied in) raise `ForeignFile`; ones written before predictions
     named their run are accepted as before."""
     spec = RunSpec.from_json((out / "spec.json").read_text())
@@ -148,7 +149,11 @@ def rebuilt_frame(out: Path) -> pd.DataFrame:
     rows = replay(out / predictions.PREDICTIONS)
     frame = metrics_frame(spec, rows, torch.device("cpu"), utc_now(), float("nan"), _logged_mapping_images(out),
                           reported_of(spec))
-    # the version columns (the device among them) are the training's, not the rebuild's
+    # the version columns (the device among them) are the training's, not the rebuild's: kept with the predictions
+    # since they keep them, else unknown
+    kept = predictions.provenance(out / predictions.PREDICTIONS)
+    if kept is not None:
+        return frame.assign(**{k: v for k, v in kept.items() if k in frame}, rebuilt_from=predictions.PREDICTIONS)
     return frame.assign(host="unknown", slurm_job_id="unknown", **dict.fromkeys(VERSION_COLUMNS, "unknown"),
                         rebuilt_from=predictions.PREDICTIONS)
 

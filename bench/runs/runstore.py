@@ -53,7 +53,7 @@ def locked(out: Path) -> Iterator[None]:
 def finish(out: Path, layout: TaskLayout, stored: dict[str, np.ndarray], run_id: str, frame: pd.DataFrame) -> None:
     """Write a finished run's predictions and metrics, then mark it DONE (last: the marker vouches for
     both) and drop its checkpoint."""
-    predictions.write(out, layout, stored, run_id)
+    predictions.write(out, layout, stored, run_id, predictions.provenance_of(frame))
     write_metrics(out, frame)
     write_atomic(out / DONE, utc_now() + "\n")
     (out / CHECKPOINT).unlink(missing_ok=True)
