@@ -280,6 +280,10 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
         raise BenchError(f"no finished runs of grid {loaded.name!r} under {results}; run `bench run --grid {loaded.name}` first")
     out = Path(out) if out else results / "reports" / loaded.name
     check_report_dir(out)
+    from bench.reporting.files import INCOMPLETE
+
+    write_atomic(out / INCOMPLETE, "bench report was stopped while writing this folder: some files are of this "
+                 "report, others of an earlier one or missing; run `bench report` again\n")
     shown_backbone = default_backbone(backbones, loaded)
     labelled = frame.assign(label=[backbone_label(l, b, shown_backbone) for l, b in zip(frame["label"], frame["backbone"])])
     # pool_orders: load_runs made each (class order, seed) one sample of the cell, as mammoth and PyCIL
@@ -339,6 +343,7 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
                           references=references, tables=site_tables, comparison=comparison, paired=paired,
                           figures=paths, files=paths)
         paths += site
+    (out / INCOMPLETE).unlink(missing_ok=True)  # every file written: the folder is this report
     n_finished = frame["run_id"].nunique() + len(unplaced)
     left_out = (f", {len(unplaced)} of them in no row ({', '.join(u.run for u in unplaced)}: see the warnings above)"
                 if unplaced else "")

@@ -193,3 +193,23 @@ def test_a_worker_given_the_damaged_run_rebuilds_it_too(finished, tmp_path, monk
     execute(RunSpec.from_json((run / "spec.json").read_text()), tmp_path)
     pd.testing.assert_series_equal(values(run), original.set_index(["step", "group", "flavour", "metric"])["value"]
                                    .sort_index())
+
+
+def test_a_report_stopped_by_ctrl_c_says_its_folder_is_incomplete(finished, tmp_path, capsys, monkeypatch):
+    import bench.reporting.site as site
+
+    real = site.write_site
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt  # Ctrl-C while the site is written, after the tables
+
+    monkeypatch.setattr(site, "write_site", stopped)
+    assert main(["report", "--results", str(tmp_path)]) == 130
+    err = capsys.readouterr().err.strip()
+    assert err == ("bench: interrupted; the report folder is incomplete (its INCOMPLETE says so): run `bench report` "
+                   "again")  # not the run command's message
+    folder = tmp_path / "reports" / "all"
+    assert (folder / "INCOMPLETE").exists() and (folder / "table.tex").exists()
+    monkeypatch.setattr(site, "write_site", real)
+    assert main(["report", "--results", str(tmp_path)]) == 0
+    assert not (folder / "INCOMPLETE").exists() and (folder / "index.html").exists()

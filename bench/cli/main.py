@@ -131,6 +131,12 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
         for sig in STOP_SIGNALS if command_line and threading.current_thread() is threading.main_thread() else ():
             signal.signal(sig, exit_at_once)  # a second one ends bench now, whatever exiting still waits for
-        print(INTERRUPTED, file=sys.stderr)
+        if args.command == "report":
+            from bench.reporting.files import INCOMPLETE
+
+            print(f"bench: interrupted; the report folder is incomplete (its {INCOMPLETE} says so): run `bench "
+                  f"report` again", file=sys.stderr)
+        else:
+            print(INTERRUPTED, file=sys.stderr)
         return 128 + getattr(err, "signum", signal.SIGINT)
 

@@ -12,6 +12,8 @@ from bench.reporting.table import escape_latex, render_table
 from bench.core.storage import write_atomic
 
 SUFFIX = {"latex": "tex", "markdown": "md", "csv": "csv"}
+# in a report folder while `bench report` writes it: a folder that still holds it was left half-written (Ctrl-C)
+INCOMPLETE = "INCOMPLETE"
 
 
 def plain_name(text: str) -> str:
