@@ -88,7 +88,7 @@ def kill_session(sid: int) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["ctrl-c", "sigint-to-bench", "sigterm-to-bench"])
+@pytest.mark.parametrize("how", ["ctrl-c", "sigint-to-bench", "sigterm-to-bench", "sighup-to-bench"])
 def test_a_stop_request_starts_no_queued_run_and_exits_within_seconds(tmp_path, how):
     """Ctrl-C (SIGINT to the process group, as a terminal sends it), SIGINT or SIGTERM to bench alone:
     the two queued runs never start, the two in flight stop, bench exits within seconds with the
@@ -97,7 +97,7 @@ def test_a_stop_request_starts_no_queued_run_and_exits_within_seconds(tmp_path, 
         wait_for(lambda: len(started_runs(tmp_path)) == 2)
         wait_for(lambda: list(tmp_path.glob("runs/*/checkpoint.pt")))  # mid-run: the runs are busy
         before = started_runs(tmp_path)
-        sig = signal.SIGTERM if how == "sigterm-to-bench" else signal.SIGINT
+        sig = {"sigterm-to-bench": signal.SIGTERM, "sighup-to-bench": signal.SIGHUP}.get(how, signal.SIGINT)
         os.killpg(proc.pid, sig) if how == "ctrl-c" else os.kill(proc.pid, sig)
         sent = time.monotonic()
         out, _ = proc.communicate(timeout=30)
@@ -107,6 +107,7 @@ def test_a_stop_request_starts_no_queued_run_and_exits_within_seconds(tmp_path, 
     assert proc.returncode == 128 + sig, out
     assert "interrupted; finished runs are kept" in out and "Traceback" not in out, out
     assert started_runs(tmp_path) == before, out  # no queued run started after the signal
+    assert not list(tmp_path.glob("submitit/*/inflight")), out  # no stale in-flight marker survives it
     for run in before:
         out_dir = tmp_path / "runs" / run
         assert not (out_dir / "DONE").exists() and not (out_dir / "error.txt").exists()  # interrupted, not failed
@@ -156,6 +157,11 @@ def test_sigkill_to_bench_takes_its_workers_with_it(tmp_path):
         proc.wait()
         wait_for(lambda: not session(proc.pid), timeout=5)
         assert started_runs(tmp_path) == before  # nothing went on to the queued runs
+    # its in-flight markers could not be removed; the next bench sweeps them before it starts its own pool
+    assert list(tmp_path.glob("submitit/*/inflight/*"))
+    again = subprocess.run(bench(tmp_path), env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert not list(tmp_path.glob("submitit/*/inflight")) and not list(tmp_path.glob("submitit/*/owner"))
 
 
 @pytest.mark.slow

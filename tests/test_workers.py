@@ -72,3 +72,22 @@ def test_workers_must_be_positive(capsys, tmp_path, workers):
     code = main(["run", "--grid", "smoke", "--methods", "K-means", "--backbone", "pixels", "--workers", workers,
                  "--results", str(tmp_path)])
     assert code == 2 and f"--workers {workers}: must be an integer >= 1" in capsys.readouterr().err
+
+
+def test_the_stale_in_flight_markers_of_an_ended_bench_are_swept_and_a_live_ones_kept(tmp_path):
+    import os
+    import subprocess
+
+    from bench.execution.lifeline import identity
+    from bench.execution.workers import OWNER, STOP, sweep_stale
+
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    for name, pid, token in (("dead", ended.pid, "123"), ("live", os.getpid(), identity(os.getpid()))):
+        (tmp_path / name / "inflight").mkdir(parents=True)
+        (tmp_path / name / "inflight" / "abc123").write_text("4242")
+        (tmp_path / name / STOP).touch()
+        (tmp_path / name / OWNER).write_text(f"{pid} {token}")
+    assert sweep_stale(tmp_path) == [tmp_path / "dead"]
+    assert not (tmp_path / "dead" / "inflight").exists() and not (tmp_path / "dead" / STOP).exists()
+    assert (tmp_path / "live" / "inflight" / "abc123").exists()  # its bench still runs: never touched

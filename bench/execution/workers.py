@@ -11,10 +11,11 @@ its process, so the culprit is known: if one run was in flight it is recorded as
 `error.txt` says so) and a fresh pool takes the rest; if several were, each of them is run again
 alone, and the one that breaks its pool alone is the culprit.
 
-Ctrl-C or SIGTERM stops the pool (`_stop`): no queued run starts, the runs in flight are interrupted and
-their workers killed within GRACE_S seconds; finished runs stay finished and every unfinished one resumes
-from its last checkpoint on the next `bench run`. A second one ends bench at once. Workers and their fork
-server end with bench however it ends, a SIGKILL included (`bench.execution.lifeline`).
+Ctrl-C, SIGTERM or SIGHUP (not under nohup) stops the pool (`_stop`): no queued run starts, the runs in flight
+are interrupted and their workers killed within GRACE_S seconds; finished runs stay finished and every unfinished
+one resumes from its last checkpoint on the next `bench run`. A second one ends bench at once. Workers and their
+fork server end with bench however it ends, a SIGKILL included (`bench.execution.lifeline`); the in-flight markers
+a SIGKILL leaves are swept by the next pool (`sweep_stale`).
 """
 from __future__ import annotations
 
@@ -144,12 +145,51 @@ def _execute(spec_json: str, results: str, inflight: str) -> tuple[str, float]:
     return "done", time.monotonic() - start
 
 
+OWNER = "owner"  # beside inflight/: the pid and start token of the bench that runs the pool
+
+
+def sweep_stale(pools: Path) -> list[Path]:
+    """The in-flight folders under `pools` (`<results>/submitit/`) that a bench which has ended left behind
+    (SIGKILL, SIGHUP, a power cut: its markers could not be removed), removed with their stop files; the
+    folders removed. A folder whose bench still runs (its pid with the same start token) is left alone."""
+    import shutil
+
+    removed = []
+    for owner in sorted(Path(pools).glob(f"*/{OWNER}")):
+        try:
+            pid, token = owner.read_text().split()
+        except (OSError, ValueError):
+            continue  # being written, or not ours: left alone
+        if identity(int(pid)) == token:
+            continue
+        shutil.rmtree(owner.parent / "inflight", ignore_errors=True)
+        for name in (STOP, OWNER):
+            (owner.parent / name).unlink(missing_ok=True)
+        removed.append(owner.parent)
+    return removed
+
+
 def run_pool(specs: list[RunSpec], results: Path, *, workers: int, folder: Path,
              finished: Callable[[RunSpec, str, float, str], None]) -> None:
     """Run `specs` on `workers` warm processes; `finished(spec, kind, seconds, reason)` is called as
-    each ends, with kind "done", "busy" or "failed"."""
+    each ends, with kind "done", "busy" or "failed". The in-flight markers of pools whose bench ended without
+    removing them go first (`sweep_stale`); this pool's go with it, however it ends short of a SIGKILL."""
+    sweep_stale(folder.parent)
     inflight = folder / "inflight"
     inflight.mkdir(parents=True, exist_ok=True)
+    (folder / OWNER).write_text(f"{os.getpid()} {identity(os.getpid())}")
+    try:
+        _run_pool(specs, results, workers, inflight, finished)
+    finally:  # the markers of runs that ended were removed one by one; a stopped pool's are stale now
+        import shutil
+
+        shutil.rmtree(inflight, ignore_errors=True)
+        for name in (STOP, OWNER):
+            (folder / name).unlink(missing_ok=True)
+
+
+def _run_pool(specs: list[RunSpec], results: Path, workers: int, inflight: Path,
+              finished: Callable[[RunSpec, str, float, str], None]) -> None:
     queue, alone, idle_breaks = list(specs), [], 0
     while queue or alone:
         batch, size = ([alone.pop(0)], 1) if alone else (queue, workers)
@@ -234,7 +274,9 @@ def _stop_requests(pool: ProcessPoolExecutor, inflight: Path) -> Iterator[list[i
             exit_at_once(signum, frame)
         asked.append(signum)
 
-    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+    # SIGHUP (the terminal closed) stops the pool too, unless bench was started to outlive its terminal (nohup)
+    hangup = (signal.SIGHUP,) if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN else ()
+    previous = {sig: signal.signal(sig, handler) for sig in (*STOP_SIGNALS, *hangup)}
     try:
         yield asked
     finally:  # the command line installs its own second-signal exit while it winds down (bench.cli)
