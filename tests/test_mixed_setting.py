@@ -350,3 +350,17 @@ def test_the_ssb_known_classes_of_aircraft_and_cars_are_labelled_with_happy_ssb(
     assert sorted(order.tolist()) == list(range(classes))  # every class once
     with pytest.raises(BenchError, match=f"the SSB splits of {dataset} label its {known} known classes"):
         arrival_order({**setting, "labelled_classes": known + 1}, classes, dataset)
+
+
+@pytest.mark.parametrize("evaluation", ["inductive", "transductive"])
+def test_the_forgetting_curve_of_a_mixed_run_ends_at_its_f(tmp_path, evaluation):
+    from bench.reporting.aggregate import step_forgetting
+    from bench.reporting.load import load_metrics
+
+    (spec,) = tiny_specs(methods=["K-means"], splits=["happy-5-stage"], **MIXED, **{"setting.evaluation": evaluation})
+    out = execute(spec, tmp_path)
+    frame = load_metrics([out])
+    curve = step_forgetting(frame)
+    f = frame[(frame.group == "summary") & (frame.metric == "F")].value.item()
+    assert curve["step"].tolist() == list(range(6)) and curve["mean"].iloc[0] == 0.0
+    assert curve["mean"].iloc[-1] == pytest.approx(f)  # the panel was empty for mixed runs

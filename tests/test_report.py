@@ -136,6 +136,30 @@ def test_colours_are_fixed_per_method():
     assert method_colour("MyMethod") == method_colour("MyMethod")
 
 
+def test_every_method_of_a_figure_is_drawn_distinctly_and_the_paper_methods_keep_their_colours():
+    import numpy as np
+
+    from bench.reporting.plots import MIN_DELTA_E, PALETTE, _lab, figure_styles
+
+    # a user's method beside Baseline was drawn in a near-Baseline blue (its name's hash): never again
+    styles = figure_styles(["Baseline", "proto-head", "Baseline [equations]"])
+    assert styles["Baseline"] == (PALETTE["Baseline"], "-") and styles["Baseline [equations]"] == (PALETTE["Baseline"], "--")
+    assert np.linalg.norm(_lab(styles["proto-head"][0]) - _lab(PALETTE["Baseline"])) >= MIN_DELTA_E
+    # every paper method and 30 plugins' in one figure: no two methods share colour and line style
+    labels = list(PALETTE) + [f"plugin-{i}" for i in range(30)]
+    styles = figure_styles(labels)
+    assert len(set(styles.values())) == len(labels)
+    assert all(styles[m] == (c, "-") for m, c in PALETTE.items())
+    # distinct colours first: the first plugins' are all at least MIN_DELTA_E from every colour drawn before them
+    solid = [styles[f"plugin-{i}"][0] for i in range(30) if styles[f"plugin-{i}"][1] == "-"]
+    drawn = list(PALETTE.values())
+    for colour in solid:
+        assert all(np.linalg.norm(_lab(colour) - _lab(d)) >= MIN_DELTA_E for d in drawn), colour
+        drawn.append(colour)
+    assert figure_styles(labels) == styles  # the same labels, the same styles
+    assert _lab("#ffffff").round(1).tolist() == [100.0, 0.0, 0.0] and _lab("#000000").round(1).tolist() == [0.0, 0.0, 0.0]
+
+
 def test_compare_with_the_papers_numbers():
     from bench.reporting.compare import compare, paper_reference, render_compare
 

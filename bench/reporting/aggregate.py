@@ -5,6 +5,7 @@ import re
 from itertools import combinations
 from typing import Any, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from bench.reporting.stats import ci95_half_width
@@ -155,19 +156,38 @@ def step_curves(frame: pd.DataFrame, order: Mapping[str, Sequence[str]] | None =
 def step_forgetting(frame: pd.DataFrame, order: Mapping[str, Sequence[str]] | None = None) -> pd.DataFrame:
     """The paper's forgetting after every step, over seeds: a_0 − a_k, a_0 the task-specific accuracy
     on task 0 after step 0 and a_k the accuracy on task 0 after step k in the flavour of each method's
-    reported F (0 at step 0). Its value after the last step is the run's F."""
+    reported F (0 at step 0); for runs of the mixed setting, its own (`_mixed_forgetting`). Its value after the
+    last step is the run's F."""
     frame = reported_sources(frame)
     rows = frame[(frame["group"] == "task_0") & (frame["metric"] == "acc")]
     first = rows[(rows["step"] == 0) & (rows["flavour"] == "task")]
-    if first.empty:  # runs recorded without per-task rows: nothing to draw
+    parts = [_mixed_forgetting(frame)]
+    if len(first):
+        a0 = first.set_index("run_id")["value"].astype(float)
+        later = rows[(rows["step"] >= 1) & (rows["flavour"] == rows["reported_F"].str.split("/").str[0])]
+        parts += [first.assign(value=0.0), later.assign(value=later["run_id"].map(a0).astype(float) - later["value"])]
+    both = pd.concat([p for p in parts if len(p)]) if any(len(p) for p in parts) else pd.DataFrame()
+    if both.empty:  # runs recorded without per-task rows: nothing to draw
         return pd.DataFrame(columns=[*KEYS, "step", "mean", "std", "n"])
-    a0 = first.set_index("run_id")["value"]
-    later = rows[(rows["step"] >= 1) & (rows["flavour"] == rows["reported_F"].str.split("/").str[0])]
-    later = later.assign(value=later["run_id"].map(a0) - later["value"])
-    both = _categorical(pd.concat([first.assign(value=0.0), later]), order)
+    both = _categorical(both, order)
     out = (both.groupby(KEYS + ["step"], observed=True)["value"]
            .agg(mean="mean", std=lambda v: v.std(ddof=1), n="count").reset_index())
     return out.sort_values(KEYS + ["step"]).reset_index(drop=True)
+
+
+def _mixed_forgetting(frame: pd.DataFrame) -> pd.DataFrame:
+    """The mixed setting's forgetting after every stage (its runs' F, `bench.protocol.mixed`): the labelled
+    classes' accuracy after the labelled stage (`all` at stage 0) minus their accuracy after stage t (`old` hard,
+    on the test images: flavour `inductive_hard` where the stages were scored transductively); 0 at stage 0."""
+    mixed = frame[frame["reported_F"] == "cgcd/F"]
+    first = mixed[(mixed["step"] == 0) & (mixed["group"] == "all") & (mixed["flavour"] == "cgcd") & (mixed["metric"] == "acc")]
+    old = mixed[(mixed["step"] >= 1) & (mixed["group"] == "old") & (mixed["metric"] == "acc")]
+    transductive = set(old.loc[old["flavour"] == "inductive_hard", "run_id"])
+    old = old[old["flavour"] == np.where(old["run_id"].isin(transductive), "inductive_hard", "cgcd_hard")]
+    if first.empty:
+        return first
+    a0 = first.set_index("run_id")["value"].astype(float)
+    return pd.concat([first.assign(value=0.0), old.assign(value=old["run_id"].map(a0).astype(float) - old["value"])])
 
 
 NOT_RECORDED = "not recorded"  # a version column of a run written before runs recorded it

@@ -2,7 +2,6 @@
 forgetting per dataset, PNG and PDF, paper style."""
 from __future__ import annotations
 
-import hashlib
 import math
 from pathlib import Path
 
@@ -21,20 +20,51 @@ PALETTE = {
     "Joint (unfrozen)": "#98df8a", "EwC": "#ff7f0e", "LwF": "#9467bd", "DER": "#8c564b", "ResTune": "#e377c2",
     "FRoST": "#bcbd22", "CaSSLe": "#17becf",
 }
-EXTRA = ["#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354"]
+# Every other method's colours, in this order: Okabe and Ito's colour-blind-safe palette, then Paul Tol's muted one
+SAFE = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000",
+        "#332288", "#88CCEE", "#44AA99", "#117733", "#999933", "#DDCC77", "#CC6677", "#882255", "#AA4499"]
+# A colour closer than this (CIE76 ΔE in L*a*b*) to one a figure already draws is not used for another method
+MIN_DELTA_E = 20.0
+# where colours run out, methods share one and differ by line style (a preset variant is drawn dashed)
+LINE_STYLES = ["-", ":", "-."]
+
+
+def _lab(colour: str) -> np.ndarray:
+    """sRGB `#rrggbb` in CIE L*a*b* (D65)."""
+    rgb = np.array([int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)])
+    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]) @ linear
+    xyz /= np.array([0.95047, 1.0, 1.08883])
+    f = np.where(xyz > (6 / 29) ** 3, np.cbrt(xyz), xyz / (3 * (6 / 29) ** 2) + 4 / 29)
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def figure_styles(labels: list[str]) -> dict[str, tuple[str, str]]:
+    """(colour, line style) of each method label of one figure: the paper methods keep their colours; every
+    other method takes the first colour of `SAFE` that no method of the figure draws and that is at least
+    MIN_DELTA_E from every colour the figure draws (so a plugin's method is never drawn in almost Baseline's
+    colour); once none is left, colours are reused with other line styles. A preset variant (`Baseline
+    [equations]`) keeps its method's colour, drawn dashed. The same labels in the same order get the same styles."""
+    bases = list(dict.fromkeys(label.split(" [")[0] for label in labels))
+    chosen: dict[str, tuple[str, str]] = {b: (PALETTE[b], "-") for b in bases if b in PALETTE}
+    others = [b for b in bases if b not in PALETTE]
+    free, reused = list(SAFE), 0
+    for base in others:
+        drawn = [_lab(colour) for colour, _ in chosen.values()]
+        pick = next((c for c in free if all(np.linalg.norm(_lab(c) - d) >= MIN_DELTA_E for d in drawn)), None)
+        if pick is not None:
+            free.remove(pick)
+            chosen[base] = (pick, "-")
+        else:  # every distinct colour is taken: the palette again, with the next line style
+            chosen[base] = (SAFE[reused % len(SAFE)], LINE_STYLES[1 + (reused // len(SAFE)) % (len(LINE_STYLES) - 1)])
+            reused += 1
+    return {label: (chosen[label.split(" [")[0]][0], "--" if " [" in label else chosen[label.split(" [")[0]][1])
+            for label in labels}
 
 
 def method_colour(label: str) -> str:
-    """The paper methods' fixed colours; a preset variant (`Baseline [equations]`) keeps its method's
-    colour (drawn dashed), any other label a stable colour from its name's hash."""
-    base = label.split(" [")[0]
-    if base in PALETTE:
-        return PALETTE[base]
-    return EXTRA[int(hashlib.sha1(base.encode()).hexdigest(), 16) % len(EXTRA)]
-
-
-def _style(label: str) -> str:
-    return "--" if " [" in label else "-"
+    """A label's colour when it is drawn alone (`figure_styles` of a figure with it alone)."""
+    return figure_styles([label])[label][0]
 
 
 def _save(fig: plt.Figure, stem: Path) -> list[Path]:
@@ -71,10 +101,11 @@ def radar_plot(scores: pd.DataFrame, splits: list[str], stem: Path) -> list[Path
     fig, ax = plt.subplots(figsize=(6, 6), subplot_kw={"projection": "polar"})
     ax.set_theta_offset(math.pi / 2)
     ax.set_theta_direction(-1)
+    styles = figure_styles(labels)
     for label, vals in values.items():
         norm = np.clip(np.nan_to_num(vals / best, nan=0.0), 0, None).tolist()
-        colour = method_colour(label)
-        ax.plot(angles + angles[:1], norm + norm[:1], _style(label), color=colour, linewidth=1.8, label=label)
+        colour, style = styles[label]
+        ax.plot(angles + angles[:1], norm + norm[:1], style, color=colour, linewidth=1.8, label=label)
         ax.fill(angles + angles[:1], norm + norm[:1], color=colour, alpha=0.08)
     prefix = (lambda sp: f"{sp} ") if len(splits) > 1 else (lambda sp: "")
     ax.set_thetagrids(np.degrees(angles), [f"{prefix(sp)}{d}\n{'A' if m == 'A' else '100−F'}" for sp, d, m in axes])
@@ -85,14 +116,17 @@ def radar_plot(scores: pd.DataFrame, splits: list[str], stem: Path) -> list[Path
     return _save(fig, stem)
 
 
-def _draw_curves(ax: plt.Axes, rows: pd.DataFrame) -> None:
-    """One line per method label (mean, with ± std shaded), steps counted from 1."""
+def _draw_curves(ax: plt.Axes, rows: pd.DataFrame, bounds: tuple[float, float] = (0.0, 100.0)) -> None:
+    """One line per method label (mean, with ± std shaded within the quantity's `bounds`: an accuracy band
+    never runs past 100%), steps counted from 1."""
+    styles = figure_styles(list(dict.fromkeys(rows["label"].astype(str))))
     for label, group in rows.groupby("label", observed=True, sort=False):
         steps = group["step"].to_numpy() + 1
         mean, std = group["mean"].to_numpy(), np.nan_to_num(group["std"].to_numpy())
-        colour = method_colour(str(label))
-        ax.plot(steps, mean, _style(str(label)), marker="o", markersize=4, color=colour, label=str(label))
-        ax.fill_between(steps, mean - std, mean + std, color=colour, alpha=0.15, linewidth=0)
+        colour, style = styles[str(label)]
+        ax.plot(steps, mean, style, marker="o", markersize=4, color=colour, label=str(label))
+        ax.fill_between(steps, np.clip(mean - std, *bounds), np.clip(mean + std, *bounds), color=colour, alpha=0.15,
+                        linewidth=0)
     ax.set_xlabel("step")
     ax.set_xticks(sorted(rows["step"].unique() + 1))
     ax.grid(alpha=0.3)
@@ -104,10 +138,11 @@ def steps_plot(accuracy: pd.DataFrame, forgetting: pd.DataFrame, dataset: str, s
     the forgetting of the first step's classes after every step, every method of the report."""
     fig, axes = plt.subplots(len(splits), 2, figsize=(9, 3.2 * len(splits)), squeeze=False)
     for row, split in enumerate(splits):
-        for col, (curves, what) in enumerate(((accuracy, "accuracy on all seen classes (%)"),
-                                              (forgetting, "forgetting of step 1's classes (%)"))):
+        for col, (curves, what, bounds) in enumerate(((accuracy, "accuracy on all seen classes (%)", (0.0, 100.0)),
+                                                      (forgetting, "forgetting of step 1's classes (%)",
+                                                       (-100.0, 100.0)))):
             ax = axes[row][col]
-            _draw_curves(ax, curves[(curves["dataset"] == dataset) & (curves["split"] == split)])
+            _draw_curves(ax, curves[(curves["dataset"] == dataset) & (curves["split"] == split)], bounds)
             ax.set_ylabel(what)
             ax.set_title(f"({chr(ord('a') + 2 * row + col)}) {dataset}, {split}", fontsize=10)
     fig.tight_layout()

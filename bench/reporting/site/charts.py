@@ -24,14 +24,22 @@ def _ticks(low: float, high: float, count: int = 5) -> list[float]:
     return [start + i * step for i in range(int((high - start) / step + 1e-9) + 1)]
 
 
-def svg_curves(rows: pd.DataFrame, title: str, ylabel: str, colour: Any) -> str:
-    """Mean per step (a line per label) with a band of ± one std over seeds, steps counted from 1."""
+# a figure's line styles (`bench.reporting.plots.figure_styles`) as SVG dash arrays
+DASHES = {"--": ' stroke-dasharray="5 3"', ":": ' stroke-dasharray="1.5 3"', "-.": ' stroke-dasharray="6 3 1.5 3"'}
+
+
+def svg_curves(rows: pd.DataFrame, title: str, ylabel: str, colour: Any, style: Any = None,
+               bounds: tuple[float, float] = (0.0, 100.0)) -> str:
+    """Mean per step (a line per label) with a band of ± one std over seeds within the quantity's `bounds` (an
+    accuracy band never runs past 100%), steps counted from 1; `colour` and `style` give a label's colour and
+    line style (`bench.reporting.plots.figure_styles`)."""
     width, height, left, right, top, bottom = 460, 280, 52, 12, 26, 40
     if rows.empty:
         return f'<p class="na">{e(title)}: no per-step values recorded.</p>'
     steps = sorted(int(s) for s in rows["step"].unique())
-    std = rows["std"].fillna(0.0)
-    low, high = float((rows["mean"] - std).min()), float((rows["mean"] + std).max())
+    rows = rows.assign(std=rows["std"].fillna(0.0))
+    lower, upper = (rows["mean"] - rows["std"]).clip(*bounds), (rows["mean"] + rows["std"]).clip(*bounds)
+    low, high = float(min(lower.min(), rows["mean"].min())), float(max(upper.max(), rows["mean"].max()))
     pad = max((high - low) * 0.08, 1.0)
     low, high = low - pad, high + pad
     x0, x1 = steps[0], max(steps[-1], steps[0] + 1)
@@ -61,11 +69,11 @@ def svg_curves(rows: pd.DataFrame, title: str, ylabel: str, colour: Any) -> str:
         sx = [x(s) for s in group["step"]]
         mean, sd = group["mean"].tolist(), group["std"].fillna(0.0).tolist()
         if len(sx) > 1 and any(v > 0 for v in sd):
-            band = [f"{a:.1f},{y(m + s):.1f}" for a, m, s in zip(sx, mean, sd)]
-            band += [f"{a:.1f},{y(m - s):.1f}" for a, m, s in reversed(list(zip(sx, mean, sd)))]
+            band = [f"{a:.1f},{y(min(m + s, bounds[1])):.1f}" for a, m, s in zip(sx, mean, sd)]
+            band += [f"{a:.1f},{y(max(m - s, bounds[0])):.1f}" for a, m, s in reversed(list(zip(sx, mean, sd)))]
             opacity = 0.15 if labels <= 5 else 0.07  # many overlapping bands would turn to mud
             out.append(f'<polygon points="{" ".join(band)}" fill="{c}" fill-opacity="{opacity}" stroke="none"/>')
-        dash = ' stroke-dasharray="5 3"' if " [" in str(label) else ""
+        dash = DASHES.get(style(str(label)) if style is not None else ("--" if " [" in str(label) else "-"), "")
         out.append(f'<polyline points="{" ".join(f"{a:.1f},{y(m):.1f}" for a, m in zip(sx, mean))}" fill="none" '
                    f'stroke="{c}" stroke-width="2"{dash}/>')
         for a, m, s, n, step in zip(sx, mean, sd, group["n"], group["step"]):
@@ -77,7 +85,7 @@ def svg_curves(rows: pd.DataFrame, title: str, ylabel: str, colour: Any) -> str:
 
 
 def _curves(frame: pd.DataFrame, order: Mapping[str, Sequence[str]] | None, figures: Sequence[Path], out: Path) -> str:
-    from bench.reporting.plots import method_colour
+    from bench.reporting.plots import figure_styles
 
     accuracy = step_curves(frame, order)
     forgetting = step_forgetting(frame, order)
@@ -85,13 +93,21 @@ def _curves(frame: pd.DataFrame, order: Mapping[str, Sequence[str]] | None, figu
     for (dataset, split), rows in accuracy.groupby(["dataset", "split"], observed=True, sort=False):
         fr = forgetting[(forgetting["dataset"] == dataset) & (forgetting["split"] == split)]
         labels = list(dict.fromkeys(rows["label"].astype(str)))
+        styles = figure_styles(labels)
+
+        def colour(label: str) -> str:
+            return styles[label][0]
+
+        def style(label: str) -> str:
+            return styles[label][1]
+
         legend = "".join(f'<li data-label="{e(l)}" title="click: hide or show its lines">'
-                         f'<span class="swatch{" dashed" if " [" in l else ""}" style="--c:{method_colour(l)}"></span>'
+                         f'<span class="swatch{" dashed" if style(l) != "-" else ""}" style="--c:{colour(l)}"></span>'
                          f'{e(l)}</li>' for l in labels)
         parts.append(f'<figure class="curves" data-dataset="{e(dataset)}"><figcaption>{e(dataset)}, {e(split)}'
                      f'</figcaption><div class="panels">'
-                     + svg_curves(rows, "accuracy on all classes seen so far", "accuracy (%)", method_colour)
-                     + svg_curves(fr, "forgetting of step 1's classes", "forgetting (%)", method_colour)
+                     + svg_curves(rows, "accuracy on all classes seen so far", "accuracy (%)", colour, style)
+                     + svg_curves(fr, "forgetting of step 1's classes", "forgetting (%)", colour, style, (-100.0, 100.0))
                      + f'</div><ul class="legend">{legend}</ul></figure>')
     radars = [p for p in figures if p.suffix == ".png" and p.name.startswith("radar")]
     for path in radars:
