@@ -542,3 +542,22 @@ def test_report_file_names_are_plain():
     assert plain_name("K known") == "K-known" and plain_name("tab2") == "tab2"
     assert plain_name("happy-5-stage · draw 0 · K silhouette") == "happy-5-stage-draw-0-K-silhouette"
     assert plain_name("2-step · order 3") == "2-step-order-3" and plain_name("a/b") == "a-b"
+
+
+def test_the_radar_draws_absolute_percentages_and_numbers_long_split_labels(tmp_path, monkeypatch):
+    import bench.reporting.plots as plots
+
+    kept = {}
+    monkeypatch.setattr(plots, "_save", lambda fig, stem: kept.setdefault("fig", fig) and [])
+    long = ["happy-5-stage · draw 0", "happy-5-stage · draw 0 · K silhouette"]
+    scores = pd.DataFrame([dict(split=sp, dataset=d, label=l, metric=m, mean=v)
+                           for sp in long for d in ("C100", "CUB")
+                           for l, a, f in (("Baseline", 60.0, 20.0), ("mine", 30.0, 10.0)) for m, v in (("A", a), ("F", f))])
+    plots.radar_plot(scores, long, tmp_path / "radar")
+    ax = kept["fig"].axes[0]
+    lines = {line.get_label(): list(line.get_ydata()) for line in ax.get_lines()}
+    assert lines["Baseline"][:4] == [60.0, 80.0, 60.0, 80.0] and lines["mine"][:4] == [30.0, 90.0, 30.0, 90.0]
+    assert ax.get_ylim() == (0.0, 100.0)  # one absolute scale, not each axis over its best method
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert ticks[0] == "[1] C100\nA" and not any("silhouette" in t for t in ticks)
+    assert "[2] happy-5-stage · draw 0 · K silhouette" in " ".join(t.get_text() for t in kept["fig"].texts)

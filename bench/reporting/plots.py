@@ -80,9 +80,9 @@ def _save(fig: plt.Figure, stem: Path) -> list[Path]:
 
 
 def radar_plot(scores: pd.DataFrame, splits: list[str], stem: Path) -> list[Path]:
-    """One axis per (split,) dataset and metric: A, and 100−F so that outward is better on every
-    axis; each axis is divided by its best method's value. With one split the axes are labelled by
-    dataset alone."""
+    """One axis per (split,) dataset and metric: A, and 100−F so that outward is better on every axis, both in
+    % on one 0-100 scale (absolute: a method's shape does not change with the others beside it). With several
+    splits the axes are numbered by split and the numbers are explained under the plot (split labels are long)."""
     rows = scores[scores["split"].isin(splits)]
     axes = [(sp, d, m) for sp in splits for d in rows.loc[rows["split"] == sp, "dataset"].unique() for m in ("A", "F")]
     labels = list(dict.fromkeys(rows["label"]))
@@ -95,24 +95,31 @@ def radar_plot(scores: pd.DataFrame, splits: list[str], stem: Path) -> list[Path
             v = float(hit["mean"].iloc[0]) if len(hit) else np.nan
             vals.append(100.0 - v if metric == "F" else v)
         values[label] = np.array(vals)
-    best = np.nanmax(np.vstack(list(values.values())), axis=0)
-    best[~np.isfinite(best) | (best <= 0)] = 1.0
     angles = np.linspace(0, 2 * math.pi, len(axes), endpoint=False).tolist()
-    fig, ax = plt.subplots(figsize=(6, 6), subplot_kw={"projection": "polar"})
+    fig, ax = plt.subplots(figsize=(6.4, 6.4), subplot_kw={"projection": "polar"})
     ax.set_theta_offset(math.pi / 2)
     ax.set_theta_direction(-1)
     styles = figure_styles(labels)
     for label, vals in values.items():
-        norm = np.clip(np.nan_to_num(vals / best, nan=0.0), 0, None).tolist()
+        shown = np.clip(np.nan_to_num(vals, nan=0.0), 0, 100).tolist()
         colour, style = styles[label]
-        ax.plot(angles + angles[:1], norm + norm[:1], style, color=colour, linewidth=1.8, label=label)
-        ax.fill(angles + angles[:1], norm + norm[:1], color=colour, alpha=0.08)
-    prefix = (lambda sp: f"{sp} ") if len(splits) > 1 else (lambda sp: "")
-    ax.set_thetagrids(np.degrees(angles), [f"{prefix(sp)}{d}\n{'A' if m == 'A' else '100−F'}" for sp, d, m in axes])
-    ax.set_ylim(0, 1.05)
+        ax.plot(angles + angles[:1], shown + shown[:1], style, color=colour, linewidth=1.8, label=label)
+        ax.fill(angles + angles[:1], shown + shown[:1], color=colour, alpha=0.08)
+    number = {sp: i + 1 for i, sp in enumerate(splits)}
+    prefix = (lambda sp: f"[{number[sp]}] ") if len(splits) > 1 else (lambda sp: "")
+    ax.set_thetagrids(np.degrees(angles), [f"{prefix(sp)}{d}\n{'A' if m == 'A' else '100−F'}" for sp, d, m in axes],
+                      fontsize=8)
+    ax.tick_params(axis="x", pad=10)  # the labels clear the outer ring
+    ax.set_ylim(0, 100)
+    ax.set_yticks([20, 40, 60, 80, 100])
+    ax.tick_params(axis="y", labelsize=7)
     ax.set_rlabel_position(180 / max(len(axes), 1))
-    ax.set_title(f"{', '.join(splits)}: A and 100−F, each axis relative to its best method", fontsize=10, pad=22)
-    ax.legend(loc="upper right", bbox_to_anchor=(1.35, 1.1), fontsize=8, frameon=False)
+    title = "A and 100−F (%), outward is better" if len(splits) > 1 else f"{splits[0]}: A and 100−F (%), outward is better"
+    ax.set_title(title, fontsize=10, pad=24)
+    if len(splits) > 1:
+        fig.text(0.5, 0.0, "; ".join(f"[{number[sp]}] {sp}" for sp in splits), ha="center", va="top", fontsize=8,
+                 wrap=True)
+    ax.legend(loc="upper right", bbox_to_anchor=(1.38, 1.12), fontsize=8, frameon=False)
     return _save(fig, stem)
 
 

@@ -114,7 +114,7 @@ def _curves(frame: pd.DataFrame, order: Mapping[str, Sequence[str]] | None, figu
         rel = os.path.relpath(path, out)
         pdf = path.with_suffix(".pdf")
         parts.append(f'<figure class="radar"><img src="{e(quote(rel))}" alt="radar plot {e(path.stem)}" loading="lazy">'
-                     f'<figcaption>{e(path.stem.replace("_", " "))}: A and 100−F, each axis relative to its best method'
+                     f'<figcaption>{e(path.stem.replace("_", " "))}: A and 100−F in %, outward is better'
                      + (f' (<a href="{e(quote(os.path.relpath(pdf, out)))}">PDF</a>)' if pdf.exists() else "")
                      + "</figcaption></figure>")
     return "".join(parts)
