@@ -4,7 +4,7 @@ The public API, imported on first use (PEP 562) so that `import bench` stays lig
 pandas: the commands that run nothing rely on it):
 
 - `bench.run(...)`, `bench.report(...)`: what `bench run` and `bench report` do (`bench.api`; the
-  report's parts are `bench.reporting`);
+  report's parts are `bench.reporting`); `bench.results(...)`: the finished runs as pandas objects;
 - the base classes of a plugin: `Method`, `Step` and `RunsOn` (a method and what it runs on),
   `DatasetReader` (a dataset reader), `Backbone` (a backbone);
 - the registries they register in: `METHODS`, `DATASETS`, `BACKBONES`;
@@ -31,6 +31,7 @@ if checkout_root() is not None:
 # public name -> the module that defines it
 _PUBLIC: dict[str, str] = {
     "run": "bench.api", "report": "bench.api", "RunOutcome": "bench.api", "ReportOutcome": "bench.api",
+    "results": "bench.api", "Results": "bench.api",
     "Method": "bench.methods.base", "Step": "bench.methods.base", "RunsOn": "bench.core.runs_on",
     "DatasetReader": "bench.data.base", "LoadedDataset": "bench.data.base", "ImageSet": "bench.data.base",
     "Backbone": "bench.features.backbones",

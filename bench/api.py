@@ -261,23 +261,10 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
     from bench.config.grids import members
     from bench.reporting.files import block_reports, row_order, write_report
     from bench.reporting.aggregate import backbone_label, final_scores, split_by
-    from bench.reporting.load import load_runs
     from bench.core.storage import write_atomic
 
-    if grid:
-        loaded, specs = expand_selection(grid, methods=methods, datasets=datasets, splits=splits, seeds=seeds,
-                                         backbones=backbones, cfg_options=options_of(cfg_options), data_root=data_root,
-                                         cache_dir=cache_dir)
-        directories = run_dirs(results, specs)
-    else:
-        loaded, specs, directories = finished_selection(results, methods=methods, datasets=datasets, splits=splits,
-                                                        seeds=seeds, backbones=backbones,
-                                                        cfg_options=options_of(cfg_options))
-    frame, unplaced = load_runs(directories, pool_orders=pool_orders)
-    if not len(frame):
-        if not grid:
-            raise BenchError(f"no finished runs under {results} match the selection; `bench run` makes some")
-        raise BenchError(f"no finished runs of grid {loaded.name!r} under {results}; run `bench run --grid {loaded.name}` first")
+    loaded, specs, directories, frame, unplaced = _finished(grid, methods, datasets, splits, seeds, backbones, results,
+                                                            data_root, cache_dir, cfg_options, pool_orders)
     out = Path(out) if out else results / "reports" / loaded.name
     check_report_dir(out)
     from bench.reporting.files import INCOMPLETE
@@ -313,13 +300,15 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
               for block in (loaded.blocks if len(loaded.blocks) > 1 else ())]
     written, tables = block_reports(labelled, out, texts, f"grid {loaded.name}", blocks, order, references)
     paths, site_tables = paths + written, site_tables + tables
+    from bench.reporting.compare import (compare as compare_with, compare_methods, paired_table, paper_reference,
+                                         render_compare)
+
     paired = None
     if compare and list(compare) != ["paper"]:
         for fmt in texts:
-            paths.append(_compare_methods(labelled, list(compare), out, REPORT_FORMATS[fmt]))
+            paths.append(compare_methods(labelled, list(compare), out, REPORT_FORMATS[fmt]))
         if "html" in formats:
-            paired = (list(compare), _paired_table(labelled, list(compare)))
-    from bench.reporting.compare import compare as compare_with, paper_reference, render_compare
+            paired = (list(compare), paired_table(labelled, list(compare)))
 
     comparison = None
     if (compare and list(compare) == ["paper"]) or "html" in formats:  # the site always shows the reproduction rows
@@ -355,38 +344,56 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
     return ReportOutcome(loaded.name, out, tuple(paths), labelled)
 
 
-def _paired_table(frame: Any, labels: Sequence[str]) -> Any:
-    """A − B per cell over the seeds both ran (`--compare A B`), or a BenchError naming the labels."""
-    from bench.reporting.aggregate import seed_values
-    from bench.reporting.stats import paired_differences
+def _finished(grid: str | None, methods: Any, datasets: Any, splits: Any, seeds: Any, backbones: Any, results: Path,
+              data_root: Any, cache_dir: Any, cfg_options: Any, pool_orders: bool) -> tuple[Any, ...]:
+    """The selection's grid, specs and run directories, and the metrics of its finished runs (with the runs no
+    table row could place), or a BenchError when none has finished."""
+    from bench.reporting.load import load_runs
 
-    values = seed_values(frame)
-    known = list(dict.fromkeys(values["label"]))
-    if len(labels) != 2 or any(label not in known for label in labels):
-        raise BenchError(f"--compare takes `paper` or two method labels of the report; got {' '.join(labels)}; "
-                         f"labels: {', '.join(known)}")
-    return paired_differences(values, *labels)
-
-
-def _compare_methods(frame: Any, labels: Sequence[str], out: Path, suffix: str) -> Path:
-    """`bench report --compare A B`: A − B per cell over the seeds both ran, with its 95% CI."""
-    from tabulate import tabulate
-
-    from bench.core.storage import write_atomic
-
-    first, second = labels
-    table = _paired_table(frame, labels)
-    path = out / f"compare_{first}_vs_{second}.{suffix}".replace(" ", "_").replace("/", "_")
-    if suffix == "csv":
-        write_atomic(path, table.to_csv(index=False, float_format="%.4f"))
+    if grid:
+        loaded, specs = expand_selection(grid, methods=methods, datasets=datasets, splits=splits, seeds=seeds,
+                                         backbones=backbones, cfg_options=options_of(cfg_options), data_root=data_root,
+                                         cache_dir=cache_dir)
+        directories = run_dirs(results, specs)
     else:
-        rows = [(r.split, r.dataset, r.metric, r.n, f"{r.diff:+.1f}",
-                 "--" if r.n < 2 else f"{r.ci_low:+.1f} … {r.ci_high:+.1f}",
-                 "yes" if r.beyond_noise else "no") for r in table.itertuples()]
-        text = tabulate(rows, headers=("split", "dataset", "metric", "shared seeds", f"{first} − {second}", "95% CI",
-                                       "beyond noise"), tablefmt="latex_booktabs" if suffix == "tex" else "github",
-                        disable_numparse=True)
-        write_atomic(path, text + "\n")
-        print(text)
-    return path
+        loaded, specs, directories = finished_selection(results, methods=methods, datasets=datasets, splits=splits,
+                                                        seeds=seeds, backbones=backbones,
+                                                        cfg_options=options_of(cfg_options))
+    frame, unplaced = load_runs(directories, pool_orders=pool_orders)
+    if not len(frame):
+        if not grid:
+            raise BenchError(f"no finished runs under {results} match the selection; `bench run` makes some")
+        raise BenchError(f"no finished runs of grid {loaded.name!r} under {results}; run `bench run --grid {loaded.name}` first")
+    return loaded, specs, directories, frame, unplaced
 
+
+@dataclass(frozen=True)
+class Results:
+    """`bench.results`'s answer: `leaderboard`, a row per (split, dataset, method label, metric) with `mean`, `std`,
+    seeds `n`, `ci95` and `source` (`bench report`'s table cells as data); `runs`, every metric row of every finished
+    run (each step, group, flavour and metric, with the run's identity and provenance columns)."""
+
+    leaderboard: Any = field(repr=False)
+    runs: Any = field(repr=False)
+
+
+def results(grid: str | None = None, *, methods: Sequence[str] | None = None, datasets: Sequence[str] | None = None,
+            splits: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
+            backbones: Sequence[str] | None = None, results: PathLike = DEFAULT_RESULTS,
+            cfg_options: Options | None = None, include: Sequence[PathLike] | None = None) -> Results:
+    """The finished runs of a grid's selection (or without `grid`, every one under `results`) as pandas objects,
+    aggregated over seeds as `bench report` does; the selection's options are `report`'s. Writes nothing."""
+    from bench.reporting.aggregate import backbone_label, final_scores
+    from bench.reporting.files import row_order
+
+    methods, datasets, splits, backbones = (names_of(methods, "methods"), names_of(datasets, "datasets"),
+                                            names_of(splits, "splits"), names_of(backbones, "backbones"))
+    seeds, root = seeds_of(seeds), Path(path_of(results, "results"))
+    _use_plugins(include)
+    loaded, specs, _, frame, _ = _finished(grid, methods, datasets, splits, seeds, backbones, root, None, None,
+                                           cfg_options, False)
+    shown = default_backbone(backbones, loaded)
+    labelled = frame.assign(label=[backbone_label(l, b, shown) for l, b in zip(frame["label"], frame["backbone"])])
+    order = {"split": list(dict.fromkeys(s.split_label for s in specs)),
+             "dataset": list(dict.fromkeys(s.dataset for s in specs)), "label": row_order(labelled, specs)}
+    return Results(final_scores(labelled, order), labelled)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import bench
@@ -65,6 +66,22 @@ def test_run_then_report_on_the_tiny_grid(tmp_path, capsys):
     assert set(written.frame["method"]) == {"K-means"}
     # every finished run, selected by a slug
     assert bench.report(results=results, methods=["k-means"], format="csv", out=tmp_path / "all").paths
+    # the same as pandas objects, for a notebook: the report's cells, and every run's rows; nothing written
+    before = sorted(p for p in results.rglob("*"))
+    got = bench.results("smoke", methods="k-means", datasets="synthetic", splits="2-step", seeds=0, backbones="pixels",
+                        cfg_options=TINY, results=results)
+    assert before == sorted(p for p in results.rglob("*"))
+    table = pd.read_csv(tmp_path / "all" / "table.csv")
+    cells = got.leaderboard.set_index(["split", "dataset", "metric"])["mean"]
+    for row in table.itertuples():
+        assert cells[(row.split, row.dataset, row.metric)] == pytest.approx(row.mean, abs=1e-4)
+    assert set(got.leaderboard["label"].astype(str)) == {"K-means"} and set(got.leaderboard["metric"]) == {"A", "F"}
+    keys = ["run_id", "step", "group", "flavour", "metric"]
+    pd.testing.assert_series_equal(got.runs.sort_values(keys)["value"].reset_index(drop=True),
+                                   written.frame.sort_values(keys)["value"].reset_index(drop=True))
+    assert set(got.runs["run_id"]) == {outcome.specs[0].run_id}
+    with pytest.raises(bench.BenchError, match="no finished runs of grid 'smoke'"):
+        bench.results("smoke", seeds=[5], results=results)
 
 
 @pytest.mark.parametrize("change, argv, message", [

@@ -1,12 +1,15 @@
-"""`bench report --compare paper`: the paper's numbers (results/paper/*.csv) beside the measured ones."""
+"""`bench report --compare paper`: the paper's numbers (results/paper/*.csv) beside the measured ones; `--compare A B`:
+the paired difference of two methods of the report (`paired_table`, `compare_methods`)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
 import pandas as pd
 from tabulate import tabulate
 
 from bench.core.resources import resource_dir
+from bench.errors import BenchError
 from bench.config.spec import method_label
 from bench.reporting.layouts import ABLATION_ROWS, PAPER_CSV_BACKBONES
 from bench.reporting.table import source_text
@@ -61,3 +64,38 @@ def render_compare(table: pd.DataFrame, fmt: str) -> str:
     headers = ("split", "dataset", "method", "backbone", "metric", "measured", "paper", "Δ", "flavour", "features")
     return tabulate(rows, headers=headers, tablefmt="latex_booktabs" if fmt == "latex" else "github",
                     disable_numparse=True) + "\n"
+
+
+def paired_table(frame: pd.DataFrame, labels: Sequence[str]) -> pd.DataFrame:
+    """A − B per cell over the seeds both ran (`--compare A B`), or a BenchError naming the labels."""
+    from bench.reporting.aggregate import seed_values
+    from bench.reporting.stats import paired_differences
+
+    values = seed_values(frame)
+    known = list(dict.fromkeys(values["label"]))
+    if len(labels) != 2 or any(label not in known for label in labels):
+        raise BenchError(f"--compare takes `paper` or two method labels of the report; got {' '.join(labels)}; "
+                         f"labels: {', '.join(known)}")
+    return paired_differences(values, *labels)
+
+
+def compare_methods(frame: pd.DataFrame, labels: Sequence[str], out: Path, suffix: str) -> Path:
+    """`bench report --compare A B`: A − B per cell over the seeds both ran, with its 95% CI."""
+    from bench.core.storage import write_atomic
+
+    first, second = labels
+    table = paired_table(frame, labels)
+    path = out / f"compare_{first}_vs_{second}.{suffix}".replace(" ", "_").replace("/", "_")
+    if suffix == "csv":
+        write_atomic(path, table.to_csv(index=False, float_format="%.4f"))
+    else:
+        rows = [(r.split, r.dataset, r.metric, r.n, f"{r.diff:+.1f}",
+                 "--" if r.n < 2 else f"{r.ci_low:+.1f} … {r.ci_high:+.1f}",
+                 "yes" if r.beyond_noise else "no") for r in table.itertuples()]
+        text = tabulate(rows, headers=("split", "dataset", "metric", "shared seeds", f"{first} − {second}", "95% CI",
+                                       "beyond noise"), tablefmt="latex_booktabs" if suffix == "tex" else "github",
+                        disable_numparse=True)
+        write_atomic(path, text + "\n")
+        print(text)
+    return path
+
