@@ -45,11 +45,23 @@ def unknown(kind: str, name: str, known: Iterable[str], aliases: Mapping[str, st
     known = [str(k) for k in known]
     spellings = {**{k: k for k in known}, **dict(aliases or {})}
     close = list(dict.fromkeys(spellings[c] for c in closest(str(name), spellings)))
-    said = [repr(c) for c in close]
-    hint = f"; did you mean {' or '.join([', '.join(said[:-1]), said[-1]] if len(said) > 2 else said)}?" if close else ""
+    hint = suggestion(close)
     listed = sorted(known, key=str.lower)
     note = "".join(note() for note in _UNKNOWN_NOTES) if kind in PLUGGABLE else ""
     return BenchError(f"unknown {kind} {name!r}; known: {', '.join(listed)}{hint}{note}")
+
+
+def suggestion(close: Iterable[str]) -> str:
+    """`; did you mean 'a', 'b' or 'c'?` for the names `close` (nothing for none)."""
+    said = [repr(c) for c in close]
+    if not said:
+        return ""
+    return f"; did you mean {' or '.join([', '.join(said[:-1]), said[-1]] if len(said) > 2 else said)}?"
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """`; did you mean ...?` with the known names closest to `name`, or nothing."""
+    return suggestion(closest(name, known))
 
 
 def closest(name: str, known: Iterable[str], count: int = 3) -> list[str]:

@@ -8,6 +8,8 @@ import stat
 from pathlib import Path
 
 import pandas as pd
+import re
+
 import pytest
 
 from bench.cli import main
@@ -252,3 +254,20 @@ def test_a_slug_in_any_case_names_its_method():
 
     assert resolve_method("Joint-Frozen") == resolve_method("joint-frozen") == "Joint (frozen)"
     assert resolve_method("BASELINE-PP") == "Baseline++"
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["rnu"], "unknown command 'rnu'; known: cache, cancel, check, data, list, metrics, new, report, run, status; "
+              "did you mean 'run'?"),
+    (["reprot", "--format", "csv"], "did you mean 'report'?"),
+    (["run", "--dry-run", "--cfg-options", "method.epoch=5"], "did you mean 'method.epochs'"),
+    (["run", "--dry-run", "--cfg-options", "featurs.views=4"], "unknown section 'featurs'; valid sections: "),
+    (["run", "--dry-run", "--cfg-options", "features.view=4"], "did you mean 'features.views'"),
+    (["run", "--dry-run", "--cfg-options", "setting.k=brent"], "the setting section's keys are a mixed split's"),
+    (["run", "--dry-run", "--splits", "happy-5-stage", "--cfg-options", "setting.arival=happy"],
+     "'arival' is not a known key; valid keys: .*; did you mean 'setting.arrival'\\?"),
+])
+def test_an_unknown_command_or_config_key_is_refused_with_the_closest_valid_ones(capsys, argv, said):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert re.search(said, err) and len(err.splitlines()) == 1, err

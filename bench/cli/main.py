@@ -105,6 +105,11 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     command_line = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and not argv[0].startswith("-") and argv[0] not in COMMANDS:  # argparse would list them, not suggest
+        from bench.errors import unknown
+
+        print(f"bench: error: {unknown('command', argv[0], COMMANDS)}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv or ["run"])
     if args.command is None:
         args = parser.parse_args(["run", *argv])

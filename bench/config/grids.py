@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from bench.config.presets import deep_merge, load_preset, resolve_config
+from bench.config.presets import close_keys, deep_merge, load_preset, resolve_config
 from bench.config.spec import (DEFAULT_PRESET, DEFAULT_SECTIONS, EQUATIONS, SECTION_CHOICES, SPLITS, RunSpec,
                                n_steps_of, parse_method, read_config_file)
 from bench.core.runs_on import RunsOn
@@ -118,8 +118,9 @@ def _check_method_keys(options: Mapping[str, Any], methods: Sequence[tuple[str, 
     for key in options:
         parts = key.split(".")
         if parts[0] == "method" and (len(parts) < 2 or parts[1] not in known):
-            valid = ", ".join(f"method.{k}" for k in sorted(known))
-            raise BenchError(f"bad --cfg-options key {key!r}: no selected method has it; valid keys: {valid}")
+            valid = [f"method.{k}" for k in sorted(known)]
+            raise BenchError(f"bad --cfg-options key {key!r}: no selected method has it; valid keys: {', '.join(valid)}"
+                             f"{close_keys(key.partition('.')[2], known, ['method'])}")
 
 
 def expand(grid: Grid, *, methods: Sequence[str] | None = None, datasets: Sequence[str] | None = None,

@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 
 from bench.config.spec import (DEFAULT_PRESET, DEFAULT_SECTIONS, EQUATIONS, PRESET_SECTIONS, read_config_file,
                                unknown_method)
-from bench.errors import BenchError, unknown
+from bench.errors import BenchError, closest, did_you_mean, suggestion, unknown
 
 
 def preset_names(cfg: Mapping[str, Any]) -> list[str]:
@@ -85,7 +85,8 @@ def apply_options(config: dict[str, Any], options: Mapping[str, Any], *, allow_n
         parts = dotted.split(".")
         section = parts[0]
         if section not in out:
-            raise BenchError(f"bad --cfg-options key {dotted!r}: unknown section {section!r}; valid sections: {', '.join(sorted(out))}")
+            raise BenchError(f"bad --cfg-options key {dotted!r}: unknown section {section!r}; valid sections: "
+                             f"{', '.join(sorted(out))}{did_you_mean(section, out)}")
         if len(parts) < 2:
             raise BenchError(f"bad --cfg-options key {dotted!r}: use section.key=value, e.g. method.epochs=10")
         node = out[section]
@@ -93,8 +94,11 @@ def apply_options(config: dict[str, Any], options: Mapping[str, Any], *, allow_n
             last = i == len(parts) - 1
             free = section in allow_new or (section == "backbone" and parts[1] == "kwargs")
             if part not in node and not free:
-                valid = ", ".join(f"{'.'.join(parts[:i])}.{k}" for k in sorted(node))
-                raise BenchError(f"bad --cfg-options key {dotted!r}: {part!r} is not a known key; valid keys: {valid}")
+                keys = [f"{'.'.join(parts[:i])}.{k}" for k in sorted(node)]
+                why = (" (the setting section's keys are a mixed split's: --splits happy-5-stage ...)"
+                       if section == "setting" and list(node) == ["name"] else "")
+                raise BenchError(f"bad --cfg-options key {dotted!r}: {part!r} is not a known key{why}; valid keys: "
+                                 f"{', '.join(keys)}{'' if why else close_keys(part, node, parts[:i])}")
             if last:
                 node[part] = value
             else:
@@ -148,3 +152,9 @@ def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             flat[dotted] = value
     return flat
+
+
+def close_keys(key: str, known: Any, prefix: Sequence[str]) -> str:
+    """`; did you mean 'method.epochs'?`: the keys of a section closest to `key`, compared without the section's
+    name (a shared `method.` would make every key look alike), given with it."""
+    return suggestion(".".join([*prefix, k]) for k in closest(key, known))

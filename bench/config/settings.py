@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from bench.errors import BenchError
+from bench.errors import BenchError, closest, suggestion
 from bench.config.manifests import MixedProtocol
 
 SETTINGS: dict[str, str] = {
@@ -149,8 +149,9 @@ def check_setting(setting: Mapping[str, Any]) -> None:
     known = set(SETTING_KEYS) | set(split.counts) | {"whole_train"}
     for key in setting:
         if key not in known:
+            valid = [f"setting.{k}" for k in sorted(known)]
             raise BenchError(f"bad --cfg-options key 'setting.{key}': not a key of the mixed setting; valid keys: "
-                             f"{', '.join(f'setting.{k}' for k in sorted(known))}")
+                             f"{', '.join(valid)}{suggestion(f'setting.{k}' for k in closest(key, known))}")
     if setting["k"] not in K_SOURCES:
         raise fail("k", setting["k"], f"choose from {', '.join(K_SOURCES)}")
     if setting.get("arrival", "canonical") not in ARRIVALS:
