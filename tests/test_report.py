@@ -124,6 +124,9 @@ def test_curves_and_figures(frame, tmp_path):
     names = {p.name for p in paths}
     assert {"table.tex", "radar.png", "radar.pdf", "curve_C10_2-step.pdf", "steps_C10.png", "steps_C10.pdf"} <= names
     assert all(p.stat().st_size > 1000 for p in paths if p.suffix in (".png", ".pdf"))
+    # the caption says why a reference method's best F or A is not bold
+    tex = (tmp_path / "table.tex").read_text()
+    assert "best per column in bold (K-means: reference methods, never bold)." in tex
 
 
 def test_empty_frame_is_refused(tmp_path):

@@ -43,7 +43,9 @@ def write_report(frame: pd.DataFrame, out_dir: Path, fmt: str, title: str,
     scores = final_scores(frame, order)
     seeds = sorted(set(scores["n"]))
     caption = (f"{escape_latex(title)}: forgetting F (lower is better) and accuracy A (higher is better), "
-               f"in \\%, mean $\\pm$ std over {'/'.join(map(str, seeds))} seed(s); best per column in bold.")
+               f"in \\%, mean $\\pm$ std over {'/'.join(map(str, seeds))} seed(s); best per column in bold"
+               + (f" ({escape_latex(', '.join(exclude_from_best))}: reference methods, never bold)."
+                  if exclude_from_best else "."))
     table = out_dir / f"table.{SUFFIX[fmt]}"
     write_atomic(table, render_table(scores, fmt, caption=caption, exclude_from_best=exclude_from_best))
     paths = [table]
