@@ -80,8 +80,7 @@ def test_a_resumed_run_stores_the_same_predictions(tmp_path, monkeypatch):
     resumed = killed_then_resumed(spec, tmp_path / "resumed", Baseline, 2, monkeypatch)  # resumes after step 1
     with np.load(whole / PREDICTIONS) as a, np.load(resumed / PREDICTIONS) as b:
         assert sorted(a.files) == sorted(b.files)
-        # the same predictions; where and when each was made (its provenance, kept beside them) differs
-        assert all(np.array_equal(a[k], b[k]) for k in a.files if k != "provenance")
+        assert all(np.array_equal(a[k], b[k]) for k in a.files)
 
 
 # --- class orders as a protocol axis -------------------------------------------------------------------
@@ -168,17 +167,17 @@ def test_unreadable_metrics_are_rebuilt_from_the_predictions_without_training(fi
     assert "0 changed, 2 unchanged, 0 rebuilt" in capsys.readouterr().out
 
 
-def test_predictions_written_before_they_kept_provenance_rebuild_with_unknown_versions(finished, tmp_path):
-    import numpy as np
-
+def test_runs_finished_before_they_kept_provenance_rebuild_with_unknown_versions(finished, tmp_path):
     from bench.protocol.recompute import rebuilt_frame
 
     run = next(r for r in finished if '"Baseline"' in (r / "spec.json").read_text())
-    with np.load(run / PREDICTIONS) as stored:
-        old = {k: stored[k] for k in stored.files if k != "provenance"}
-    np.savez_compressed(run / PREDICTIONS, **old)
+    (run / "provenance.json").unlink()
     rebuilt = rebuilt_frame(run)
     assert (rebuilt["device"] == "unknown").all() and (rebuilt["torch_version"] == "unknown").all()
+    # another run's provenance (copied in) is not this run's
+    other = next(r for r in finished if r != run)
+    (run / "provenance.json").write_text((other / "provenance.json").read_text())
+    assert (rebuilt_frame(run)["torch_version"] == "unknown").all()
 
 
 def test_a_worker_given_the_damaged_run_rebuilds_it_too(finished, tmp_path, monkeypatch):

@@ -27,6 +27,7 @@ from bench.protocol.stages import replay as replay_stored, reported_of
 from bench.runs import predictions
 from bench.runs.metrics_file import metrics_frame, write_metrics
 from bench.runs.predictions import PREDICTIONS, ForeignFile, check_owner
+from bench.runs.provenance_file import read_provenance
 from bench.runs.rows import MetricRow
 from bench.runs.rundir import DONE, METRICS, RunBusy, set_aside, unreadable
 from bench.runs.runstore import Log, locked
@@ -151,7 +152,7 @@ def rebuilt_frame(out: Path) -> pd.DataFrame:
                           reported_of(spec))
     # the version columns (the device among them) are the training's, not the rebuild's: kept with the predictions
     # since they keep them, else unknown
-    kept = predictions.provenance(out / predictions.PREDICTIONS)
+    kept = read_provenance(out, spec.run_id)
     if kept is not None:
         return frame.assign(**{k: v for k, v in kept.items() if k in frame}, rebuilt_from=predictions.PREDICTIONS)
     return frame.assign(host="unknown", slurm_job_id="unknown", **dict.fromkeys(VERSION_COLUMNS, "unknown"),

@@ -4,6 +4,7 @@
 - `runstore`: one process at a time (the lock), the log, and a finished run's files written in order;
 - `checkpoint`: what a run has learned and recorded after its last finished step (read without running code);
 - `predictions`: what the evaluator was given, stored so that metrics can be recomputed;
+- `provenance_file`: `provenance.json`, where and with what the run made its numbers, beside its predictions;
 - `rows`: the metric row (`MetricRow`), the unit of `metrics.parquet`;
 - `metrics_file`: `metrics.parquet`, a run's rows with its identity and provenance columns.
 

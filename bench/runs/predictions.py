@@ -14,9 +14,7 @@ that holds them, compressed: at most about 0.2 MB for a CIFAR-100 5-step run (do
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any, Mapping
 
 import numpy as np
 
@@ -77,30 +75,9 @@ def check_owner(path: Path, run_id: str) -> None:
         raise ForeignFile(f"{why} (copied from another run's directory?); remove it, or put back this run's own")
 
 
-# the metrics' columns that say where and with what a run's numbers were made: kept with its predictions too,
-# so that metrics rebuilt from them (a damaged metrics.parquet) keep them
-PROVENANCE_COLUMNS = ("bench_version", "git_commit", "host", "slurm_job_id", "started_at", "ended_at", "duration_s",
-                      "device", "torch_version", "torchvision_version", "timm_version", "numpy_version", "cuda_version",
-                      "cudnn_version", "weights_sha256", "tail_precision", "threads", "method_sha256")
-
-
-def provenance_of(frame: Any) -> dict[str, Any]:
-    """The provenance columns of a run's metrics frame (one value each)."""
-    first = frame.iloc[0] if len(frame) else {}
-    return {k: (first[k].item() if hasattr(first[k], "item") else first[k]) for k in PROVENANCE_COLUMNS if k in frame}
-
-
-def provenance(path: Path) -> dict[str, Any] | None:
-    """The provenance a predictions file keeps (`write`), None for one written before it kept it."""
-    with np.load(path) as stored:  # allow_pickle=False
-        return json.loads(str(stored["provenance"])) if "provenance" in stored.files else None
-
-
-def write(out: Path, layout: TaskLayout, store: dict[str, np.ndarray], run_id: str,
-          provenance: Mapping[str, Any] | None = None) -> Path:
+def write(out: Path, layout: TaskLayout, store: dict[str, np.ndarray], run_id: str) -> Path:
     path = Path(out) / PREDICTIONS
-    kept = {"provenance": np.asarray(json.dumps(dict(provenance)))} if provenance else {}
     with atomic_path(path) as tmp, tmp.open("wb") as fh:  # a file object: savez adds no `.npz` to it
         np.savez_compressed(fh, offsets=np.asarray(layout.offsets), sizes=np.asarray(layout.sizes),
-                            run_id=np.asarray(run_id), **kept, **store)  # string arrays: load without pickle
+                            run_id=np.asarray(run_id), **store)  # a string array: loads without pickle
     return path

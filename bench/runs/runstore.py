@@ -19,6 +19,7 @@ from bench.core.storage import write_atomic
 from bench.data.layout import TaskLayout
 from bench.runs import predictions
 from bench.runs.metrics_file import write_metrics
+from bench.runs.provenance_file import provenance_of, write_provenance
 from bench.runs.rundir import CHECKPOINT, DONE, RunBusy
 
 
@@ -53,7 +54,8 @@ def locked(out: Path) -> Iterator[None]:
 def finish(out: Path, layout: TaskLayout, stored: dict[str, np.ndarray], run_id: str, frame: pd.DataFrame) -> None:
     """Write a finished run's predictions and metrics, then mark it DONE (last: the marker vouches for
     both) and drop its checkpoint."""
-    predictions.write(out, layout, stored, run_id, predictions.provenance_of(frame))
+    predictions.write(out, layout, stored, run_id)
+    write_provenance(out, run_id, provenance_of(frame))
     write_metrics(out, frame)
     write_atomic(out / DONE, utc_now() + "\n")
     (out / CHECKPOINT).unlink(missing_ok=True)
