@@ -564,3 +564,32 @@ def test_the_radar_draws_absolute_percentages_and_numbers_long_split_labels(tmp_
     ticks = [t.get_text() for t in ax.get_xticklabels()]
     assert ticks[0] == "[1] C100\nA" and not any("silhouette" in t for t in ticks)
     assert "[2] happy-5-stage · draw 0 · K silhouette" in " ".join(t.get_text() for t in kept["fig"].texts)
+
+
+def test_the_accuracy_matrix_is_each_tasks_accuracy_after_each_step_and_its_bwt(tmp_path):
+    from bench.reporting.aggregate import accuracy_matrices, backward_transfer
+
+    base = dict(method="Baseline", preset="code", label="Baseline", dataset="C10", split="3-step", n_steps=3,
+                backbone="pixels", primary_flavour="wo")
+    # R[t, k] by hand (flavour wo, the method's A): tasks lose 10 points per later step; `w` rows must not be read
+    values = {(0, 0): 90.0, (1, 0): 80.0, (1, 1): 85.0, (2, 0): 70.0, (2, 1): 75.0, (2, 2): 88.0}
+    rows = []
+    for seed, shift in ((0, 0.0), (1, 2.0)):
+        for (t, k), v in values.items():
+            for flavour, value in (("wo", v + shift), ("w", 0.0)):
+                rows.append({**base, "run_id": f"r{seed}", "seed": seed, "step": t, "group": f"task_{k}",
+                             "flavour": flavour, "metric": "acc", "value": value})
+        rows.append({**base, "run_id": f"r{seed}", "seed": seed, "step": 2, "group": "summary", "flavour": "wo",
+                     "metric": "A", "value": 0.0})
+    matrices = accuracy_matrices(pd.DataFrame(rows))
+    got = {(int(r.step), int(r.task)): r.mean for r in matrices.itertuples()}
+    assert got == {key: v + 1.0 for key, v in values.items()} and set(matrices["n"]) == {2}  # over the two seeds
+    # BWT: mean of R[2,0] - R[0,0] = -20 and R[2,1] - R[1,1] = -10
+    assert backward_transfer(matrices) == pytest.approx(-15.0)
+    paths = write_report(frame_of([("Baseline", "C10", "2-step", 0, "wo", s(80.0, 10.0), [90, 80])]), tmp_path, "csv", "t")
+    assert not any(p.name.startswith("matrix_") for p in paths)  # no per-task rows: no matrix drawn
+    from bench.reporting.plots import matrix_plot
+
+    written = matrix_plot(matrices, "C10", "3-step", tmp_path / "matrix_C10_3-step")
+    assert [p.name for p in written] == ["matrix_C10_3-step.png", "matrix_C10_3-step.pdf"]
+    assert all(p.stat().st_size > 1000 for p in written)

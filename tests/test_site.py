@@ -63,7 +63,9 @@ def test_the_site_has_a_page_per_run_and_shows_failed_and_missing_runs(site):
     index = (site.out / "index.html").read_text()
     assert {p.name for p in site.paths} == {"index.html", "site.css", "site.js", "radar.png", "radar.pdf",
                                             "curve_synthetic_2-step.png", "curve_synthetic_2-step.pdf",
-                                            "steps_synthetic.png", "steps_synthetic.pdf"}
+                                            "steps_synthetic.png", "steps_synthetic.pdf",
+                                            "matrix_synthetic_2-step.png", "matrix_synthetic_2-step.pdf"}
+    assert 'src="matrix_synthetic_2-step.png"' in index and "backward transfer" in index  # the site shows it
     pages = sorted((site.out / "runs").glob("*.html"))
     assert len(pages) == 9  # 3 methods × 3 seeds, whatever their state
     states = dict(re.findall(r'<a href="runs/([0-9a-f]{16})\.html">[0-9a-f]{16}</a>.*?data-v="([a-z ]+)"', index))

@@ -190,6 +190,29 @@ def _mixed_forgetting(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([first.assign(value=0.0), old.assign(value=old["run_id"].map(a0).astype(float) - old["value"])])
 
 
+def accuracy_matrices(frame: pd.DataFrame, order: Mapping[str, Sequence[str]] | None = None) -> pd.DataFrame:
+    """The accuracy matrix of every (split, dataset, method label) of class-iNCD runs, over seeds: R[t, k], the
+    accuracy on task k's test images after step t (k <= t), in the flavour of each method's reported A (`wo`,
+    `wo_refit` or `w`), one row per (step, task) with `mean` and seeds `n` (mammoth's and avalanche's matrix)."""
+    frame = reported_sources(frame)
+    flavour = frame["reported_A"].str.split("/").str[0]
+    rows = frame[frame["group"].str.fullmatch(r"task_\d+") & (frame["metric"] == "acc") & (frame["flavour"] == flavour)]
+    if rows.empty:
+        return pd.DataFrame(columns=[*KEYS, "step", "task", "mean", "n"])
+    rows = _categorical(rows.assign(task=rows["group"].str[5:].astype(int)), order)
+    out = rows.groupby(KEYS + ["step", "task"], observed=True)["value"].agg(mean="mean", n="count").reset_index()
+    return out.sort_values(KEYS + ["step", "task"]).reset_index(drop=True)
+
+
+def backward_transfer(matrix: pd.DataFrame) -> float:
+    """BWT of one method's matrix (its rows of `accuracy_matrices`): the mean over tasks k < T−1 of R[T−1, k] −
+    R[k, k] (negative: forgetting); NaN with a single step."""
+    at = {(int(r.step), int(r.task)): float(r.mean) for r in matrix.itertuples()}
+    last = max((t for t, _ in at), default=0)
+    changes = [at[(last, k)] - at[(k, k)] for k in range(last) if (last, k) in at and (k, k) in at]
+    return float(np.mean(changes)) if changes else float("nan")
+
+
 NOT_RECORDED = "not recorded"  # a version column of a run written before runs recorded it
 
 

@@ -7,7 +7,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from bench.reporting.aggregate import final_scores, step_curves, step_forgetting
+from bench.reporting.aggregate import accuracy_matrices, final_scores, step_curves, step_forgetting
 from bench.reporting.table import escape_latex, render_table
 from bench.core.storage import write_atomic
 
@@ -62,7 +62,7 @@ def write_figures(frame: pd.DataFrame, out_dir: Path, order: Mapping[str, Sequen
                   scores: pd.DataFrame | None = None) -> list[Path]:
     """The radar plots, the per-step curves and the appendix's figures; `scores`: the frame's
     `final_scores`, if already computed."""
-    from bench.reporting.plots import curve_plot, radar_plot  # matplotlib: only where figures are drawn
+    from bench.reporting.plots import curve_plot, matrix_plot, radar_plot  # matplotlib: only where figures are drawn
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -79,6 +79,9 @@ def write_figures(frame: pd.DataFrame, out_dir: Path, order: Mapping[str, Sequen
     curves = step_curves(frame, order)
     for (dataset, split), _ in curves.groupby(["dataset", "split"], observed=True):
         paths += curve_plot(curves, dataset, split, out_dir / f"curve_{plain_name(dataset)}_{plain_name(split)}")
+    matrices = accuracy_matrices(frame, order)
+    for (dataset, split), _ in matrices.groupby(["dataset", "split"], observed=True):
+        paths += matrix_plot(matrices, dataset, split, out_dir / f"matrix_{plain_name(dataset)}_{plain_name(split)}")
     return paths + steps_figures(frame, out_dir, "steps", order, accuracy=curves)
 
 

@@ -168,3 +168,37 @@ def curve_plot(curves: pd.DataFrame, dataset: str, split: str, stem: Path) -> li
     ax.set_title(f"{dataset}, {split}", fontsize=10)
     ax.legend(fontsize=8, frameon=False)
     return _save(fig, stem)
+
+
+def matrix_plot(matrices: pd.DataFrame, dataset: str, split: str, stem: Path) -> list[Path]:
+    """The accuracy matrices of one dataset and split, a heatmap per method: row t the step, column k the task,
+    the accuracy (%) on task k after step t written in its cell; each panel's title gives the method's BWT."""
+    from bench.reporting.aggregate import backward_transfer
+
+    rows = matrices[(matrices["dataset"] == dataset) & (matrices["split"] == split)]
+    labels = list(dict.fromkeys(rows["label"].astype(str)))
+    cols = min(3, len(labels))
+    fig, axes = plt.subplots(math.ceil(len(labels) / cols), cols, figsize=(3.3 * cols, 3.0 * math.ceil(len(labels) / cols)),
+                             squeeze=False)
+    for ax in axes.flat[len(labels):]:
+        ax.axis("off")
+    for ax, label in zip(axes.flat, labels):
+        mine = rows[rows["label"].astype(str) == label]
+        steps = int(mine["step"].max()) + 1
+        grid = np.full((steps, steps), np.nan)
+        for r in mine.itertuples():
+            grid[int(r.step), int(r.task)] = float(r.mean)
+        ax.imshow(grid, vmin=0, vmax=100, cmap="viridis")
+        for (t, k), value in np.ndenumerate(grid):
+            if np.isfinite(value):
+                ax.text(k, t, f"{value:.0f}", ha="center", va="center", fontsize=7,
+                        color="white" if value < 60 else "black")
+        ax.set_xticks(range(steps), [str(k + 1) for k in range(steps)], fontsize=7)
+        ax.set_yticks(range(steps), [str(t + 1) for t in range(steps)], fontsize=7)
+        ax.set_xlabel("task", fontsize=8)
+        ax.set_ylabel("after step", fontsize=8)
+        bwt = backward_transfer(mine)
+        ax.set_title(f"{label}\nBWT {bwt:+.1f}" if np.isfinite(bwt) else label, fontsize=8)
+    fig.suptitle(f"{dataset}, {split}: accuracy on each task after each step (%)", fontsize=9)
+    fig.tight_layout()
+    return _save(fig, stem)

@@ -109,12 +109,14 @@ def _curves(frame: pd.DataFrame, order: Mapping[str, Sequence[str]] | None, figu
                      + svg_curves(rows, "accuracy on all classes seen so far", "accuracy (%)", colour, style)
                      + svg_curves(fr, "forgetting of step 1's classes", "forgetting (%)", colour, style, (-100.0, 100.0))
                      + f'</div><ul class="legend">{legend}</ul></figure>')
-    radars = [p for p in figures if p.suffix == ".png" and p.name.startswith("radar")]
+    radars = [p for p in figures if p.suffix == ".png" and p.name.startswith(("radar", "matrix_"))]
     for path in radars:
         rel = os.path.relpath(path, out)
         pdf = path.with_suffix(".pdf")
         parts.append(f'<figure class="radar"><img src="{e(quote(rel))}" alt="radar plot {e(path.stem)}" loading="lazy">'
-                     f'<figcaption>{e(path.stem.replace("_", " "))}: A and 100−F in %, outward is better'
+                     f'<figcaption>{e(path.stem.replace("_", " "))}: '
+                     + ("accuracy on each task after each step (%), with each method's backward transfer"
+                        if path.name.startswith("matrix_") else "A and 100−F in %, outward is better")
                      + (f' (<a href="{e(quote(os.path.relpath(pdf, out)))}">PDF</a>)' if pdf.exists() else "")
                      + "</figcaption></figure>")
     return "".join(parts)
