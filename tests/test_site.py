@@ -79,6 +79,15 @@ def test_the_site_has_a_page_per_run_and_shows_failed_and_missing_runs(site):
     assert ">1/3<" in row and row.count("st-failed") == 1 and row.count("st-not-run") == 1
     row = next(r for r in re.findall(r"<tr data-dataset.*?</tr>", index) if 'data-method="Baseline"' in r)
     assert ">2/3<" in row and row.count("st-unfinished") == 1
+    # a finished run's page opens with its figures, before its tables: its curve and its accuracy matrix, the
+    # matrix's cells its own task rows (flavour wo, Baseline's A)
+    done = next(run for run, state in states.items() if state == "done" and '"Baseline"' in
+                (site.out.parent.parent / "runs" / run / "spec.json").read_text())
+    page = (site.out / "runs" / f"{done}.html").read_text()
+    assert page.index('<section id="figures">') < page.index('<section id="config">') and "<svg" in page
+    metrics = pd.read_parquet(site.out.parent.parent / "runs" / done / "metrics.parquet")
+    cell = metrics[(metrics.group == "task_0") & (metrics.flavour == "wo") & (metrics.step == 1)].value.item()
+    assert re.search(r'<table class="matrix">.*after step 2</th><td class="num"[^>]*>' + f"{cell:.1f}<", page)
     # no CDN, no absolute URL: every link and source is a file beside the page
     for path in [site.out / "index.html", *pages]:
         assert not re.search(r'(src|href)="(https?:)?//', path.read_text()), path

@@ -1,6 +1,7 @@
-"""One page per run (`runs/<page>.html`): its identity and resolved config, provenance, per-step
-metrics in every flavour, the end of its log (and its error), links to its files and to the other
-seeds of its cell."""
+"""One page per run (`runs/<page>.html`): its A and F and its figures first (the per-step curve, the forgetting of
+the first step's classes, the accuracy matrix), then its identity and resolved config, provenance, per-step
+metrics in every flavour, the end of its log (and its error), links to its files and to the other seeds of its
+cell."""
 from __future__ import annotations
 
 import math
@@ -68,6 +69,49 @@ def _metrics_tables(rows: Sequence[Measure]) -> str:
                    + "".join(f'<th scope="col"><button type="button">{e(h)}</button></th>' for h in ["step", "group", *cols])
                    + f"</tr></thead><tbody>{body}</tbody></table>")
     return "".join(out) or "<p>No metrics recorded.</p>"
+
+
+def _figures(rows: Sequence[Measure], first: Mapping[str, Any]) -> str:
+    """What the page opens with: the run's accuracy on every class seen so far after each step (in the flavour
+    and weighting of its A), its forgetting of the first step's classes where it recorded per-task rows, and its
+    accuracy matrix (each task's accuracy after each step, with its backward transfer)."""
+    from bench.reporting.aggregate import backward_transfer
+    from bench.reporting.site.charts import svg_curves
+
+    source = str(first.get("reported_A") or f"{first.get('primary_flavour', 'wo')}/A")
+    flavour, summary = source.split("/", 1) if "/" in source else (source, "A")
+    metric = "acc_sample" if summary == "A_sample" else "acc"
+    label = str(first.get("label", "run"))
+
+    def frame(points: list[tuple[int, float]]) -> pd.DataFrame:
+        return pd.DataFrame([dict(label=label, step=t, mean=v, std=0.0, n=1) for t, v in points])
+
+    curve = sorted((t, v) for t, g, f, m, v in rows if g == "all" and f == flavour and m == metric)
+    if not curve:  # the mixed setting: its stages' `all` rows are flavour cgcd
+        curve = sorted((t, v) for t, g, f, m, v in rows if g == "all" and f == "cgcd" and m == "acc")
+    cells = {(t, int(g[5:])): v for t, g, f, m, v in rows if re.fullmatch(r"task_\d+", g) and f == flavour and m == "acc"}
+    out = ['<section id="figures"><h2>Per step</h2><div class="panels">']
+    if curve:
+        out.append(svg_curves(frame(curve), "accuracy on all classes seen so far", "accuracy (%)", lambda _: "#1f77b4"))
+    if cells:
+        first_task = cells.get((0, 0))
+        forgetting = [(t, first_task - v) for (t, k), v in sorted(cells.items()) if k == 0 and first_task is not None]
+        if forgetting:
+            out.append(svg_curves(frame(forgetting), f"drop on step 1's classes ({flavour})", "points",
+                                  lambda _: "#d62728", bounds=(-100.0, 100.0)))
+    out.append("</div>")
+    if cells:
+        steps = max(t for t, _ in cells) + 1
+        matrix = pd.DataFrame([dict(step=t, task=k, mean=v) for (t, k), v in cells.items()])
+        bwt = backward_transfer(matrix)
+        head = "".join(f"<th>task {k + 1}</th>" for k in range(steps))
+        body = "".join("<tr><th>after step " + str(t + 1) + "</th>" + "".join(
+            f'<td class="num" style="background:hsl({1.2 * cells[(t, k)]:.0f} 70% 85%)">{cells[(t, k)]:.1f}</td>'
+            if (t, k) in cells else "<td></td>" for k in range(steps)) + "</tr>" for t in range(steps))
+        out.append(f'<table class="matrix"><caption>accuracy (%) on each task after each step ({e(flavour)})'
+                   + (f"; backward transfer {bwt:+.1f}" if not math.isnan(bwt) else "")
+                   + f'</caption><tr><th></th>{head}</tr>{body}</table>')
+    return "".join(out) + "</section>"
 
 
 def _tail(path: Path, lines: int) -> tuple[str, int]:
@@ -140,6 +184,7 @@ def run_page(run: Run, rows: Sequence[Measure] | None, first: Mapping[str, Any] 
                 reported.append(f'<div class="big"><span>{metric}</span>{summary[key]:.1f}'
                                 f'<small>{e(source_text(source))}</small></div>')
         parts.append('<div class="bigs">' + "".join(reported) + "</div>")
+        parts.append(_figures(rows, first))
     parts.append('<nav class="toc"><a href="#config">config</a> <a href="#provenance">provenance</a> '
                  '<a href="#metrics">per-step metrics</a> ' + ('<a href="#error">error</a> ' if run.state == FAILED else "")
                  + '<a href="#log">log</a> <a href="#files">files</a></nav>')
