@@ -8,6 +8,8 @@ from typing import Any, Callable, Iterable, Sequence
 import torch
 from torch import nn
 
+from bench.protocol.step import record_epochs
+
 
 def cosine_lr(epoch: int, epochs: int, lr: float, eta_min: float) -> float:
     """CosineAnnealingLR(T_max=epochs) stepped at the START of each epoch, as in the authors'
@@ -72,4 +74,5 @@ def train_epochs(parameters: Iterable[nn.Parameter], hp: dict, *, epochs: int, s
     for source in read_ahead:
         if hasattr(source, "end_read_ahead"):
             source.end_read_ahead()
+    record_epochs(losses)  # the run's page draws them (its training curves)
     return losses

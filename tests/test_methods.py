@@ -322,3 +322,23 @@ def test_equations_is_the_papers_text_and_code_the_default():
     assert (equations["ewc_lambda"], equations["swap_reduction"], equations["weight_decay"]) == (8000.0, "sum", 1e-4)
     _, der = load_preset("DER", "equations")
     assert der["cifar10/5-step"] == {"warmup_epochs": 50, "epochs": 50, "batch_size": 128}  # the paper's buffer of 500
+
+
+def test_the_epoch_loop_records_its_losses_with_the_step_in_progress_only():
+    import torch
+
+    from bench.methods.loop import train_epochs
+    from bench.protocol.step import epochs_recorded
+
+    w = torch.nn.Parameter(torch.tensor([2.0]))
+    hp = {"lr": 0.1, "momentum": 0.0, "weight_decay": 0.0, "eta_min": 0.0}
+
+    def run() -> list[float]:
+        return train_epochs([w], hp, epochs=3, sizes=[4], batch_size=2, gen=torch.Generator().manual_seed(0),
+                            loss_of=lambda index: (w ** 2).sum())
+
+    with epochs_recorded() as kept:
+        first, second = run(), run()
+    assert kept == [first, second] and len(first) == 3 and first[0] > first[-1]  # one list per loop, as returned
+    run()  # outside a step: nothing is kept anywhere
+    assert len(kept) == 2

@@ -88,6 +88,13 @@ def test_the_site_has_a_page_per_run_and_shows_failed_and_missing_runs(site):
     metrics = pd.read_parquet(site.out.parent.parent / "runs" / done / "metrics.parquet")
     cell = metrics[(metrics.group == "task_0") & (metrics.flavour == "wo") & (metrics.step == 1)].value.item()
     assert re.search(r'<table class="matrix">.*after step 2</th><td class="num"[^>]*>' + f"{cell:.1f}<", page)
+    # and its training curves: each loop's loss per epoch, as its predictions keep them
+    import numpy as np
+
+    with np.load(site.out.parent.parent / "runs" / done / "predictions.npz") as stored:
+        loops = sorted(k for k in stored.files if k.startswith("epoch_loss_"))
+        assert loops and all(len(stored[k]) >= 1 and np.isfinite(stored[k]).all() for k in loops)
+    assert "step 1: training loss per epoch" in page and "step 2: training loss per epoch" in page
     # no CDN, no absolute URL: every link and source is a file beside the page
     for path in [site.out / "index.html", *pages]:
         assert not re.search(r'(src|href)="(https?:)?//', path.read_text()), path

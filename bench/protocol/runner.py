@@ -29,6 +29,7 @@ from bench.protocol.feeding import feed_for
 from bench.protocol.planning import Parts, assemble, device_of, threads_of
 from bench.protocol.recompute import repaired
 from bench.protocol.stages import Stages, reported_of, stages_for
+from bench.protocol.step import epochs_recorded
 from bench.runs import checkpoint
 from bench.runs.checkpoint import Progress
 from bench.runs.metrics_file import metrics_frame
@@ -107,7 +108,10 @@ def run_stages(spec: RunSpec, method: Any, stages: Stages, progress: Progress, o
     evaluation was computed from, a checkpoint). The run's rows, its summary's last."""
     for t in range(progress.next_step, spec.n_steps):
         seed_everything(spec.seed * 1000 + t)
-        method.learn(stages.step(t, progress.stored))
+        with epochs_recorded() as losses:
+            method.learn(stages.step(t, progress.stored))
+        for i, loop in enumerate(losses):  # each training loop's loss per epoch, for the run's page
+            progress.stored[f"epoch_loss_{t}_{i}"] = np.asarray(loop, dtype=np.float32)
         rows = stages.evaluate(t, method, progress.stored)
         progress.rows.extend(rows)
         log(stages.describe(t, rows))

@@ -2,8 +2,10 @@
 methods (`bench.methods.base` imports it from here): what a method may see is the protocol's to say."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator, Sequence
 
 import torch
 
@@ -39,3 +41,25 @@ class Step:
     # Which epoch of each training loop the stage keeps (`setting.selection` of the mixed setting): a method
     # that trains over epochs wraps each loop in `selection.over(parameters, logits)`; `last` does nothing.
     selection: EpochSelection = LAST
+
+
+# the per-epoch mean losses of the training loops of the step in progress (`record_epochs`), collected by the stage
+# loop (`epochs_recorded`) and stored with the run's predictions, for its page's training curves
+_EPOCH_LOSSES: ContextVar[list[list[float]] | None] = ContextVar("epoch_losses", default=None)
+
+
+def record_epochs(losses: Sequence[float]) -> None:
+    """A training loop's mean loss per epoch, recorded with the step in progress (nothing outside a run)."""
+    kept = _EPOCH_LOSSES.get()
+    if kept is not None:
+        kept.append([float(v) for v in losses])
+
+
+@contextmanager
+def epochs_recorded() -> Iterator[list[list[float]]]:
+    """What the training loops of a step record (`record_epochs`): one list of per-epoch losses per loop."""
+    token = _EPOCH_LOSSES.set([])
+    try:
+        yield _EPOCH_LOSSES.get()  # type: ignore[misc]
+    finally:
+        _EPOCH_LOSSES.reset(token)

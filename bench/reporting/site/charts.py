@@ -29,7 +29,7 @@ DASHES = {"--": ' stroke-dasharray="5 3"', ":": ' stroke-dasharray="1.5 3"', "-.
 
 
 def svg_curves(rows: pd.DataFrame, title: str, ylabel: str, colour: Any, style: Any = None,
-               bounds: tuple[float, float] = (0.0, 100.0)) -> str:
+               bounds: tuple[float, float] = (0.0, 100.0), xlabel: str = "step") -> str:
     """Mean per step (a line per label) with a band of ± one std over seeds within the quantity's `bounds` (an
     accuracy band never runs past 100%), steps counted from 1; `colour` and `style` give a label's colour and
     line style (`bench.reporting.plots.figure_styles`)."""
@@ -56,9 +56,9 @@ def svg_curves(rows: pd.DataFrame, title: str, ylabel: str, colour: Any, style: 
     for tick in _ticks(low, high):
         out.append(f'<line x1="{left}" x2="{width - right}" y1="{y(tick):.1f}" y2="{y(tick):.1f}" class="grid"/>'
                    f'<text x="{left - 6}" y="{y(tick) + 4:.1f}" class="tick" text-anchor="end">{tick:g}</text>')
-    for step in steps:
+    for step in steps[::max(1, -(-len(steps) // 12))]:  # at most about 12 labels (an epoch axis has hundreds)
         out.append(f'<text x="{x(step):.1f}" y="{height - bottom + 16}" class="tick" text-anchor="middle">{step + 1}</text>')
-    out.append(f'<text x="{(left + width - right) / 2:.0f}" y="{height - 6}" class="axis" text-anchor="middle">step</text>'
+    out.append(f'<text x="{(left + width - right) / 2:.0f}" y="{height - 6}" class="axis" text-anchor="middle">{e(xlabel)}</text>'
                f'<text transform="translate(13 {(top + height - bottom) / 2:.0f}) rotate(-90)" class="axis" '
                f'text-anchor="middle">{e(ylabel)}</text>')
     labels = rows["label"].astype(str).nunique()

@@ -71,7 +71,7 @@ def _metrics_tables(rows: Sequence[Measure]) -> str:
     return "".join(out) or "<p>No metrics recorded.</p>"
 
 
-def _figures(rows: Sequence[Measure], first: Mapping[str, Any]) -> str:
+def _figures(rows: Sequence[Measure], first: Mapping[str, Any], directory: Path | None = None) -> str:
     """What the page opens with: the run's accuracy on every class seen so far after each step (in the flavour
     and weighting of its A), its forgetting of the first step's classes where it recorded per-task rows, and its
     accuracy matrix (each task's accuracy after each step, with its backward transfer)."""
@@ -111,7 +111,40 @@ def _figures(rows: Sequence[Measure], first: Mapping[str, Any]) -> str:
         out.append(f'<table class="matrix"><caption>accuracy (%) on each task after each step ({e(flavour)})'
                    + (f"; backward transfer {bwt:+.1f}" if not math.isnan(bwt) else "")
                    + f'</caption><tr><th></th>{head}</tr>{body}</table>')
-    return "".join(out) + "</section>"
+    return "".join(out) + _training_curves(directory) + "</section>"
+
+
+def _training_curves(directory: Path | None) -> str:
+    """Each training loop's mean loss per epoch, step by step (what the run's predictions keep: `epoch_loss_t_i`),
+    a panel per step; nothing for a run without (no trained loop, or finished before they were kept)."""
+    import numpy as np
+
+    from bench.reporting.plots import figure_styles
+    from bench.reporting.site.charts import svg_curves
+
+    path = directory / "predictions.npz" if directory is not None else None
+    try:
+        with np.load(path) as stored:  # allow_pickle=False
+            losses = {k: stored[k] for k in stored.files if k.startswith("epoch_loss_")}
+    except (OSError, ValueError, TypeError):
+        return ""
+    by_step: dict[int, list[tuple[str, np.ndarray]]] = defaultdict(list)
+    for key in sorted(losses, key=lambda k: tuple(int(n) for n in k.split("_")[2:])):
+        t, i = (int(n) for n in key.split("_")[2:])
+        by_step[t].append((f"loop {i + 1}", losses[key]))
+    panels = []
+    for t, loops in sorted(by_step.items()):
+        frame = pd.DataFrame([dict(label=label, step=epoch, mean=float(v), std=0.0, n=1)
+                              for label, values in loops for epoch, v in enumerate(values)])
+        if frame.empty:
+            continue
+        styles = figure_styles(list(dict.fromkeys(frame["label"])))
+        panels.append(svg_curves(frame, f"step {t + 1}: training loss per epoch", "mean loss", lambda l: styles[l][0],
+                                 lambda l: styles[l][1], bounds=(float("-inf"), float("inf")), xlabel="epoch"))
+    if not panels:
+        return ""
+    return ('<h3>Training</h3><p class="note">Each training loop\'s mean loss over an epoch\'s batches (a stage may '
+            'train several loops, e.g. a warm-up and the main loop).</p><div class="panels">' + "".join(panels) + "</div>")
 
 
 def _tail(path: Path, lines: int) -> tuple[str, int]:
@@ -184,7 +217,7 @@ def run_page(run: Run, rows: Sequence[Measure] | None, first: Mapping[str, Any] 
                 reported.append(f'<div class="big"><span>{metric}</span>{summary[key]:.1f}'
                                 f'<small>{e(source_text(source))}</small></div>')
         parts.append('<div class="bigs">' + "".join(reported) + "</div>")
-        parts.append(_figures(rows, first))
+        parts.append(_figures(rows, first, run.directory))
     parts.append('<nav class="toc"><a href="#config">config</a> <a href="#provenance">provenance</a> '
                  '<a href="#metrics">per-step metrics</a> ' + ('<a href="#error">error</a> ' if run.state == FAILED else "")
                  + '<a href="#log">log</a> <a href="#files">files</a></nav>')
