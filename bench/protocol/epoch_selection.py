@@ -49,6 +49,7 @@ class EpochSelection:
             raise ValueError(f"selection every={every}: score every n >= 1 epochs")
         self.rule, self.score, self.every = rule, score, every
         self.chosen: list[tuple[int, int]] = []
+        self.scores: list[list[tuple[int, float]]] = []  # per training loop: (epoch, score) of each epoch scored
 
     @contextmanager
     def over(self, parameters: Iterable[torch.nn.Parameter], logits: Logits,
@@ -62,6 +63,8 @@ class EpochSelection:
             return
         params = list(parameters)
         best_score, best_epoch, best_values, epochs = float("-inf"), -1, None, 0
+        scored: list[tuple[int, float]] = []
+        self.scores.append(scored)
 
         @torch.no_grad()
         def after_epoch(epoch: int) -> None:
@@ -73,6 +76,7 @@ class EpochSelection:
             for m in modules:
                 m.eval()
             score = float(self.score(logits))  # type: ignore[misc]
+            scored.append((epoch, score))
             for m, mode in zip(modules, modes):
                 m.train(mode)
             if score > best_score or (score == best_score and self.rule not in STRICT):

@@ -184,6 +184,8 @@ class MixedStages:
         stored[MIXED_MARK] = np.asarray([1], dtype=np.int8)  # `replay` reads it
         if self.rule != "last":
             stored[f"selected_{t}"] = compact(np.asarray([e for e, _ in self.selection.chosen], dtype=np.int64))
+            for i, scored in enumerate(self.selection.scores):  # (epoch, score) of every epoch scored: the page's curve
+                stored[f"epoch_score_{t}_{i}"] = np.asarray(scored, dtype=np.float32).reshape(-1, 2)
             self.log(f"stage {t}: kept epochs {', '.join(f'{e + 1}/{n}' for e, n in self.selection.chosen) or '- (no epochs)'} "
                      f"by {self.rule}{' (ORACLE ON TEST)' if self.rule in TEST_SELECTIONS else ''}")
         seen = np.flatnonzero(self.test_stage <= t)

@@ -126,6 +126,7 @@ def _training_curves(directory: Path | None) -> str:
     try:
         with np.load(path) as stored:  # allow_pickle=False
             losses = {k: stored[k] for k in stored.files if k.startswith("epoch_loss_")}
+            scores = {k: stored[k] for k in stored.files if k.startswith("epoch_score_")}
     except (OSError, ValueError, TypeError):
         return ""
     by_step: dict[int, list[tuple[str, np.ndarray]]] = defaultdict(list)
@@ -141,10 +142,19 @@ def _training_curves(directory: Path | None) -> str:
         styles = figure_styles(list(dict.fromkeys(frame["label"])))
         panels.append(svg_curves(frame, f"step {t + 1}: training loss per epoch", "mean loss", lambda l: styles[l][0],
                                  lambda l: styles[l][1], bounds=(float("-inf"), float("inf")), xlabel="epoch"))
+    for key in sorted(scores, key=lambda k: tuple(int(n) for n in k.split("_")[2:])):
+        t, i = (int(n) for n in key.split("_")[2:])
+        frame = pd.DataFrame([dict(label=f"loop {i + 1}", step=int(epoch), mean=float(score), std=0.0, n=1)
+                              for epoch, score in scores[key]])
+        if len(frame):
+            panels.append(svg_curves(frame, f"step {t + 1}, loop {i + 1}: the selection's score per epoch scored",
+                                     "score (%)", lambda _: "#2ca02c", xlabel="epoch"))
     if not panels:
         return ""
     return ('<h3>Training</h3><p class="note">Each training loop\'s mean loss over an epoch\'s batches (a stage may '
-            'train several loops, e.g. a warm-up and the main loop).</p><div class="panels">' + "".join(panels) + "</div>")
+            'train several loops, e.g. a warm-up and the main loop), and where the run selected an epoch '
+            '(<code>setting.selection</code>), the score of each epoch it scored.</p><div class="panels">'
+            + "".join(panels) + "</div>")
 
 
 def _tail(path: Path, lines: int) -> tuple[str, int]:
