@@ -71,16 +71,25 @@ def test_smoke_grid_runs_as_a_job_array(capsys, tmp_path):
 
 
 def test_a_failing_job_reaches_status_with_its_error(capsys, tmp_path):
-    # a weights file that exists (what is checked before submitting) but is not one: the job fails
+    # a weights file that exists but is not one is refused before anything is submitted (one line)
     (tmp_path / "w.pth").write_bytes(b"not a checkpoint")
-    argv = ["--grid", "smoke", "--methods", "K-means", "--backbone", "timm:vit_tiny_patch16_224",
-            "--results", str(tmp_path), "--cfg-options", *TINY, f"backbone.pretrained={tmp_path / 'w.pth'}"]
+    refused = ["--grid", "smoke", "--methods", "K-means", "--backbone", "timm:vit_tiny_patch16_224",
+               "--results", str(tmp_path / "refused"), "--cfg-options", *TINY, f"backbone.pretrained={tmp_path / 'w.pth'}"]
+    code, out = bench(capsys, "run", "--cluster", "slurm", "--profile", "local", "--wait", *refused)
+    assert code == 2 and not (tmp_path / "refused" / "runs").exists()
+    # a plugin method that fails as it learns: its job fails, and its error reaches `bench status`
+    plugins = write_plugin(tmp_path / "plugins", name="Boom", preset="boom")
+    method = plugins / "toy_method.py"
+    method.write_text(method.read_text().replace("    def learn(self, step: Step) -> None:\n",
+                                                 "    def learn(self, step: Step) -> None:\n"
+                                                 "        raise RuntimeError('planted failure')\n"))
+    argv = ["--include", str(plugins), "--grid", "smoke", "--methods", "Boom", "--backbone", "pixels",
+            "--results", str(tmp_path), "--cfg-options", *TINY]
     code, out = bench(capsys, "run", "--cluster", "slurm", "--profile", "local", "--wait", *argv)
-    assert code == 1
+    assert code == 1, out
     code, out = bench(capsys, "status", *argv)
     assert "1 failed" in out
-    assert f"cannot read backbone weights {tmp_path / 'w.pth'}" in out and "log.txt" in out
-    (spec,) = tiny_specs(methods=["K-means"])
+    assert "RuntimeError: planted failure" in out and "log.txt" in out
     failed_dir = next((tmp_path / "runs").iterdir())
     assert "Traceback" in (failed_dir / "error.txt").read_text()
 
