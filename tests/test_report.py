@@ -593,3 +593,22 @@ def test_the_accuracy_matrix_is_each_tasks_accuracy_after_each_step_and_its_bwt(
     written = matrix_plot(matrices, "C10", "3-step", tmp_path / "matrix_C10_3-step")
     assert [p.name for p in written] == ["matrix_C10_3-step.png", "matrix_C10_3-step.pdf"]
     assert all(p.stat().st_size > 1000 for p in written)
+
+
+def test_per_class_accuracy_and_the_old_new_confusion_by_hand():
+    import numpy as np
+
+    from bench.reporting.per_class import per_class
+
+    # classes 0, 1 old, 2 new; clusters 7, 8, 9: the match takes 7→0, 8→1, 9→2
+    labels = np.array([0, 0, 0, 0, 1, 1, 1, 2, 2, 2])
+    pred = np.array([7, 7, 7, 9, 8, 8, 7, 9, 9, 8])
+    got = per_class(labels, pred, first_new=2)
+    assert got.classes["accuracy"].round(4).tolist() == [75.0, round(200 / 3, 4), round(200 / 3, 4)]
+    assert got.classes["kind"].tolist() == ["old", "old", "new"] and got.classes["images"].tolist() == [4, 3, 3]
+    # old images: 6 of 7 predicted old (0 or 1), 1 new; new images: 2 of 3 new, 1 old
+    assert got.confusion.loc["old"].round(4).tolist() == [round(600 / 7, 4), round(100 / 7, 4), 0.0]
+    assert got.confusion.loc["new"].round(4).tolist() == [round(100 / 3, 4), round(200 / 3, 4), 0.0]
+    # a fourth cluster no class is matched to: its images count as unmatched
+    got = per_class(np.array([0, 0, 1]), np.array([5, 6, 7]), first_new=1)
+    assert got.confusion.loc["old", "unmatched"] == 50.0

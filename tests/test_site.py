@@ -95,6 +95,15 @@ def test_the_site_has_a_page_per_run_and_shows_failed_and_missing_runs(site):
         loops = sorted(k for k in stored.files if k.startswith("epoch_loss_"))
         assert loops and all(len(stored[k]) >= 1 and np.isfinite(stored[k]).all() for k in loops)
     assert "step 1: training loss per epoch" in page and "step 2: training loss per epoch" in page
+    # and the confusion of old and new classes after its last step, with each class's accuracy
+    from bench.reporting.per_class import of_run
+
+    got = of_run(site.out.parent.parent / "runs" / done)
+    assert "Old and new classes after the last step" in page
+    assert f'<td class="num">{got.confusion.loc["old", "old"]:.1f}</td>' in page
+    folded = page[page.index("<details><summary>accuracy of each class"):]
+    folded = folded[:folded.index("</details>")]
+    assert folded.count("<td>old</td>") + folded.count("<td>new</td>") == len(got.classes) == 6
     # no CDN, no absolute URL: every link and source is a file beside the page
     for path in [site.out / "index.html", *pages]:
         assert not re.search(r'(src|href)="(https?:)?//', path.read_text()), path

@@ -2,11 +2,13 @@
 
 - `load` (the metrics files of a selection of runs), `aggregate` (seeds to cells), `stats` (intervals, tests),
   `layouts` (the paper's tables' rows and columns), `table` (rendering), `compare` (beside the paper),
-  `cgcd` (the mixed setting's table), `plots` (radar and curves), `files` (a report's files), `site/` (the html
-  report), `outcomes` (what a command says about finished runs: the leaderboard, failures, version warnings).
+  `cgcd` (the mixed setting's table), `plots` (radar, curves, accuracy matrices), `files` (a report's files),
+  `per_class` (a run's classes and its old/new confusion, from its predictions, with the evaluator's Hungarian match),
+  `site/` (the html report), `outcomes` (what a command says about finished runs: the leaderboard, failures, version
+  warnings).
 
 Imports from: bench.errors, bench.core, bench.registries, bench.data, bench.config, bench.features,
-bench.runs.
+bench.runs, bench.protocol.
 """
 from __future__ import annotations
 

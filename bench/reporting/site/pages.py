@@ -111,7 +111,30 @@ def _figures(rows: Sequence[Measure], first: Mapping[str, Any], directory: Path 
         out.append(f'<table class="matrix"><caption>accuracy (%) on each task after each step ({e(flavour)})'
                    + (f"; backward transfer {bwt:+.1f}" if not math.isnan(bwt) else "")
                    + f'</caption><tr><th></th>{head}</tr>{body}</table>')
-    return "".join(out) + _training_curves(directory) + "</section>"
+    return "".join(out) + _per_class(directory) + _training_curves(directory) + "</section>"
+
+
+def _per_class(directory: Path | None) -> str:
+    """The confusion of old and new classes after the last step, and each class's accuracy (folded), under one
+    Hungarian match (`bench.reporting.per_class`)."""
+    from bench.reporting.per_class import of_run
+
+    got = of_run(directory) if directory is not None else None
+    if got is None or got.classes.empty:
+        return ""
+    conf = got.confusion
+    head = "".join(f"<th>predicted {e(c)}</th>" for c in conf.columns)
+    body = "".join(f"<tr><th>{e(kind)} images</th>" + "".join(
+        f'<td class="num">{v:.1f}</td>' if not math.isnan(v) else "<td>—</td>" for v in conf.loc[kind]) + "</tr>"
+        for kind in conf.index)
+    classes = "".join(f'<tr><td>{int(r.cls)}</td><td>{e(r.kind)}</td><td class="num">{int(r.images)}</td>'
+                      f'<td class="num">{r.accuracy:.1f}</td></tr>' for r in got.classes.itertuples())
+    return ('<h3>Old and new classes after the last step</h3><p class="note">Under one Hungarian match of the '
+            "clusters to the classes (flavour w): of the old classes' images (seen before the last step) and the new "
+            "ones', the share (%) whose matched prediction is an old class, a new one, or a cluster matched to none."
+            f'</p><table class="matrix"><tr><th></th>{head}</tr>{body}</table>'
+            f'<details><summary>accuracy of each class ({len(got.classes)})</summary><table class="metrics">'
+            f'<tr><th>class</th><th>kind</th><th>images</th><th>accuracy (%)</th></tr>{classes}</table></details>')
 
 
 def _training_curves(directory: Path | None) -> str:
