@@ -54,7 +54,7 @@ EVALUATIONS: dict[str, str] = {
 # setting.draw: which images each stage holds (`bench.config.manifests.draw`, `bench.config.happy_draw`)
 DRAWS: dict[str, str] = {
     "bench": "bench's draw, seeded with setting.manifest_seed",
-    "happy": "Happy's code's draw, replayed: its very images (CIFAR, TinyImageNet, ImageNet-100)",
+    "happy": "Happy's code's draw, replayed: its very images (CIFAR, TinyImageNet, ImageNet-100, CUB-200)",
 }
 K_SOURCES = ("known", "silhouette", "brent")  # setting.k: the new classes' count given, or estimated (estimate_k)
 
