@@ -178,7 +178,7 @@ def matrix_plot(matrices: pd.DataFrame, dataset: str, split: str, stem: Path) ->
     rows = matrices[(matrices["dataset"] == dataset) & (matrices["split"] == split)]
     labels = list(dict.fromkeys(rows["label"].astype(str)))
     cols = min(3, len(labels))
-    fig, axes = plt.subplots(math.ceil(len(labels) / cols), cols, figsize=(3.3 * cols, 3.0 * math.ceil(len(labels) / cols)),
+    fig, axes = plt.subplots(math.ceil(len(labels) / cols), cols, figsize=(3.6 * cols, 3.4 * math.ceil(len(labels) / cols)),
                              squeeze=False)
     for ax in axes.flat[len(labels):]:
         ax.axis("off")
@@ -191,7 +191,7 @@ def matrix_plot(matrices: pd.DataFrame, dataset: str, split: str, stem: Path) ->
         ax.imshow(grid, vmin=0, vmax=100, cmap="viridis")
         for (t, k), value in np.ndenumerate(grid):
             if np.isfinite(value):
-                ax.text(k, t, f"{value:.0f}", ha="center", va="center", fontsize=7,
+                ax.text(k, t, f"{value:.0f}", ha="center", va="center", fontsize=9,
                         color="white" if value < 60 else "black")
         ax.set_xticks(range(steps), [str(k + 1) for k in range(steps)], fontsize=7)
         ax.set_yticks(range(steps), [str(t + 1) for t in range(steps)], fontsize=7)

@@ -113,7 +113,8 @@ def _curves(frame: pd.DataFrame, order: Mapping[str, Sequence[str]] | None, figu
     for path in radars:
         rel = os.path.relpath(path, out)
         pdf = path.with_suffix(".pdf")
-        parts.append(f'<figure class="radar"><img src="{e(quote(rel))}" alt="radar plot {e(path.stem)}" loading="lazy">'
+        kind = "matrices" if path.name.startswith("matrix_") else "radar"  # the matrices' panels want more width
+        parts.append(f'<figure class="{kind}"><img src="{e(quote(rel))}" alt="{kind} {e(path.stem)}" loading="lazy">'
                      f'<figcaption>{e(path.stem.replace("_", " "))}: '
                      + ("accuracy on each task after each step (%), with each method's backward transfer"
                         if path.name.startswith("matrix_") else "A and 100−F in %, outward is better")
