@@ -210,7 +210,9 @@ def _check_setting(method: str, config: Mapping[str, Any], runs_on: RunsOn) -> N
         raise BenchError(f"setting {name!r} does not follow from the split: the split names the setting "
                          f"(mixed protocols: {', '.join(MIXED_SPLITS)}; class-iNCD: {', '.join(SPLITS)})")
     if name not in runs_on.settings:
-        raise BenchError(f"method {method!r} cannot run the {name!r} setting ({SETTINGS[name]}); it runs: "
+        why = ("; bench's mixed stages feed frozen features, and it fine-tunes ViT blocks on tokens (not wired to "
+               "the mixed setting yet)" if name == "mixed" and runs_on.inputs == "tokens" else "")
+        raise BenchError(f"method {method!r} cannot run the {name!r} setting ({SETTINGS[name]}){why}; it runs: "
                          f"{', '.join(runs_on.settings)}")
     if name == "mixed":
         check_setting(setting)
