@@ -260,6 +260,18 @@ def test_baseline_and_kmeans_end_to_end_on_each_fixture(roots, tmp_path, capsys,
     assert spec["location"]["data_root"] == str(roots[0])
 
 
+def mixed_kmeans_run(roots, tmp_path, capsys, dataset, *options):
+    """K-means on `happy-5-stage` of a fixture dataset with the tiny ViT and `options`: its run directory, and what
+    it printed."""
+    code = main(["run", "--grid", "smoke", "--methods", "K-means", "--datasets", dataset, "--splits", "happy-5-stage",
+                 "--data-root", str(roots[0]), "--cluster", "debug", "--results", str(tmp_path),
+                 *[a for a in TINY_VIT if a != "method.epochs=2"], *options])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    (run,) = (tmp_path / "runs").glob("*")
+    return run, out
+
+
 @pytest.mark.parametrize("whole", [True, False])
 def test_a_mixed_run_trains_on_the_whole_official_training_set_unless_told(roots, tmp_path, capsys, whole):
     """Herbarium's reader holds images of each class out for validation (here 1 of 7): the mixed setting gives them
@@ -268,13 +280,8 @@ def test_a_mixed_run_trains_on_the_whole_official_training_set_unless_told(roots
     from bench.config.manifests import Manifest
 
     extra = [] if whole else ["setting.whole_train=false"]
-    code = main(["run", "--grid", "smoke", "--methods", "K-means", "--datasets", "herbarium19", "--splits",
-                 "happy-5-stage", "--data-root", str(roots[0]), "--cluster", "debug", "--results", str(tmp_path),
-                 *[a for a in TINY_VIT if a != "method.epochs=2"], "dataset.num_classes=10", "dataset.val_per_class=1",
-                 *extra])
-    out = capsys.readouterr().out
-    assert code == 0, out
-    (run,) = (tmp_path / "runs").glob("*")
+    run, _ = mixed_kmeans_run(roots, tmp_path, capsys, "herbarium19", "dataset.num_classes=10",
+                              "dataset.val_per_class=1", *extra)
     spec = json.loads((run / "spec.json").read_text())
     assert spec["config"]["setting"]["whole_train"] is whole
     manifest = Manifest.from_json((run / "split.json").read_text())
@@ -351,12 +358,7 @@ def test_a_run_holds_happys_images_with_its_draw(roots, tmp_path, capsys):
     from bench.config.manifests import Manifest
     from bench.config.settings import arrival_order, protocol_for
 
-    code = main(["run", "--grid", "smoke", "--methods", "K-means", "--datasets", "cifar100", "--splits",
-                 "happy-5-stage", "--data-root", str(roots[0]), "--cluster", "debug", "--results", str(tmp_path),
-                 *[a for a in TINY_VIT if a != "method.epochs=2"], "setting.draw=happy", "setting.arrival=happy"])
-    out = capsys.readouterr().out
-    assert code == 0, out
-    (run,) = (tmp_path / "runs").glob("*")
+    run, out = mixed_kmeans_run(roots, tmp_path, capsys, "cifar100", "setting.draw=happy", "setting.arrival=happy")
     spec = json.loads((run / "spec.json").read_text())
     labels = build_dataset("cifar100", {}, str(roots[0])).train.labels
     order = arrival_order(spec["config"]["setting"], 100)

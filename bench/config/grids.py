@@ -41,9 +41,12 @@ class Block:
     def _entry(spec: "RunSpec") -> str:
         return spec.method if spec.preset == DEFAULT_PRESET else f"{spec.method}:{spec.preset}"
 
-    def contains(self, spec: "RunSpec") -> bool:
-        return (self._entry(spec) in self.methods and spec.dataset in self.datasets and spec.split in self.splits
-                and spec.backbone in self.backbones)
+    def contains(self, spec: "RunSpec", replaced: Sequence[str] = ()) -> bool:
+        """Whether `spec` is on the block's axes, but those a selection `replaced` (as `expand` does: `methods`,
+        `datasets`, `splits`, `backbones`)."""
+        on_axes = {"methods": self._entry(spec) in self.methods, "datasets": spec.dataset in self.datasets,
+                   "splits": spec.split in self.splits, "backbones": spec.backbone in self.backbones}
+        return all(inside or axis in replaced for axis, inside in on_axes.items())
 
     def position(self, spec: "RunSpec") -> tuple[int, int]:
         """Where a spec of this block comes in its table: the block lists methods in the paper's order
@@ -170,9 +173,7 @@ def members(grid: Grid, block: Block, specs: Sequence[RunSpec], options: Mapping
 
     out = []
     for spec in specs:
-        on_axes = {"methods": block._entry(spec) in block.methods, "datasets": spec.dataset in block.datasets,
-                   "splits": spec.split in block.splits, "backbones": spec.backbone in block.backbones}
-        if not all(inside or axis in replaced for axis, inside in on_axes.items()):
+        if not block.contains(spec, replaced):
             continue
         grid_cfg = deep_merge(deep_merge(dict(grid.cfg), block.cfg), {"dataset": grid.dataset_options.get(spec.dataset, {})})
         config = resolve_config(spec.method, spec.preset, spec.dataset, spec.split, grid_cfg, dict(options or {}))
