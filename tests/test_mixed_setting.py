@@ -105,7 +105,7 @@ def test_the_setting_its_counts_and_its_seed_are_part_of_the_run_id():
 
 @pytest.mark.parametrize("argv, said", [
     (["--methods", "EwC"], "method 'EwC' cannot run the 'mixed' setting"),
-    (["--methods", "FRoST"], "bench's mixed stages feed frozen features, and it fine-tunes ViT blocks on tokens"),
+    (["--methods", "FRoST"], "it learns each step's new head from images of new classes only"),
     (["--cfg-options", "setting.k=guess"], "bad setting.k='guess': choose from known, silhouette"),
     (["--cfg-options", "setting.selection=oracle-test"], "bad setting.selection='oracle-test'"),
     (["--cfg-options", "setting.evaluation=both"], "bad setting.evaluation='both': choose from inductive"),

@@ -211,8 +211,10 @@ def _check_setting(method: str, config: Mapping[str, Any], runs_on: RunsOn) -> N
         raise BenchError(f"setting {name!r} does not follow from the split: the split names the setting "
                          f"(mixed protocols: {', '.join(MIXED_SPLITS)}; class-iNCD: {', '.join(SPLITS)})")
     if name not in runs_on.settings:
-        why = ("; bench's mixed stages feed frozen features, and it fine-tunes ViT blocks on tokens (not wired to "
-               "the mixed setting yet)" if name == "mixed" and runs_on.inputs == "tokens" else "")
+        # the paper's trained-block methods: each step's new head clusters images of new classes only
+        why = ("; it learns each step's new head from images of new classes only (class-iNCD's assumption) and has no "
+               "labelled first stage, while a mixed stage mixes old classes' images in (the mixed setting's trained-block "
+               "methods: SimGCD (continual), Happy)" if name == "mixed" and runs_on.inputs == "tokens" else "")
         raise BenchError(f"method {method!r} cannot run the {name!r} setting ({SETTINGS[name]}){why}; it runs: "
                          f"{', '.join(runs_on.settings)}")
     if name == "mixed":

@@ -21,6 +21,11 @@ line each:
   checkpoint, the run's metrics equal the uninterrupted run's;
 - `the same seed gives the same numbers`: a second run from scratch gives identical metrics.
 
+A method that runs only the mixed setting (continual category discovery: a labelled first stage) is checked on a mixed
+split (`MIXED_SPLIT`): there its first stage's labels are the protocol's input, so `no labels reach it` means none
+after that stage, and the permuted-labels run is not applicable (permuting labels would move images between the
+protocol's stages).
+
 Each run happens in its own results directory under the kit's work directory; the feature bank is
 shared by all of them (built once).
 """
@@ -42,7 +47,9 @@ GRID, DATASET, SPLIT, SEED = "smoke", "synthetic", "2-step", 0
 TINY_OPTIONS: dict[str, Any] = {"features.views": 2, "dataset.num_classes": 4, "dataset.image_size": 8,
                                 "dataset.train_per_class": 8, "dataset.test_per_class": 4}
 SHORT_KEYS = ("epochs", "ktrfr_epochs", "joint_epochs", "stage1_epochs", "stage2_epochs", "warmup_epochs",
-              "ssl_epochs")  # every count of epochs a built-in preset has: 1 is the least a run validates
+              "ssl_epochs", "labelled_epochs")  # every count of epochs a built-in preset has: 1 is the least a run validates
+# a mixed-only method's run: Happy's protocol on 12 classes (6 labelled, then one new class a stage)
+MIXED_SPLIT, MIXED_OPTIONS = "happy-5-stage", {"dataset.num_classes": 12, "dataset.train_per_class": 6}
 KILLED_AT = 1  # the kit kills its run as this step (0-based) starts: one step done, one to resume
 
 
@@ -81,7 +88,15 @@ def short_options(method: str) -> dict[str, Any]:
     from bench.config.presets import load_preset
 
     params, _ = load_preset(method, EQUATIONS)
-    return {**TINY_OPTIONS, **{f"method.{key}": 1 for key in SHORT_KEYS if key in params}}
+    mixed = MIXED_OPTIONS if split_of(method) == MIXED_SPLIT else {}
+    return {**TINY_OPTIONS, **mixed, **{f"method.{key}": 1 for key in SHORT_KEYS if key in params}}
+
+
+def split_of(method: str) -> str:
+    """The split the kit runs `method` on: class-iNCD's, or a mixed one for a method that runs only that setting."""
+    from bench.registries.catalogue import method_info
+
+    return SPLIT if "incd" in method_info(method).runs_on.settings else MIXED_SPLIT
 
 
 def _specs(method: str, preset: str | None = None, options: Mapping[str, Any] | None = None,
@@ -93,10 +108,11 @@ def _specs(method: str, preset: str | None = None, options: Mapping[str, Any] | 
                   options=dict(options or {}), location=dict(location or {}))
 
 
-def _override_targets(cfg: Mapping[str, Any], presets: list[str]) -> list[tuple[str, str, str]]:
+def _override_targets(cfg: Mapping[str, Any], presets: list[str], default: str = SPLIT) -> list[tuple[str, str, str]]:
     """(preset, dataset, split) of every per-dataset/split override a preset file has (keys `dataset`,
     `dataset/split` or `*/split`), for the datasets registered now (another's reader may not be loaded)."""
     from bench.data import reader_class
+    from bench.config.settings import MIXED_SPLITS
     from bench.config.spec import SPLITS
 
     targets = []
@@ -104,8 +120,8 @@ def _override_targets(cfg: Mapping[str, Any], presets: list[str]) -> list[tuple[
         for key in by_key if preset in presets else ():
             dataset, _, split = key.partition("/")
             dataset = DATASET if dataset == "*" else dataset
-            if reader_class(dataset) is not None and (split or SPLIT) in SPLITS:
-                targets.append((preset, dataset, split or SPLIT))
+            if reader_class(dataset) is not None and (split or default) in (*SPLITS, *MIXED_SPLITS):
+                targets.append((preset, dataset, split or default))
     return targets
 
 
@@ -127,9 +143,10 @@ def check_presets(method: str) -> Check:
         if missing:
             return Check(name, False, f"{path.name} lacks {' and '.join(missing)} (required); it has: "
                                       f"{', '.join(presets) or 'no preset'}")
-        targets = [(preset, DATASET, SPLIT) for preset in presets]
+        own = split_of(method)
+        targets = [(preset, DATASET, own) for preset in presets]
         # a per-dataset/split override is validated where it applies
-        targets += _override_targets(_read_config(str(path)), presets)
+        targets += _override_targets(_read_config(str(path)), presets, own)
         for preset, dataset, split in targets:
             try:  # the preset's own values (a grid's `cfg` would hide them), then as the kit runs it
                 config = resolve_config(method, preset, dataset, split, {}, {})
@@ -137,7 +154,7 @@ def check_presets(method: str) -> Check:
                 _specs(method, preset, short_options(method) if dataset == DATASET else {}, dataset=dataset,
                        split=split)
             except BenchError as err:
-                where = "" if (dataset, split) == (DATASET, SPLIT) else f" on {dataset} {split}"
+                where = "" if (dataset, split) == (DATASET, own) else f" on {dataset} {split}"
                 return Check(name, False, f"preset {preset!r}{where}: {err}")
         return Check(name, True)
     except Exception as err:
@@ -227,23 +244,31 @@ def run_checks(method: str, workdir: Path | None = None, cache: Path | None = No
     work = Path(tempfile.mkdtemp(prefix="bench-check-")) if own else Path(workdir)
     try:
         # one feature bank for every run of the kit (`cache_dir` is a location: the run ids stay the same)
+        mixed = split_of(method) == MIXED_SPLIT
         (spec,) = _specs(method, options=short_options(method), location={"cache_dir": str(cache or work / "cache"),
-                                                                        "device": "cpu"})
+                                                                        "device": "cpu"}, split=split_of(method))
         first = _run(spec, work / "first", cls)
         yield Check(smoke, first.out is not None, first.error)
         if first.out is None:
             yield from (Check(name, False, "not run: the smoke run failed") for name in dependent)
             return
         spy = first.spy
-        yield Check(dependent[0], not spy.label_fields, f"labels in {', '.join(spy.label_fields)}")
+        if mixed:  # the labelled stage's own labels are the protocol's
+            given = [f for f in spy.label_fields if f != "step 1.labels"]
+            yield Check(dependent[0] + " after the labelled stage", not given, f"labels in {', '.join(given)}")
+        else:
+            yield Check(dependent[0], not spy.label_fields, f"labels in {', '.join(spy.label_fields)}")
         if cls.runs_on.sees_past_steps:
             yield Check(dependent[1] + " (it declares itself a reference: it may)", True)
         else:
             yield Check(dependent[1], not spy.past_fields, "; ".join(spy.past_fields))
-        relabelled = _run(spec, work / "relabelled", cls, relabel=True)
-        reason = (f"the run with permuted labels failed: {relabelled.error}" if relabelled.out is None
-                  else _same_predictions(first.out, relabelled.out))
-        yield Check(dependent[2], not reason, reason)
+        if mixed:
+            yield Check(dependent[2] + " (not applicable: the mixed setting labels its first stage)", True)
+        else:
+            relabelled = _run(spec, work / "relabelled", cls, relabel=True)
+            reason = (f"the run with permuted labels failed: {relabelled.error}" if relabelled.out is None
+                      else _same_predictions(first.out, relabelled.out))
+            yield Check(dependent[2], not reason, reason)
         yield Check(dependent[3], not spy.roundtrip_errors, "; ".join(spy.roundtrip_errors[:1]))
         killed = _run(spec, work / "killed", cls, kill_at=KILLED_AT)
         if killed.error != "killed":
@@ -254,7 +279,7 @@ def run_checks(method: str, workdir: Path | None = None, cache: Path | None = No
             logs = (work / "killed" / "runs").glob("*/log.txt")
             if resumed.out is None:
                 reason = f"the resumed run failed: {resumed.error}"
-            elif not any(f"resuming after step {KILLED_AT - 1}" in p.read_text() for p in logs):
+            elif not any(f"resuming after {'stage' if mixed else 'step'} {KILLED_AT - 1}" in p.read_text() for p in logs):
                 reason = "it did not resume from the checkpoint"
             else:
                 reason = _same_metrics(first.out, resumed.out)

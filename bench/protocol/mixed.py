@@ -40,7 +40,8 @@ from bench.protocol.evaluate import clustering_accuracy, old_new_accuracies
 from bench.protocol.feeding import Feed, step_order
 from bench.protocol.outputs import checked
 from bench.protocol.step import Step
-from bench.protocol.transductive import PROMPTCCD_EVERY, embeds, promptccd_score, transductive_predictions
+from bench.protocol.transductive import (PROMPTCCD_EVERY, embedding, embeds, promptccd_score,
+                                         transductive_predictions)
 from bench.runs.predictions import compact
 from bench.runs.rows import MetricRow
 
@@ -139,6 +140,9 @@ class MixedStages:
             raise BenchError(f"method {spec.method!r} reads tokens and gives no representation (its embed()): "
                              "setting.evaluation=transductive and setting.selection=promptccd cluster it; use "
                              "setting.evaluation=inductive with another selection, or implement embed()")
+        if self.setting["k"] != "known" and not embeds(self.method):
+            raise BenchError(f"method {spec.method!r} reads tokens and gives no representation (its embed()): "
+                             f"setting.k={self.setting['k']} estimates K on it; use setting.k=known, or implement embed()")
         # the stage in progress: what it keeps, the classes before it and the new ones it was told of
         self.selection: EpochSelection = LAST
         self.known = self.n_new = 0
@@ -152,7 +156,11 @@ class MixedStages:
     def step(self, t: int, stored: Mapping[str, np.ndarray]) -> Step:
         spec, feed, manifest, layout = self.spec, self.feed, self.manifest, self.layout
         rows = step_order(manifest.stages[t], spec.seed, t)
-        train = feed.train.subset(rows).to(feed.device)
+        earlier = [step_order(manifest.stages[s], spec.seed, s) for s in range(t)]
+        sees_past = self.method.runs_on.sees_past_steps  # a reference's only
+        # a method on features reads the feature bank; one on tokens its prefix's tokens (`tokens`, `past_tokens`)
+        train = feed.train.subset(rows).to(feed.device) if feed.train is not None else None
+        past = [feed.train.subset(r).to(feed.device) for r in earlier] if sees_past and feed.train is not None else []
         # labels reach the method only in a labelled stage, and only that stage's
         labels = torch.as_tensor(self.data.train.labels[rows], dtype=torch.long) if manifest.labelled[t] else None
         self.known = known = int(sum(stored[f"k_given_{s}"][0] for s in range(t)))
@@ -160,12 +168,11 @@ class MixedStages:
         if t > 0 and self.setting["k"] != "known":
             # GCD's search scores k-means on the labelled stage's images: the protocol holds their labels
             first = manifest.stages[0]
-            given = ((feed.train.subset(first).plain, self.data.train.labels[first]) if self.setting["k"] == "brent"
+            given = ((self._represented(first), self.data.train.labels[first]) if self.setting["k"] == "brent"
                      else None)
-            self.n_new = max(1, estimate_new_classes(train.plain, known, self.setting["k_max_new"] or layout.sizes[0],
+            self.n_new = max(1, estimate_new_classes(self._represented(rows), known,
+                                                     self.setting["k_max_new"] or layout.sizes[0],
                                                      spec.seed * 1000 + t, given))
-        past = [feed.train.subset(step_order(manifest.stages[s], spec.seed, s)).to(feed.device)
-                for s in range(t)] if self.method.runs_on.sees_past_steps else []  # a reference's only
         seen = np.flatnonzero(self.test_stage <= t)
         if self.rule == "promptccd":  # k-means at every class of the protocol over every test image of them
             every = np.flatnonzero(self.test_stage < layout.n_steps)
@@ -178,7 +185,16 @@ class MixedStages:
             self.selection = selection_for(self.rule, feed, "train", manifest.validation,
                                            self.data.train.labels[manifest.validation])
         return Step(index=t, n_classes=self.n_new, offset=known, train=train, last=t == spec.n_steps - 1, past=past,
-                    device=feed.device, labels=labels, selection=self.selection)
+                    device=feed.device, labels=labels, selection=self.selection,
+                    **feed.inputs.step_fields([*earlier, rows], sees_past))
+
+    def _represented(self, rows: np.ndarray) -> torch.Tensor:
+        """What K is estimated on for the training images `rows`: their frozen features for a method on features;
+        for one on tokens, the method's representation of them so far (its `embed`), as GCD estimates K on its
+        own model's features."""
+        if self.feed.train is not None and self.method.runs_on.inputs == "features":
+            return self.feed.train.subset(rows).plain
+        return embedding(self.method, self.feed.batches("train", rows))
 
     def evaluate(self, t: int, method: Any, stored: dict[str, np.ndarray]) -> list[MetricRow]:
         stored[MIXED_MARK] = np.asarray([1], dtype=np.int8)  # `replay` reads it

@@ -1,0 +1,85 @@
+"""Happy (Ma et al., "Happy: A Debiased Learning Framework for Continual Generalized Category Discovery",
+NeurIPS'24; docs/methods.md#happy): continual SimGCD (`methods.simgcd`) with its three debiasing parts and a
+feature distillation, as its code (Happy-CGCD's `train_happy.py`) computes them (`methods.happy_parts`):
+
+    labelled stage: continual SimGCD's; then the prototypes: μ_c, the unit mean feature of each labelled class, and
+                    the shared radius r, from the stage's images and labels
+    stage t > 0:    the new rows of W <- clustering-guided initialisation on the previous model's features
+                    L = L_distil + L_ser + L_con + w_hap·L_hap + w_kd·L_kd        (no global entropy term)
+                    after it: a unit prototype per new class, the mean feature of the stage's images predicted
+                    as that class (its row of W where none is); the radius stays the labelled stage's
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from bench.methods.base import Step
+from bench.methods.happy_parts import (Prototypes, class_means, clustered_rows, feature_distillation, shared_radius,
+                                       soft_entropy)
+from bench.methods.simgcd import ContinualSimGCD
+from bench.methods.tails import Tail
+from bench.registries import METHODS
+
+
+@METHODS.register_module(name="Happy")
+class Happy(ContinualSimGCD):
+    preset_file = "happy"
+
+    def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
+        super().__init__(feature_dim, seed, **hparams)
+        self.prototypes = Prototypes()
+        self.previous: Tail | None = None  # the tail as the previous stage left it (feature distillation's target)
+
+    def _features(self, step: Step) -> torch.Tensor:
+        """The current tail's features of the stage's images, plain (no augmentation)."""
+        with torch.no_grad():
+            return torch.cat([self.tail(x) for x in step.tokens.batches(self.hparams["batch_size"])])
+
+    def initial_rows(self, step: Step) -> torch.Tensor | None:
+        self.previous = self.tail.frozen_copy()
+        if not self.hparams["init_new_head"]:
+            return None
+        old = self.head.weight[:step.offset].detach()
+        return clustered_rows(self._features(step), old, step.n_classes, self.seed * 1000 + step.index)
+
+    def entropy_term(self, logits: torch.Tensor, step: Step) -> torch.Tensor:
+        hp = self.hparams
+        if step.labels is not None:  # the labelled stage is continual SimGCD's, global entropy term included
+            return super().entropy_term(logits, step)
+        return soft_entropy(logits, step.offset, hp["student_temperature"],
+                            (hp["w_old_new"], hp["w_old_in"], hp["w_new_in"]))
+
+    def extra_loss(self, step: Step, views: tuple[torch.Tensor, torch.Tensor], z: torch.Tensor,
+                   gen: torch.Generator) -> torch.Tensor:
+        hp = self.hparams
+        loss = z.new_zeros(())
+        if hp["proto_weight"]:  # old classes' features drawn around their prototypes, hard ones more often
+            x, y = self.prototypes.sample(hp["proto_samples"], hp["hardness_temperature"], hp["radius_scale"], gen)
+            loss = loss + hp["proto_weight"] * F.cross_entropy(self.head(x) / hp["student_temperature"], y)
+        if hp["kd_weight"]:  # the previous stage's tail on the same views' tokens
+            with torch.no_grad():
+                before = torch.cat([self.previous(t) for t in views])
+            loss = loss + hp["kd_weight"] * feature_distillation(z, before)
+        return loss
+
+    def end_stage(self, step: Step) -> None:
+        z = self._features(step)
+        if step.labels is not None:
+            labels = step.labels.to(z.device)
+            self.prototypes.add(class_means(z, labels, range(step.n_classes), z.new_zeros(step.n_classes, z.shape[1])))
+            self.prototypes.radius = shared_radius(z, labels)
+            return
+        with torch.no_grad():
+            predicted = self.head(z).argmax(1)
+        new = range(step.offset, step.offset + step.n_classes)
+        self.prototypes.add(class_means(z, predicted, new, self.head.weight[step.offset:].detach()))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "prototypes": self.prototypes.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.prototypes.load_state_dict(state["prototypes"])

@@ -1,0 +1,150 @@
+"""Continual SimGCD: the parametric GCD learner (SimGCD, Wen et al. ICCV'23) fine-tuned stage after stage, the row
+the continual category discovery tables start from (docs/methods.md#simgcd-continual). The mixed setting only: its first stage
+is learned with labels.
+
+The model is the last ViT block (a tail, `methods.tails`), a projector φ (`methods.gcd_losses.Projector`) and one
+cosine classifier W over every class so far (`NormedHead`); z is the tail's feature, s = W·z its cosine logits,
+τ_s the student temperature, on two views of each image of a batch (`methods.gcd_losses` has each term):
+
+    labelled stage (labels y):  L = (1 − λ)·(L_distil + ε·(log K − H(p̄)) + L_con) + λ·(L_ce + L_supcon),
+                                τ_t warming from `teacher_warmup` to `teacher` over `teacher_warmup_epochs`
+    stage t > 0 (no label):     W grows by the stage's K_new rows (fresh, or `initial_rows`); φ is drawn afresh;
+                                L = L_distil + ε·(log K − H(p̄)) + L_con      (`entropy_term`, + `extra_loss`)
+    predict: argmax_c s_c over every class so far
+
+Each stage is its own SGD (momentum, weight decay but none on biases and 1-D weights) with a cosine schedule from
+its `lr` to lr·`eta_min_ratio`, stepped after each epoch, as Happy-CGCD's `train_happy.py`, whose stages this follows
+with Happy's parts off and SimGCD's global entropy term on (Happy's code comments it out; Happy is `methods.happy`).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from bench.methods.base import RunsOn, Step
+from bench.methods.gcd_losses import (NormedHead, Projector, distil, entropy_regulariser, info_nce, supcon,
+                                      teacher_temperature)
+from bench.methods.loop import train_epochs
+from bench.methods.tails import Tail, TailMethod
+from bench.registries import METHODS
+
+
+def cosine_after_epoch(epoch: int, epochs: int, lr: float, eta_min: float) -> float:
+    """CosineAnnealingLR(T_max=epochs) stepped at the END of each epoch: epoch e (0-based) runs at the schedule's
+    value for e, the first at `lr`."""
+    return eta_min + (lr - eta_min) * (1 + math.cos(math.pi * epoch / epochs)) / 2
+
+
+def parameter_groups(modules: list[torch.nn.Module], weight_decay: float) -> list[dict[str, Any]]:
+    """SimGCD's groups: weight decay on the ≥2-D weights, none on biases and 1-D weights (norms)."""
+    params = [p for m in modules for p in m.parameters() if p.requires_grad]
+    return [{"params": [p for p in params if p.ndim > 1], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.ndim <= 1], "weight_decay": 0.0}]
+
+
+@METHODS.register_module(name="SimGCD (continual)")
+class ContinualSimGCD(TailMethod):
+    preset_file = "simgcd"
+    runs_on = RunsOn(inputs="tokens", settings=("mixed",))
+
+    def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
+        super().__init__(feature_dim, seed, **hparams)
+        self.head: NormedHead | None = None
+        self._tail: Tail | None = None
+        self._tail_state: dict[str, torch.Tensor] | None = None  # from a checkpoint, until the tail is built
+
+    @property
+    def tail(self) -> Tail:
+        """The one tail, fine-tuned from stage to stage."""
+        if self._tail is None:
+            self._tail = self.new_tail(self._tail_state).eval()
+        return self._tail
+
+    # --- what Happy changes ----------------------------------------------------------------------------
+    def initial_rows(self, step: Step) -> torch.Tensor | None:
+        """The new classes' first rows (K_new × D), or None for fresh ones."""
+        return None
+
+    def entropy_term(self, logits: torch.Tensor, step: Step) -> torch.Tensor:
+        """ε·(log K − H(p̄)) over every class so far."""
+        return self.hparams["memax_weight"] * entropy_regulariser(logits, self.hparams["student_temperature"])
+
+    def extra_loss(self, step: Step, views: tuple[torch.Tensor, torch.Tensor], z: torch.Tensor,
+                   gen: torch.Generator) -> torch.Tensor:
+        """More terms of an unlabelled stage's loss, on the batch's two views' tokens and their features z (2B × D)."""
+        return z.new_zeros(())
+
+    def end_stage(self, step: Step) -> None:
+        """After a stage's training (and its epoch selection)."""
+
+    # --- the procedure -----------------------------------------------------------------------------------
+    def learn(self, step: Step) -> None:
+        hp, tail = self.hparams, self.tail
+        labelled = step.labels is not None
+        if self.head is None:
+            self.head = NormedHead(self.feature_dim, step.n_classes).to(self.device)
+        else:
+            self.head = self.head.grown(step.n_classes)
+            rows = self.initial_rows(step)
+            if rows is not None:  # directions only: the rows keep the norm fresh rows have (their gradient scale)
+                with torch.no_grad():
+                    fresh = self.head.weight[step.offset:]
+                    fresh.copy_(rows.to(fresh) * fresh.norm(dim=1).mean())
+        head, projector = self.head, Projector(self.feature_dim, hp["proj_hidden_dim"], hp["proj_dim"]).to(self.device)
+        epochs = hp["labelled_epochs"] if labelled else hp["epochs"]
+        lr = hp["labelled_lr"] if labelled else hp["lr"]
+        warm, final, warm_epochs = ((hp["labelled_teacher_warmup"], hp["labelled_teacher"], hp["labelled_teacher_epochs"])
+                                    if labelled else (hp["teacher"], hp["teacher"], 0))
+        gen = torch.Generator().manual_seed(self.seed * 1000 + 300 + step.index)
+        labels = step.labels.to(self.device) if labelled else None
+        epoch_now = [0]
+        tau_s, lam = hp["student_temperature"], hp["sup_weight"]
+
+        def loss_of(index: list[torch.Tensor]) -> torch.Tensor:
+            t1, t2 = step.tokens.two_views(index[0], gen)
+            z = torch.cat([tail(t1), tail(t2)])
+            s, h = head(z), projector(z)
+            n = len(t1)
+            tau_t = teacher_temperature(epoch_now[0], epochs, warm, final, warm_epochs)
+            unsupervised = (distil(s[:n], s[n:], tau_s, tau_t) + self.entropy_term(s, step)
+                            + info_nce(h[:n], h[n:], hp["info_nce_temperature"]))
+            if labels is None:
+                return unsupervised + self.extra_loss(step, (t1, t2), z, gen)
+            y = labels[index[0].to(labels.device)]
+            supervised = (torch.nn.functional.cross_entropy(s / tau_s, torch.cat([y, y]))
+                          + supcon(h[:n], h[n:], y, hp["supcon_temperature"]))
+            return (1 - lam) * unsupervised + lam * supervised
+
+        def on_epoch(epoch: int) -> None:
+            epoch_now[0] = epoch
+
+        tail.train(), head.train(), projector.train()
+        modules = [tail, head, projector]
+        loop_hp = {"lr": lr, "momentum": hp["momentum"], "weight_decay": hp["weight_decay"], "eta_min": 0.0}
+        with step.selection.over([*tail.parameters(), *head.parameters()], self.logits, [tail, head]) as after_epoch:
+            train_epochs(parameter_groups(modules, hp["weight_decay"]), loop_hp, epochs=epochs, sizes=[len(step.tokens)],
+                         batch_size=hp["batch_size"], gen=gen, loss_of=loss_of, drop_last=True,
+                         lr_at=lambda e: cosine_after_epoch(e, epochs, lr, lr * hp["eta_min_ratio"]),
+                         on_epoch=on_epoch, read_ahead=[step.tokens], after_epoch=after_epoch)
+        tail.eval(), head.eval()
+        self.end_stage(step)
+
+    @torch.no_grad()
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.tail(x))
+
+    @torch.no_grad()
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        return self.tail(x)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"tail": self.tail.trainable_state(), "head": self.head.weight.detach().cpu().clone()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._tail, self._tail_state = None, state["tail"]
+        weight = state["head"]
+        self.head = NormedHead(weight.shape[1], weight.shape[0]).to(self.device)
+        self.head.weight.data.copy_(weight.to(self.device))
+        self.head.eval()

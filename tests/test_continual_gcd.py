@@ -1,0 +1,85 @@
+"""Continual SimGCD and Happy (methods/simgcd.py, methods/happy.py) in the mixed setting, end to end on a tiny ViT:
+they train the last block on the prefix's tokens, each of Happy's parts changes what it learns, K can be estimated
+on their own representation, and their metrics recompute from what they stored."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench.protocol.recompute import replay
+from bench.protocol.runner import execute
+from bench.runs.predictions import PREDICTIONS
+from tests.helpers import tiny_specs
+
+TINY_VIT = "timm:vit_tiny_patch16_224"
+MIXED = {"dataset.num_classes": 12, "dataset.train_per_class": 12, "dataset.test_per_class": 4,
+         "method.labelled_epochs": 2, "method.epochs": 2, "method.batch_size": 16, "method.proj_hidden_dim": 32,
+         "method.proj_dim": 16}
+
+
+def run(method: str, tmp: Path, **options) -> Path:
+    (spec,) = tiny_specs(methods=[method], splits=["happy-5-stage"], backbone=TINY_VIT, **{**MIXED, **options})
+    return execute(spec, tmp)
+
+
+def losses(out: Path) -> dict[str, np.ndarray]:
+    """Each stage's training loss per epoch, as the run stored it."""
+    with np.load(out / PREDICTIONS) as stored:
+        return {k: stored[k] for k in stored.files if k.startswith("epoch_loss_")}
+
+
+@pytest.mark.parametrize("method", ["SimGCD (continual)", "Happy"])
+def test_it_runs_the_mixed_setting_and_its_rows_recompute(method, tmp_path):
+    out = run(method, tmp_path)
+    frame = pd.read_parquet(out / "metrics.parquet")
+    summary = frame[frame.group == "summary"].set_index("metric")["value"]
+    assert {"All", "Old_hard", "New_hard", "F"} <= set(summary.index)
+    recomputed = {(r.step, r.group, r.flavour, r.metric): r.value for r in replay(out / PREDICTIONS)}
+    measured = {(r.step, r.group, r.flavour, r.metric): r.value for r in frame.itertuples()}
+    assert recomputed.keys() == measured.keys()
+    assert all(np.isclose(recomputed[k], measured[k], rtol=1e-9, equal_nan=True) for k in measured)
+
+
+@pytest.mark.parametrize("off", [{"method.init_new_head": False}, {"method.proto_weight": 0},
+                                 {"method.w_old_new": 0},
+                                 # the tail moves away from the previous stage's only after some steps
+                                 {"method.kd_weight": 0, "method.lr": 0.5, "method.epochs": 4}])
+def test_each_of_happys_parts_changes_what_it_learns(off, tmp_path):
+    longer = {k: v for k, v in off.items() if k in ("method.lr", "method.epochs")}
+    full = losses(run("Happy", tmp_path / "full", **longer))
+    without = losses(run("Happy", tmp_path / "without", **off))
+    np.testing.assert_array_equal(full["epoch_loss_0_0"], without["epoch_loss_0_0"])  # the labelled stage: no part
+    assert not np.allclose(full["epoch_loss_1_0"], without["epoch_loss_1_0"], rtol=1e-6)
+
+
+def test_happy_without_its_parts_and_with_the_global_entropy_is_continual_simgcd(tmp_path):
+    off = {"method.init_new_head": False, "method.proto_weight": 0, "method.kd_weight": 0}
+    simgcd = losses(run("SimGCD (continual)", tmp_path / "simgcd"))
+    happy = losses(run("Happy", tmp_path / "happy", **off))
+    # the same labelled stage; then they differ only in the entropy term (global, or Happy's soft one)
+    np.testing.assert_array_equal(simgcd["epoch_loss_0_0"], happy["epoch_loss_0_0"])
+    assert not np.allclose(simgcd["epoch_loss_1_0"], happy["epoch_loss_1_0"], rtol=1e-6)
+    soft = losses(run("Happy", tmp_path / "no-entropy", **off, **{"method.w_old_new": 0, "method.w_old_in": 0,
+                                                                  "method.w_new_in": 0}))
+    assert not np.allclose(soft["epoch_loss_1_0"], happy["epoch_loss_1_0"], rtol=1e-6)
+
+
+def test_k_is_estimated_on_its_own_representation(tmp_path):
+    out = run("SimGCD (continual)", tmp_path, **{"setting.k": "silhouette"})
+    frame = pd.read_parquet(out / "metrics.parquet")
+    given = frame[(frame.group == "k") & (frame.metric == "given")]["value"]
+    assert len(given) == 5 and (given >= 1).all()
+
+
+def test_the_mixed_settings_ci_grid_runs_and_reports(tmp_path):
+    from bench.cli import main
+
+    assert main(["run", "--grid", "cgcd-smoke", "--results", str(tmp_path)]) == 0
+    assert main(["report", "--grid", "cgcd-smoke", "--results", str(tmp_path), "--format", "markdown"]) == 0
+    text = "\n".join(p.read_text() for p in (tmp_path / "reports").rglob("*.md"))
+    for method in ("SimGCD (continual)", "Happy", "NCM + k-means"):
+        assert method in text
+    assert "selected as Happy · ORACLE ON TEST" in text  # the block that selects on the test images says so
