@@ -106,9 +106,11 @@ def test_an_unknown_peer_is_refused_with_the_valid_names(tmp_path, capsys):
     assert "did you mean 'promptccd'" in capsys.readouterr().err
 
 
-def test_a_peer_without_a_stored_table_says_what_is_missing():
+def test_a_peer_without_a_stored_table_says_what_is_missing(tmp_path, capsys):
     with pytest.raises(BenchError, match="no published table of VB-CGCD .* none could be read from a source"):
         peer_reference("vb-cgcd")
+    assert main(["report", "--results", str(tmp_path), "--compare", "vb-cgcd"]) == 2  # before any run is read
+    assert "no published table of VB-CGCD" in capsys.readouterr().err and not (tmp_path / "reports").exists()
 
 
 @pytest.mark.parametrize("split, parts", [("happy-5-stage · draw 0", ("happy-5-stage", "known", "inductive")),

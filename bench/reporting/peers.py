@@ -36,13 +36,16 @@ FLAVOURS = ("cgcd", "cgcd_hard", "cgcd_soft")
 
 def peer_name(compare: Sequence[str] | None) -> str | None:
     """The peer a one-word `--compare` names; None for `paper` or two method labels; a BenchError naming the
-    valid choices for any other single word."""
+    valid choices for any other single word, or saying what is missing for a peer without a stored table
+    (before anything of the report is written)."""
     if not compare or len(compare) != 1 or compare[0] == "paper":
         return None
     name = compare[0].lower()
     if name not in PEERS:
         raise BenchError(f"--compare takes paper, {', '.join(PEERS)} or two method labels of the report; got "
                          f"{compare[0]!r}{did_you_mean(name, ['paper', *PEERS])}")
+    if not any(Path(PAPER_DIR).glob(f"peer_{name}_*.csv")):
+        raise BenchError(MISSING.get(name, f"no published table of {name} under {PAPER_DIR}"))
     return name
 
 
