@@ -241,8 +241,8 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
            include: Sequence[PathLike] | None = None) -> ReportOutcome:
     """Tables and plots of finished runs, as `bench report` writes them: of a grid's selection, or without
     `grid` of every finished run under `results`. `format`: one of latex, markdown, csv, html (the
-    static site, `index.html`) or several (default: latex and html). `compare`: ["paper"], or two method
-    labels. `include`: plugin folders, as for `run`."""
+    static site, `index.html`) or several (default: latex and html). `compare`: ["paper"], a mixed-setting peer
+    (["happy"], ["promptccd"], ["vb-cgcd"]) or two method labels. `include`: plugin folders, as for `run`."""
     methods, datasets, splits, backbones = (names_of(methods, "methods"), names_of(datasets, "datasets"),
                                             names_of(splits, "splits"), names_of(backbones, "backbones"))
     seeds, results = seeds_of(seeds), path_of(results, "results")
@@ -255,9 +255,9 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
         raise BenchError(f"no report format given; choose from {', '.join(REPORT_FORMATS)}")
     if by is not None and by not in VERSION_COLUMNS:
         raise unknown("version column", by, VERSION_COLUMNS)
-    if isinstance(compare, str):
-        compare = [compare]
-    results = Path(results)
+    compare = [compare] if isinstance(compare, str) else compare
+    from bench.reporting.peers import peer_name, write_peer_compare
+    peer, results = peer_name(compare), Path(results)  # peer: `--compare happy` (a mixed-setting peer's tables)
     from bench.config.grids import members
     from bench.reporting.files import block_reports, row_order, write_report
     from bench.reporting.aggregate import backbone_label, final_scores, split_by
@@ -302,9 +302,10 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
     paths, site_tables = paths + written, site_tables + tables
     from bench.reporting.compare import (compare as compare_with, compare_methods, paired_table, paper_reference,
                                          render_compare)
-
     paired = None
-    if compare and list(compare) != ["paper"]:
+    if peer:
+        paths += write_peer_compare(peer, frame, texts, out, REPORT_FORMATS)
+    elif compare and list(compare) != ["paper"]:
         for fmt in texts:
             paths.append(compare_methods(labelled, list(compare), out, REPORT_FORMATS[fmt]))
         if "html" in formats:

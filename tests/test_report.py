@@ -519,7 +519,7 @@ def test_compare_two_methods_from_the_command_line(tmp_path, capsys):
     assert "Baseline − K-means" in out and "shared seeds" in out
     assert (tmp_path / "reports" / "smoke" / "compare_Baseline_vs_K-means.md").exists()
     assert main(["report", *argv, "--compare", "Baseline", "EwC"]) == 2
-    assert "--compare takes `paper` or two method labels of the report; got Baseline EwC; labels: " in capsys.readouterr().err
+    assert "--compare takes `paper`, a peer (happy, promptccd, vb-cgcd) or two method labels of the report; got Baseline EwC; labels: " in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("preset, old_label, label", [("code", "K-means [code]", "K-means"),

@@ -24,8 +24,9 @@ def add_parser(sub: Any) -> None:
                      help="split every row by a version column of the runs (one of: %(choices)s), so that runs "
                           "of different versions are never averaged together")
     rep.add_argument("--compare", nargs="+", metavar="WHAT",
-                     help="paper: the paper's numbers beside the measured ones; A B: the paired difference of two "
-                          "methods (labels as the tables show them) over the seeds they share")
+                     help="paper: the paper's numbers beside the measured ones; happy, promptccd or vb-cgcd: that "
+                          "mixed-setting peer's published main tables beside the measured cells; A B: the paired "
+                          "difference of two methods (labels as the tables show them) over the seeds they share")
 
 
 def command(args: argparse.Namespace) -> int:

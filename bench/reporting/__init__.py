@@ -1,8 +1,9 @@
 """`bench report`: load → aggregate → render. Pure functions over the long metrics table.
 
 - `load` (the metrics files of a selection of runs), `aggregate` (seeds to cells), `stats` (intervals, tests),
-  `layouts` (the paper's tables' rows and columns), `table` (rendering), `compare` (beside the paper),
-  `cgcd` (the mixed setting's table), `plots` (radar, curves, accuracy matrices), `files` (a report's files),
+  `layouts` (the paper's tables' rows and columns), `table` (rendering), `compare` (beside the paper), `peers`
+  (beside a mixed-setting peer's published tables), `cgcd` (the mixed setting's table), `plots` (radar, curves,
+  accuracy matrices), `files` (a report's files),
   `per_class` (a run's classes and its old/new confusion, from its predictions, with the evaluator's Hungarian match),
   `site/` (the html report), `outcomes` (what a command says about finished runs: the leaderboard, failures, version
   warnings).

@@ -74,7 +74,8 @@ def paired_table(frame: pd.DataFrame, labels: Sequence[str]) -> pd.DataFrame:
     values = seed_values(frame)
     known = list(dict.fromkeys(values["label"]))
     if len(labels) != 2 or any(label not in known for label in labels):
-        raise BenchError(f"--compare takes `paper` or two method labels of the report; got {' '.join(labels)}; "
+        raise BenchError(f"--compare takes `paper`, a peer (happy, promptccd, vb-cgcd) or two method labels of the "
+                         f"report; got {' '.join(labels)}; "
                          f"labels: {', '.join(known)}")
     return paired_differences(values, *labels)
 
