@@ -61,6 +61,7 @@ def _csv(stats: Statistics) -> str:
 def write_statistics(stats: Statistics, out: Path, formats: Sequence[str], figures: bool = True) -> list[Path]:
     """`stats.<ext>` per text format and, unless `figures` is False, the critical-difference diagrams."""
     out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
     paths = []
     for fmt in formats:
         paths.append(out / f"stats.{SUFFIX[fmt]}")

@@ -12,10 +12,10 @@ from bench.reporting.statistics import (COMPARISON_HEADERS, Statistics, all_note
 from bench.reporting.stats_files import RANK_HEADERS, TITLES
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], sortable: bool = True) -> str:
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: set[int], sortable: bool = True) -> str:
     head = "".join(f'<th scope="col"><button type="button">{e(h)}</button></th>' if sortable
                    else f'<th scope="col">{e(h)}</th>' for h in headers)
-    body = "".join("<tr>" + "".join(f'<td class="{"num" if i >= len(row) - 3 else ""}">{e(c)}</td>'
+    body = "".join("<tr>" + "".join(f'<td class="{"num" if i in numeric else ""}">{e(c)}</td>'
                                     for i, c in enumerate(row)) + "</tr>" for row in rows)
     return (f'<div class="scroll"><table class="{"sortable" if sortable else ""}"><thead><tr>{head}</tr></thead>'
             f"<tbody>{body}</tbody></table></div>")
@@ -35,7 +35,7 @@ def statistics_section(stats: Statistics | None, figures: Sequence[Path] = ()) -
             continue
         parts.append(f'<h3 id="ranks-{metric}">Average ranks of {e(TITLES[metric])}</h3>'
                      + "".join(f'<p class="note">{e(line)}</p>' for line in test_lines(r))
-                     + _table(RANK_HEADERS, rank_rows(r)))
+                     + _table(RANK_HEADERS, rank_rows(r), {0, 2, 3}))
         if f"cd_{metric}.png" in drawn:
             parts.append(f'<figure class="cd"><img src="cd_{metric}.png" alt="critical-difference diagram of '
                          f'{metric}: {e(", ".join(r.average.index))}" style="max-width: 100%"></figure>')
@@ -44,7 +44,7 @@ def statistics_section(stats: Statistics | None, figures: Sequence[Path] = ()) -
         parts.append('<h3>Refused or left out</h3><ul class="refusals">'
                      + "".join(f"<li>{e(line)}</li>" for line in notes) + "</ul>")
     parts.append(f'<h3 id="corrected">Paired comparisons, corrected</h3><p class="note">{e(comparison_note(stats))}</p>'
-                 + (_table(COMPARISON_HEADERS, comparison_rows(stats.comparisons)) if len(stats.comparisons)
+                 + (_table(COMPARISON_HEADERS, comparison_rows(stats.comparisons), {5, 6, 7, 8, 10, 11, 12}) if len(stats.comparisons)
                     else "<p>No block has two methods to compare.</p>")
                  + f'<p class="meta">Computed in {stats.seconds:.1f} s.</p></section>')
     return "".join(parts)
