@@ -237,12 +237,13 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
            backbones: Sequence[str] | None = None, results: PathLike = DEFAULT_RESULTS,
            data_root: PathLike | None = None, cache_dir: PathLike | None = None, cfg_options: Options | None = None,
            format: str | Sequence[str] = DEFAULT_REPORT_FORMATS, out: PathLike | None = None, pool_orders: bool = False,
-           by: str | None = None, compare: Sequence[str] | None = None,
+           by: str | None = None, compare: Sequence[str] | None = None, statistics: Any = None,
            include: Sequence[PathLike] | None = None) -> ReportOutcome:
     """Tables and plots of finished runs, as `bench report` writes them: of a grid's selection, or without
     `grid` of every finished run under `results`. `format`: one of latex, markdown, csv, html (the
     static site, `index.html`) or several (default: latex and html). `compare`: ["paper"], a mixed-setting peer
-    (["happy"], ["promptccd"], ["vb-cgcd"]) or two method labels. `include`: plugin folders, as for `run`."""
+    (["happy"], ["promptccd"], ["vb-cgcd"]) or two method labels. `statistics`: `bench.reporting.statistics.Options`
+    or its fields by name. `include`: plugin folders, as for `run`."""
     methods, datasets, splits, backbones = (names_of(methods, "methods"), names_of(datasets, "datasets"),
                                             names_of(splits, "splits"), names_of(backbones, "backbones"))
     seeds, results = seeds_of(seeds), path_of(results, "results")
@@ -259,7 +260,7 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
     from bench.reporting.peers import peer_name, write_peer_compare
     peer, results = peer_name(compare), Path(results)  # peer: `--compare happy` (a mixed-setting peer's tables)
     from bench.config.grids import members
-    from bench.reporting.files import block_reports, row_order, write_report
+    from bench.reporting.files import INCOMPLETE, block_reports, row_order, write_figures, write_report
     from bench.reporting.aggregate import backbone_label, final_scores, split_by
     from bench.core.storage import write_atomic
 
@@ -267,8 +268,6 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
                                                             data_root, cache_dir, cfg_options, pool_orders)
     out = Path(out) if out else results / "reports" / loaded.name
     check_report_dir(out)
-    from bench.reporting.files import INCOMPLETE
-
     write_atomic(out / INCOMPLETE, "bench report was stopped while writing this folder: some files are of this "
                  "report, others of an earlier one or missing; run `bench report` again\n")
     shown_backbone = default_backbone(backbones, loaded)
@@ -290,8 +289,6 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
         paths += write_report(labelled, out, fmt, title=f"grid {loaded.name}", order=order,
                               exclude_from_best=references, figures=i == 0)
     if not texts:
-        from bench.reporting.files import write_figures
-
         paths += write_figures(labelled, out, order)
     site_tables = [("table (Tab. 5 layout, every run)", "comparison", final_scores(labelled, order))]
     replaced = [axis for axis, given in zip(("methods", "datasets", "splits", "backbones"),
@@ -300,6 +297,9 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
               for block in (loaded.blocks if len(loaded.blocks) > 1 else ())]
     written, tables = block_reports(labelled, out, texts, f"grid {loaded.name}", blocks, order, references)
     paths, site_tables = paths + written, site_tables + tables
+    from bench.reporting.stats_files import report_statistics
+    stats, written = report_statistics(labelled, order, out, texts, directories, statistics)
+    paths += written
     from bench.reporting.compare import (compare as compare_with, compare_methods, paired_table, paper_reference,
                                          render_compare)
     paired = None
@@ -331,7 +331,7 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
                           unplaced={u.run: u.why for u in unplaced},
                           label_of_spec=lambda s: backbone_label(s.label, s.backbone, shown_backbone), order=order,
                           references=references, tables=site_tables, comparison=comparison, paired=paired,
-                          figures=paths, files=paths)
+                          figures=paths, files=paths, statistics=stats)
         paths += site
     (out / INCOMPLETE).unlink(missing_ok=True)  # every file written: the folder is this report
     n_finished = frame["run_id"].nunique() + len(unplaced)

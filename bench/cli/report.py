@@ -27,6 +27,17 @@ def add_parser(sub: Any) -> None:
                      help="paper: the paper's numbers beside the measured ones; happy, promptccd or vb-cgcd: that "
                           "mixed-setting peer's published main tables beside the measured cells; A B: the paired "
                           "difference of two methods (labels as the tables show them) over the seeds they share")
+    # the statistics part (stats.*, cd_*.png, the site's Statistics section): docs/metrics.md#statistics
+    rep.add_argument("--posthoc", choices=("nemenyi", "wilcoxon-holm"), default="nemenyi",
+                     help="the post-hoc test of the average ranks and their critical-difference diagram: nemenyi "
+                          "(every pair, one critical difference) or wilcoxon-holm (Wilcoxon's signed-rank test per "
+                          "pair over the blocks, corrected as --correction says; default: %(default)s)")
+    rep.add_argument("--correction", choices=("holm", "bh"), default="holm",
+                     help="how the paired comparisons' p-values are corrected for their number: holm (the chance of "
+                          "any false mark) or bh (Benjamini-Hochberg: the share of false marks; default: %(default)s)")
+    rep.add_argument("--bootstrap", type=int, default=1000, metavar="N",
+                     help="resamples of each bootstrap: the ranks' intervals and the paired test-image x seed "
+                          "bootstrap from stored predictions (0: no image bootstrap; default: %(default)s)")
 
 
 def command(args: argparse.Namespace) -> int:
@@ -34,5 +45,6 @@ def command(args: argparse.Namespace) -> int:
 
     report(args.grid, **selection(args), results=args.results,
            format=args.format or DEFAULT_REPORT_FORMATS, out=args.out,
-           pool_orders=args.pool_orders, by=args.by, compare=args.compare)
+           pool_orders=args.pool_orders, by=args.by, compare=args.compare,
+           statistics=dict(posthoc=args.posthoc, correction=args.correction, resamples=args.bootstrap))
     return 0

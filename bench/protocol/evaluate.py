@@ -178,6 +178,13 @@ class Evaluator:
             correct[sel] = (target >= 0) & (unified[sel] == offset + target)
         return correct
 
+    def task_agnostic_correct(self, labels: np.ndarray, unified: np.ndarray,
+                              mappings: dict[int, np.ndarray] | None = None) -> np.ndarray:
+        """Whether each test image is correct task-agnostically (flavour `wo`, or `wo_refit` with its re-fitted
+        `mappings`): what the group accuracies average, per image, for a bootstrap over the test images."""
+        labels, unified = np.asarray(labels, dtype=np.int64), np.asarray(unified, dtype=np.int64)
+        return self._wo_correct(labels, unified, self.layout.task_of(labels), mappings or self.mappings)
+
     def _check(self, step: int, labels: np.ndarray, unified: np.ndarray, task_pred: np.ndarray) -> np.ndarray:
         """Refuse inputs that would silently give wrong numbers; returns the task of each test image."""
         if not 0 <= step < self.layout.n_steps:

@@ -3,8 +3,9 @@ n − 1 degrees of freedom) and the paired difference of two methods over the se
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from typing import Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 
@@ -64,3 +65,34 @@ def separable(first: Mapping[int, float] | None, second: Mapping[int, float] | N
         return None
     mean, half = _mean_and_half_width(d)
     return bool(abs(mean) > half)
+
+
+CORRECTIONS = ("holm", "bh")
+
+
+def adjust(pvalues: np.ndarray | Sequence[float], method: str = "holm") -> np.ndarray:
+    """p-values adjusted for the number of tests: `holm` (Holm's step-down, controls the chance of any false
+    "significant" mark) or `bh` (Benjamini–Hochberg, controls the share of false ones among those marked; scipy's
+    `false_discovery_control`). NaN (a test not made) is kept out of the count and stays NaN."""
+
+    if method not in CORRECTIONS:
+        raise ValueError(f"unknown correction {method!r}; choose from {', '.join(CORRECTIONS)}")
+    p = np.asarray(pvalues, dtype=float)
+    out = np.full(p.shape, np.nan)
+    made = ~np.isnan(p)
+    if not made.any():
+        return out
+    if method == "bh":
+        from scipy.stats import false_discovery_control
+
+        out[made] = false_discovery_control(p[made], method="bh")
+        return out
+    q = p[made]
+    order = np.argsort(q, kind="stable")
+    m = len(q)
+    # the i-th smallest (from 0) times m − i, made non-decreasing, capped at 1
+    stepped = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * q[order]))
+    held = np.empty(m)
+    held[order] = stepped
+    out[made] = held
+    return out

@@ -174,7 +174,12 @@ def protocol_note(scores: pd.DataFrame) -> str:
 
 def leaderboard(scores: pd.DataFrame, references: Sequence[str] = ()) -> str:
     """The terminal table `bench run` ends with: A and F per split, dataset and method, best A first;
-    reference methods marked as in the paper's tables, the flavour of A and F and the features said."""
+    reference methods marked as in the paper's tables, the flavour of A and F and the features said; where
+    several blocks (split × dataset) are reported, each method's average rank of A over them with its 95%
+    bootstrap interval (`ranks.rank_texts`)."""
+    from bench.reporting.ranks import rank_texts
+
+    ranks = rank_texts(scores)
     def text(hit: pd.DataFrame) -> str:
         if hit.empty:
             return "--"
@@ -192,9 +197,10 @@ def leaderboard(scores: pd.DataFrame, references: Sequence[str] = ()) -> str:
         features = str(group["features"].iloc[0]) if "features" in group else "--"
         ci = ("{:.1f} – {:.1f}".format(*ci95_bounds(a["mean"].iloc[0], a["ci95"].iloc[0], "A"))
               if len(a) and "ci95" in a and not pd.isna(a["ci95"].iloc[0]) else "--")
+        rank = (ranks.get(str(label), "not ranked"),) if ranks else ()
         rows.append(((split, dataset, best_first), (split, dataset, shown, text(a), ci, text(f), int(group["n"].max()),
-                                                    f"{flavour(a)} · {flavour(f)}", features)))
+                                                    f"{flavour(a)} · {flavour(f)}", features, *rank)))
     rows.sort(key=lambda r: r[0])
     return tabulate([r[1] for r in rows], headers=("split", "dataset", "method", "A ↑ (%)", "A 95% CI", "F ↓ (%)",
-                                                   "seeds", "A · F flavour", "features"),
-                    tablefmt="github", disable_numparse=True)
+                                                   "seeds", "A · F flavour", "features")
+                    + (("rank of A (95% CI)",) if ranks else ()), tablefmt="github", disable_numparse=True)

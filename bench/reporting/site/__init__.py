@@ -20,6 +20,7 @@ The parts, none importing a later one (no cycles):
     tables   leaderboards and filters, the paper comparison, paired differences, the cgcd section,
              the paper's layouts
     charts   SVG curves (`svg_curves`) and the radar figures
+    statistics  the statistics section: ranks, tests, critical-difference diagrams, corrected comparisons
     pages    one page per run (`run_page`)
     build    `write_site`: the index, the assets, the run pages
 

@@ -15,6 +15,7 @@ from bench.reporting.aggregate import final_scores
 from bench.reporting.site.charts import _curves
 from bench.reporting.site.html import _document, e
 from bench.reporting.site.pages import MEASURES, Measure, run_page
+from bench.reporting.site.statistics import statistics_section
 from bench.reporting.site.runs import STATE_HELP, Run, _state_badge, collect_runs
 from bench.reporting.site.tables import _cgcd_section, _comparison, _filters, _layout_table, _leaderboards, _paired
 from bench.core.storage import write_atomic
@@ -27,10 +28,11 @@ def write_site(frame: pd.DataFrame, out: Path, *, title: str, runs: Sequence[tup
                unplaced: Mapping[str, str], label_of_spec: Any, order: Mapping[str, Sequence[str]] | None = None,
                references: Sequence[str] = (), tables: Sequence[tuple[str, str, pd.DataFrame]] = (),
                comparison: pd.DataFrame | None = None, paired: tuple[Sequence[str], pd.DataFrame] | None = None,
-               figures: Sequence[Path] = (), files: Sequence[Path] = ()) -> list[Path]:
+               figures: Sequence[Path] = (), files: Sequence[Path] = (), statistics: Any = None) -> list[Path]:
     """Write the site under `out`; returns index.html and its two assets (the run pages are under
     `out/runs/`). `tables`: (title, layout, frame) of each paper-layout table; `comparison`: the
-    `--compare paper` table; `figures`, `files`: what the report wrote beside."""
+    `--compare paper` table; `figures`, `files`: what the report wrote beside; `statistics`: the report's
+    `bench.reporting.statistics.Statistics` (its section; none without)."""
     out = Path(out)
     page_dir = out / "runs"
     page_dir.mkdir(parents=True, exist_ok=True)
@@ -47,7 +49,9 @@ def write_site(frame: pd.DataFrame, out: Path, *, title: str, runs: Sequence[tup
     summary = ", ".join(f'{n} {_state_badge(s)}' for s, n in
                         sorted(counts.items(), key=lambda kv: list(STATE_HELP).index(kv[0])))
     cgcd = _cgcd_section(frame, runs_by_cell, references) if len(frame) else ""
-    sections = [("leaderboards", "Leaderboards"), *([("cgcd", "Category discovery")] if cgcd else []),
+    ranked = statistics_section(statistics, figures)
+    sections = [("leaderboards", "Leaderboards"), *([("statistics", "Statistics")] if ranked else []),
+                *([("cgcd", "Category discovery")] if cgcd else []),
                 ("comparison", "Paper comparison"), ("curves", "Curves"), ("tables", "Paper tables"), ("runs", "Runs"),
                 ("files", "Files")]
     nav = "".join(f'<a href="#{k}">{v}</a>' for k, v in sections)
@@ -59,7 +63,7 @@ def write_site(frame: pd.DataFrame, out: Path, *, title: str, runs: Sequence[tup
             'to sort (again to reverse); filter by dataset, method and preset. Reference methods see earlier steps\' '
             'data, as in the paper.</p>'
             + _filters(all_runs) + (_leaderboards(scores, all_runs, references) or "<p>No runs.</p>") + "</section>",
-            cgcd,
+            ranked, cgcd,
             '<section id="comparison"><h2>Paper comparison</h2>' + _comparison(comparison, runs_by_cell) + "</section>"]
     if paired is not None:
         body.append(_paired(paired[1], paired[0]))

@@ -11,6 +11,7 @@ from urllib.parse import quote
 import pandas as pd
 
 from bench.reporting.layouts import axes, shape_of
+from bench.reporting.ranks import rank_texts
 from bench.reporting.site.html import _slug, e
 from bench.reporting.site.runs import DONE, Run, _cell_state, _missing_td, _run_links
 from bench.reporting.stats import ci95_bounds
@@ -42,6 +43,7 @@ def _leaderboards(scores: pd.DataFrame, runs: Sequence[Run], references: Sequenc
     for r in scores.to_dict("records"):
         stats[(str(r["split"]), str(r["dataset"]), str(r["label"]))][r["metric"]] = r
     keys = list(stats) + [k for k in by_cell if k not in stats]
+    ranks = rank_texts(scores) if len(scores) else {}  # over every block of the report: one per method
     splits = list(dict.fromkeys(k[0] for k in keys))
     rank = {d: i for i, d in enumerate(dict.fromkeys(k[1] for k in keys))}
     parts = []
@@ -52,7 +54,8 @@ def _leaderboards(scores: pd.DataFrame, runs: Sequence[Run], references: Sequenc
         mine.sort(key=lambda k: (rank[k[1]], -stats[k]["A"]["mean"] if "A" in stats[k] else math.inf))
         backbones = {_backbone(stats.get(k), by_cell.get(k)) for k in mine}
         head = ("method", "dataset", "A ↑ (%)", "A 95% CI", "F ↓ (%)", "F 95% CI", "seeds", "runs",
-                "A · F flavour", "features") + (("backbone",) if len(backbones) > 1 else ())
+                "A · F flavour", "features") + (("backbone",) if len(backbones) > 1 else ()) \
+            + (("rank of A (95% CI)",) if ranks else ())
         for key in mine:
             members, values = by_cell.get(key, []), stats.get(key, {})
             first = next(iter(values.values()), None)
@@ -90,6 +93,11 @@ def _leaderboards(scores: pd.DataFrame, runs: Sequence[Run], references: Sequenc
                     f'<td class="wrap">{e(first.get("features", "--") if first else "--")}</td>']
             if len(backbones) > 1:
                 tds.append(f"<td>{e(_backbone(values, members))}</td>")
+            if ranks:
+                shown = ranks.get(key[2], "not ranked")
+                tds.append(f'<td class="num" data-v="{e(shown.split(" ")[0]) if key[2] in ranks else ""}" title="average '
+                           f'rank of A over every split × dataset of the report, 95% bootstrap interval over them; '
+                           f'not ranked: a cell without its value">{e(shown)}</td>')
             rows.append(f'<tr data-dataset="{e(key[1])}" data-method="{e(method)}" data-preset="{e(preset)}">'
                         + "".join(tds) + "</tr>")
         one = f' <span class="meta">· backbone {e(next(iter(backbones)))}</span>' if len(backbones) == 1 else ""
