@@ -15,13 +15,20 @@ from bench.runs.predictions import PREDICTIONS
 from tests.helpers import tiny_specs
 
 TINY_VIT = "timm:vit_tiny_patch16_224"
-MIXED = {"dataset.num_classes": 12, "dataset.train_per_class": 12, "dataset.test_per_class": 4,
-         "method.labelled_epochs": 2, "method.epochs": 2, "method.batch_size": 16, "method.proj_hidden_dim": 32,
-         "method.proj_dim": 16}
+DATA = {"dataset.num_classes": 12, "dataset.train_per_class": 12, "dataset.test_per_class": 4}
+SHORT = {"method.epochs": 2, "method.batch_size": 16, "method.proj_hidden_dim": 32, "method.proj_dim": 16}
+MIXED = {**DATA, **SHORT, "method.labelled_epochs": 2}
+# PromptCCD's pool fitted at every epoch from the second, two prompts an image. Its projector's hidden layers are
+# wide as DINO's head (2048): its weights are drawn with std 0.02, so narrow layers shrink the output until the
+# last bias's gradient (through the normalisation) dominates, and one step collapses every projection onto one point
+PROMPTED = {**DATA, **SHORT, "method.epochs": 3, "method.head_dim": 64, "method.proj_hidden_dim": 2048,
+            "method.prompt_from": 1,
+            "method.refit_every": 1, "method.top_k": 2, "method.n_samples": 10}
 
 
-def run(method: str, tmp: Path, **options) -> Path:
-    (spec,) = tiny_specs(methods=[method], splits=["happy-5-stage"], backbone=TINY_VIT, **{**MIXED, **options})
+def run(method: str, tmp: Path, split: str = "happy-5-stage", **options) -> Path:
+    base = PROMPTED if method == "PromptCCD" else MIXED
+    (spec,) = tiny_specs(methods=[method], splits=[split], backbone=TINY_VIT, **{**base, **options})
     return execute(spec, tmp)
 
 
@@ -31,7 +38,7 @@ def losses(out: Path) -> dict[str, np.ndarray]:
         return {k: stored[k] for k in stored.files if k.startswith("epoch_loss_")}
 
 
-@pytest.mark.parametrize("method", ["SimGCD (continual)", "Happy"])
+@pytest.mark.parametrize("method", ["SimGCD (continual)", "Happy", "PromptCCD"])
 def test_it_runs_the_mixed_setting_and_its_rows_recompute(method, tmp_path):
     out = run(method, tmp_path)
     frame = pd.read_parquet(out / "metrics.parquet")
@@ -80,6 +87,24 @@ def test_the_mixed_settings_ci_grid_runs_and_reports(tmp_path):
     assert main(["run", "--grid", "cgcd-smoke", "--results", str(tmp_path)]) == 0
     assert main(["report", "--grid", "cgcd-smoke", "--results", str(tmp_path), "--format", "markdown"]) == 0
     text = "\n".join(p.read_text() for p in (tmp_path / "reports").rglob("*.md"))
-    for method in ("SimGCD (continual)", "Happy", "NCM + k-means"):
+    for method in ("SimGCD (continual)", "Happy", "PromptCCD", "NCM + k-means"):
         assert method in text
     assert "selected as Happy · ORACLE ON TEST" in text  # the block that selects on the test images says so
+
+
+def test_promptccd_runs_its_own_protocol_and_prompts_change_what_it_learns(tmp_path):
+    out = run("PromptCCD", tmp_path / "own", split="promptccd-3-stage",
+              **{"setting.evaluation": "transductive", "setting.selection": "promptccd", "method.epochs": 2})
+    frame = pd.read_parquet(out / "metrics.parquet")
+    assert {"cgcd", "inductive"} <= set(frame.flavour)  # transductive rows, the test images' kept beside
+    prompted = losses(run("PromptCCD", tmp_path / "prompted"))
+    plain = losses(run("PromptCCD", tmp_path / "plain", **{"method.prompt_from": 99}))
+    np.testing.assert_array_equal(prompted["epoch_loss_0_0"][:1], plain["epoch_loss_0_0"][:1])  # no prompt yet
+    assert not np.allclose(prompted["epoch_loss_0_0"][1:], plain["epoch_loss_0_0"][1:], rtol=1e-6)
+
+
+def test_promptccd_refuses_a_selection_that_would_score_centroids_it_has_not_made(tmp_path):
+    from bench.errors import BenchError
+
+    with pytest.raises(BenchError, match="use last or promptccd"):
+        run("PromptCCD", tmp_path, **{"setting.selection": "oracle"})

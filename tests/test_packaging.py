@@ -28,11 +28,12 @@ def test_run_ids_survive_the_move_into_one_package(grid, selection, index, run_i
 # bench/ was laid out by concern (docs/architecture.md): moving the code changed no run id. Changed on purpose
 # since: cgcd's CUB-200 runs (the mixed setting trains on the whole official training set, `setting.whole_train`:
 # they hold other images now, so they are other runs; its CIFAR-100 ids kept) and its happy-cub-5-stage block;
-# then its trained-last-block block (6 runs added; the other 162 ids are the earlier pin's, 9e7ae023…)
+# then its trained-last-block and PromptCCD-protocol blocks (30 runs added; the other 162 ids are the earlier pin's,
+# 9e7ae023…)
 GRID_RUN_IDS = {
     "backbones": (470, "a919b5286172589498f78254c038d682c3fe48fbef1651ab44e2558ebb5402fd"),
-    "cgcd": (168, "6cfa920a2f8ca656acb0e4b8e48079833ace1b42424633eab5efec837d078203"),
-    "cgcd-smoke": (8, "cd251e76abf6cad9d27440dacd76493ceaba9ac56137e4ba8b658f174b3455e6"),
+    "cgcd": (192, "675ec05e0d1828e29855e5d024231160c739394aabc09cc94ec9d3c6668edd7b"),
+    "cgcd-smoke": (14, "a84163a5d2be26b9ee2a8d0057a0731bc146021396add25d65eae7e591c3df3a"),
     "cgcd-demo": (72, "3c485447fe14c481df30d49ffa9047417fcfa7436d9b5edd40a462d13ca336de"),
     "demo": (24, "9b45f7a89738af22d698a6721829a08fdc8233190b3be7bc11138650873f8d78"),
     "full": (348, "dfd2d47e76102972c860c1032d752fdb2c71a7794d86bdfa6e056c8bd852b81e"),

@@ -4,7 +4,8 @@
 # classes) and PromptCCD's (70% labelled, 3 stages), K known and estimated (k-means silhouette); and Happy's own
 # CUB run (`happy-cub-5-stage`: its SSB known classes labelled, its counts and class order), where the methods that
 # train the last block (continual SimGCD, Happy) run too, under Happy's selection (its code keeps each stage's best
-# epoch on the test images: marked as such). Real data and DINO weights are yours.
+# epoch on the test images: marked as such), and PromptCCD's protocol (its transductive evaluation and its
+# selection) with PromptCCD beside the frozen references and continual SimGCD. Real data and DINO weights are yours.
 methods = ["K-means", "Baseline", "Baseline++", "Joint (frozen)", "NCM + k-means", "Gaussian per class"]
 datasets = ["cifar100", "cub200"]
 splits = ["happy-5-stage", "promptccd-3-stage"]
@@ -16,4 +17,6 @@ blocks = [
     dict(name="Happy's CUB", datasets=["cub200"], splits=["happy-cub-5-stage"]),
     dict(name="Happy's CUB, trained last block", methods=["SimGCD (continual)", "Happy"], datasets=["cub200"],
          splits=["happy-cub-5-stage"], cfg=dict(setting=dict(selection="happy"))),
+    dict(name="PromptCCD's protocol", methods=["K-means", "NCM + k-means", "SimGCD (continual)", "PromptCCD"],
+         splits=["promptccd-3-stage"], cfg=dict(setting=dict(evaluation="transductive", selection="promptccd"))),
 ]

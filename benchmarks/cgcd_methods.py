@@ -1,0 +1,105 @@
+"""Time per stage of the mixed setting's methods that train the last block (continual SimGCD, Happy, PromptCCD)
+beside the frozen-feature baselines, and their cost on CIFAR-100 under the cost model's units.
+
+    python benchmarks/cgcd_methods.py [--recipe smoke|vitb16] [--images 4] [--throughput 3000]
+
+- `smoke`: the cgcd-smoke grid's recipe (tiny generated images, a tiny random ViT, its epochs), each method's
+  wall-clock per stage (its `learn`), the mean over the 6 stages of happy-5-stage.
+- `vitb16`: DINO ViT-B/16's architecture (random weights: the timing does not depend on them) at 224 px on this
+  machine's CPU, `--images` training images a class, batch 8, one epoch a stage: a few batches per stage. The
+  feature bank and token bank are built before the clock starts (as a grid shares them).
+- The cost on CIFAR-100 (`happy-5-stage`: 20000 labelled images, then 5 stages of 5250..6250; Happy's epochs 100 +
+  30 a stage, PromptCCD's 200 a stage on `promptccd-3-stage`'s 30450 + 5950 + 6550 + 7050) in block-forward units
+  (`benchmarks/cost_model.py`: a full ViT-B/16 forward is 12, a trained block's backward 2), turned into H100
+  hours at `--throughput` full forwards a second (3000: the cost model's assumption, not a measurement).
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+METHODS = ["NCM + k-means", "Gaussian per class", "SimGCD (continual)", "Happy", "PromptCCD"]
+FULL = 12  # block-forward units of one ViT-B/16 forward
+
+
+def units(method: str) -> float:
+    """Block-forward units of one CIFAR-100 run (the banks excluded, counted once per dataset)."""
+    happy = [20000] + [5250 + 250 * s for s in range(5)]
+    if method in ("NCM + k-means", "Gaussian per class"):
+        return 0.0  # the feature bank alone: k-means and EM on features cost nothing against it
+    trained = 1 + 2  # the last block: forward and backward
+    if method == "SimGCD (continual)":
+        return 2 * (100 * happy[0] + 30 * sum(happy[1:])) * trained
+    if method == "Happy":  # + the previous stage's block on both views (feature distillation)
+        return 2 * (100 * happy[0] * trained + 30 * sum(happy[1:]) * (trained + 1))
+    if method == "PromptCCD":  # per view: the query (a full forward), then 11 frozen blocks and the trained one
+        stages = [30450, 5950, 6550, 7050]
+        prompted = FULL + (FULL - 1) + trained
+        plain = (FULL - 1) + trained  # the first 30 epochs of a stage: no prompt, no query
+        return 2 * sum(30 * n * plain + 170 * n * prompted for n in stages)
+    raise ValueError(method)
+
+
+def time_stages(method: str, recipe: str, images: int, work: Path) -> list[float]:
+    """Seconds of each stage's `learn`, for one run of `method` under `recipe`."""
+    from bench.config.grids import expand, load_grid
+    from bench.methods.base import Method
+    from bench.protocol.runner import execute
+    from bench.registries import METHODS as REGISTRY
+
+    grid = load_grid("cgcd-smoke")
+    options = {}
+    if recipe == "vitb16":
+        options = {"dataset.image_size": 224, "dataset.train_per_class": images, "dataset.test_per_class": 2,
+                   "backbone.kwargs": {}}
+        if method in ("SimGCD (continual)", "Happy", "PromptCCD"):  # the real projector, batch 8, one epoch
+            options.update({"method.batch_size": 8, "method.epochs": 1, "method.proj_hidden_dim": 2048,
+                            "method.proj_dim": 256})
+        if method in ("SimGCD (continual)", "Happy"):
+            options["method.labelled_epochs"] = 1
+    backbone = "dino-vitb16" if recipe == "vitb16" else grid.backbone
+    specs = expand(grid, methods=[method], splits=["happy-5-stage"], backbones=[backbone],
+                   options={"backbone.pretrained": False, **options} if recipe == "vitb16" else {})
+    cls: type[Method] = REGISTRY.get(method)
+    real, spent = cls.learn, []
+
+    def timed(self, step):  # type: ignore[no-untyped-def]
+        start = time.perf_counter()
+        real(self, step)
+        spent.append(time.perf_counter() - start)
+
+    cls.learn = timed
+    try:
+        execute(specs[0], work)
+    finally:
+        cls.learn = real
+    return spent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--recipe", choices=("smoke", "vitb16"), default="smoke")
+    parser.add_argument("--images", type=int, default=4, help="training images a class (vitb16)")
+    parser.add_argument("--throughput", type=float, default=3000.0, help="ViT-B/16 full forwards a second on an H100")
+    parser.add_argument("--methods", nargs="+", default=METHODS)
+    args = parser.parse_args()
+    print(f"{'method':<20} {'s/stage (labelled)':>19} {'s/stage (mean of the rest)':>27} {'H100 h, CIFAR-100':>18}")
+    for method in args.methods:
+        work = Path(tempfile.mkdtemp(prefix="bench-cgcd-"))
+        try:
+            spent = time_stages(method, args.recipe, args.images, work)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        hours = units(method) / FULL / args.throughput / 3600
+        rest = sum(spent[1:]) / max(len(spent) - 1, 1)
+        print(f"{method:<20} {spent[0]:>19.2f} {rest:>27.2f} {hours:>18.2f}")
+
+
+if __name__ == "__main__":
+    main()
