@@ -74,18 +74,25 @@ def write_statistics(stats: Statistics, out: Path, formats: Sequence[str], figur
     return paths
 
 
+def statistics_options(options: Options | Mapping[str, Any] | None) -> Options:
+    """`bench.report(statistics=...)`: an `Options`, its fields by name, or None (the defaults); a BenchError
+    names a wrong one."""
+    from bench.errors import BenchError
+
+    try:
+        return Options(**options) if isinstance(options, Mapping) else options or Options()
+    except (TypeError, ValueError) as err:
+        raise BenchError(f"statistics options: {err}") from None
+
+
 def report_statistics(frame: pd.DataFrame, order: Mapping[str, Sequence[str]], out: Path, formats: Sequence[str],
                       directories: Sequence[Path], options: Options | Mapping[str, Any] | None = None
                       ) -> tuple[Statistics, list[Path]]:
     """`bench report`'s statistics part: computed once over the report's runs (predictions read from
     `directories`), written in each text format of `formats`, with its diagrams; `options` an `Options` or its
     fields by name (a BenchError names a wrong one)."""
-    from bench.errors import BenchError
     from bench.reporting.aggregate import final_scores
 
-    try:
-        options = Options(**options) if isinstance(options, Mapping) else options or Options()
-    except (TypeError, ValueError) as err:
-        raise BenchError(f"statistics options: {err}") from None
+    options = statistics_options(options)
     stats = compute(frame, final_scores(frame, order), {Path(d).name: Path(d) for d in directories}, options)
     return stats, write_statistics(stats, out, [f for f in formats if f in SUFFIX])
