@@ -33,7 +33,7 @@ def results(tmp_path_factory) -> Path:
 
 def test_posthoc_correction_and_bootstrap_reach_the_files(results, tmp_path, capsys):
     out = tmp_path / "report"
-    assert main(["report", *argv(results), "--out", str(out), "--format", "markdown", "latex", "csv",
+    assert main(["report", *argv(results), "--out", str(out), "--format", "markdown", "latex", "csv", "html",
                  "--posthoc", "wilcoxon-holm", "--correction", "bh", "--bootstrap", "50"]) == 0
     md = (out / "stats.md").read_text()
     for metric in ("A ↑", "F ↓"):
@@ -52,6 +52,8 @@ def test_posthoc_correction_and_bootstrap_reach_the_files(results, tmp_path, cap
     # the tables' daggers follow the same --correction
     assert "corrected with Benjamini–Hochberg over the" in (out / "table.md").read_text()
     assert "corrected with Benjamini--Hochberg over the" in (out / "table.tex").read_text()
+    site = (out / "index.html").read_text()
+    assert "Wilcoxon signed-rank, Benjamini–Hochberg" in site and "corrected with Benjamini–Hochberg over the" in site
     if shutil.which("pdflatex"):  # stats.tex is a fragment: input into a document beside its diagrams
         for name, packages in (("stats", "booktabs,graphicx"), ("table", "booktabs,multirow,amssymb")):
             doc = out / f"doc_{name}.tex"

@@ -50,7 +50,7 @@ def write_site(frame: pd.DataFrame, out: Path, *, title: str, runs: Sequence[tup
                         sorted(counts.items(), key=lambda kv: list(STATE_HELP).index(kv[0])))
     cgcd = _cgcd_section(frame, runs_by_cell, references) if len(frame) else ""
     ranked = statistics_section(statistics, figures)
-    correction = getattr(getattr(statistics, "options", None), "correction", "holm")  # the tables' daggers'
+    correction = getattr(getattr(statistics, "options", None), "correction", "holm")  # the daggers' (--correction)
     sections = [("leaderboards", "Leaderboards"), *([("statistics", "Statistics")] if ranked else []),
                 *([("cgcd", "Category discovery")] if cgcd else []),
                 ("comparison", "Paper comparison"), ("curves", "Curves"), ("tables", "Paper tables"), ("runs", "Runs"),
