@@ -256,7 +256,8 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
         raise BenchError(f"no report format given; choose from {', '.join(REPORT_FORMATS)}")
     if by is not None and by not in VERSION_COLUMNS:
         raise unknown("version column", by, VERSION_COLUMNS)
-    compare = [compare] if isinstance(compare, str) else compare
+    from bench.reporting.stats_files import report_statistics, statistics_options
+    compare, statistics = ([compare] if isinstance(compare, str) else compare), statistics_options(statistics)
     from bench.reporting.peers import peer_name, write_peer_compare
     peer, results = peer_name(compare), Path(results)  # peer: `--compare happy` (a mixed-setting peer's tables)
     from bench.config.grids import members
@@ -287,7 +288,7 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
     paths: list[Path] = []
     for i, fmt in enumerate(texts):  # the figures once, with the first format's table
         paths += write_report(labelled, out, fmt, title=f"grid {loaded.name}", order=order,
-                              exclude_from_best=references, figures=i == 0)
+                              exclude_from_best=references, figures=i == 0, correction=statistics.correction)
     if not texts:
         paths += write_figures(labelled, out, order)
     site_tables = [("table (Tab. 5 layout, every run)", "comparison", final_scores(labelled, order))]
@@ -295,11 +296,10 @@ def report(grid: str | None = None, *, methods: Sequence[str] | None = None, dat
                                             (methods, datasets, splits, backbones)) if given]
     blocks = [(block, members(loaded, block, specs, options_of(cfg_options), replaced))
               for block in (loaded.blocks if len(loaded.blocks) > 1 else ())]
-    written, tables = block_reports(labelled, out, texts, f"grid {loaded.name}", blocks, order, references)
-    paths, site_tables = paths + written, site_tables + tables
-    from bench.reporting.stats_files import report_statistics
-    stats, written = report_statistics(labelled, order, out, texts, directories, statistics)
-    paths += written
+    written, tables = block_reports(labelled, out, texts, f"grid {loaded.name}", blocks, order, references,
+                                    statistics.correction)
+    stats, statistics_files = report_statistics(labelled, order, out, texts, directories, statistics)
+    paths, site_tables = paths + written + statistics_files, site_tables + tables
     from bench.reporting.compare import (compare as compare_with, compare_methods, paired_table, paper_reference,
                                          render_compare)
     paired = None

@@ -474,8 +474,9 @@ def test_a_best_value_within_noise_of_the_runner_up_gets_a_dagger(tmp_path):
     # A: Best 62.0 against Near 61.0, paired differences 2, −3, 4: not separable; F the same way round
     assert "**62.0 ± 1.0**†" in rows["Best"] and "**38.0 ± 1.0**†" in rows["Best"]
     assert "†" not in rows["Near"] and "†" not in rows["Far"]
-    assert md.rstrip().endswith("† not separable from the runner-up: the 95% confidence interval of their paired "
-                                "difference over the seeds both have contains 0.")
+    assert md.rstrip().endswith("† not separable from the runner-up: corrected p ≥ 0.05 (paired t-test over the seeds "
+                                "both have, p-values corrected with Holm over the 2 comparisons of this table, each "
+                                "column's bold value against its runner-up).")
     tex = render_table(scores, "latex", caption="Tab.")
     assert r"\textbf{62.0\,$\pm$\,1.0}$^\dagger$" in tex and r"\caption{Tab. " in tex
     assert r"$^\dagger$ not separable from the runner-up" in tex

@@ -33,7 +33,8 @@ def add_parser(sub: Any) -> None:
                           "(every pair, one critical difference) or wilcoxon-holm (Wilcoxon's signed-rank test per "
                           "pair over the blocks, corrected as --correction says; default: %(default)s)")
     rep.add_argument("--correction", choices=("holm", "bh"), default="holm",
-                     help="how the paired comparisons' p-values are corrected for their number: holm (the chance of "
+                     help="how the p-values of the paired comparisons (stats.*) and of the tables' daggers (each "
+                          "bold value against its runner-up) are corrected for their number: holm (the chance of "
                           "any false mark) or bh (Benjamini-Hochberg: the share of false marks; default: %(default)s)")
     rep.add_argument("--bootstrap", type=int, default=1000, metavar="N",
                      help="resamples of each bootstrap: the ranks' intervals and the paired test-image x seed "

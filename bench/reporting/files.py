@@ -31,9 +31,10 @@ def row_order(frame: pd.DataFrame, specs: Sequence[Any]) -> list[str]:
 
 def write_report(frame: pd.DataFrame, out_dir: Path, fmt: str, title: str,
                  order: Mapping[str, Sequence[str]] | None = None, exclude_from_best: Sequence[str] = (),
-                 figures: bool = True) -> list[Path]:
+                 figures: bool = True, correction: str = "holm") -> list[Path]:
     """Write the table, and unless `figures` is False the radar plots and the per-step curves (a second
-    format of the same report has them already); returns the files written."""
+    format of the same report has them already); returns the files written. `correction`: the daggers'
+    (`render_table`)."""
     if fmt not in SUFFIX:
         raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(SUFFIX)}")
     if frame.empty:
@@ -47,7 +48,8 @@ def write_report(frame: pd.DataFrame, out_dir: Path, fmt: str, title: str,
                + (f" ({escape_latex(', '.join(exclude_from_best))}: reference methods, never bold)."
                   if exclude_from_best else "."))
     table = out_dir / f"table.{SUFFIX[fmt]}"
-    write_atomic(table, render_table(scores, fmt, caption=caption, exclude_from_best=exclude_from_best))
+    write_atomic(table, render_table(scores, fmt, caption=caption, exclude_from_best=exclude_from_best,
+                                     correction=correction))
     paths = [table]
     from bench.reporting.cgcd import cgcd_table, render
 
@@ -102,10 +104,12 @@ def steps_figures(frame: pd.DataFrame, out_dir: Path, prefix: str, order: Mappin
 
 def block_reports(frame: pd.DataFrame, out_dir: Path, formats: Sequence[str], title: str,
                   blocks: Sequence[tuple[Any, Sequence[Any]]], order: Mapping[str, Sequence[str]],
-                  exclude_from_best: Sequence[str] = ()) -> tuple[list[Path], list[tuple[str, str, pd.DataFrame]]]:
+                  exclude_from_best: Sequence[str] = (), correction: str = "holm"
+                  ) -> tuple[list[Path], list[tuple[str, str, pd.DataFrame]]]:
     """Per named block of a grid, given with its runs in the grid's order: its table in each text format
-    (`table_<block>.<ext>`, in the block's layout) and its appendix figures (`steps_<block>_<dataset>`); the
-    files written, and the (title, layout, scores) of each block's table for the site."""
+    (`table_<block>.<ext>`, in the block's layout, its daggers corrected with `correction`) and its appendix
+    figures (`steps_<block>_<dataset>`); the files written, and the (title, layout, scores) of each block's
+    table for the site."""
     paths: list[Path] = []
     tables = []
     for block, runs in blocks:
@@ -118,7 +122,8 @@ def block_reports(frame: pd.DataFrame, out_dir: Path, formats: Sequence[str], ti
         for fmt in formats:
             paths.append(Path(out_dir) / f"table_{name}.{SUFFIX[fmt]}")
             write_atomic(paths[-1], render_table(scores, fmt, layout=block.layout, exclude_from_best=exclude_from_best,
-                                                 caption=f"{escape_latex(title)}, {escape_latex(block.name)}."))
+                                                 caption=f"{escape_latex(title)}, {escape_latex(block.name)}.",
+                                                 correction=correction))
         tables.append((f"table_{name} ({block.layout} layout)", block.layout, scores))
         paths += steps_figures(part, out_dir, f"steps_{name}", block_order)
     return paths, tables

@@ -13,12 +13,11 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from bench.reporting.stats import adjust
+from bench.reporting.stats import CORRECTION_NAMES, adjust
 
 POSTHOCS = ("nemenyi", "wilcoxon-holm")
 LOWER_IS_BETTER = {"F"}
 ALPHA = 0.05
-CORRECTION_NAMES = {"holm": "Holm", "bh": "Benjamini–Hochberg"}
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from bench.reporting.ranks import CORRECTION_NAMES, LOWER_IS_BETTER, POSTHOCS, Ranks, blocks, rank, refusal
-from bench.reporting.stats import CORRECTIONS, adjust
+from bench.reporting.ranks import LOWER_IS_BETTER, POSTHOCS, Ranks, blocks, rank, refusal
+from bench.reporting.stats import CORRECTION_NAMES, CORRECTIONS, adjust
 
 METRICS = ("A", "F")
 

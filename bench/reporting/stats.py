@@ -55,19 +55,40 @@ def _mean_and_half_width(d: pd.Series) -> tuple[float, float]:
     return float(d.mean()), ci95_half_width(float(d.std(ddof=1)), len(d))
 
 
+def _shared_differences(first: Mapping[int, float] | None, second: Mapping[int, float] | None) -> pd.Series:
+    """first − second over the seeds both cells have a value for; a cell without per-seed values (NaN) has none."""
+    first, second = (v if isinstance(v, Mapping) else {} for v in (first, second))
+    return pd.Series([first[s] - second[s] for s in sorted(set(first) & set(second))], dtype=float).dropna()
+
+
 def separable(first: Mapping[int, float] | None, second: Mapping[int, float] | None) -> bool | None:
     """Whether two cells' values (by seed) differ beyond seed noise: the 95% CI of their paired
     difference over the seeds both have excludes 0. None where that cannot be told (fewer than two
     shared seeds); a cell without per-seed values (NaN) has none."""
-    first, second = (v if isinstance(v, Mapping) else {} for v in (first, second))
-    d = pd.Series([first[s] - second[s] for s in sorted(set(first) & set(second))], dtype=float).dropna()
+    d = _shared_differences(first, second)
     if len(d) < 2:
         return None
     mean, half = _mean_and_half_width(d)
     return bool(abs(mean) > half)
 
 
+def paired_pvalue(first: Mapping[int, float] | None, second: Mapping[int, float] | None) -> float:
+    """The two-sided paired t-test's p-value of two cells' values (by seed) over the seeds both have: below 0.05
+    exactly where `separable` is True (the test behind its interval). NaN where `separable` is None; differences
+    all equal: 0, or 1 where they are all 0."""
+    d = _shared_differences(first, second)
+    if len(d) < 2:
+        return math.nan
+    mean, sd = float(d.mean()), float(d.std(ddof=1))
+    if not sd > 0:
+        return 1.0 if mean == 0 else 0.0
+    from scipy.stats import t
+
+    return float(2 * t.sf(abs(mean) / (sd / math.sqrt(len(d))), len(d) - 1))
+
+
 CORRECTIONS = ("holm", "bh")
+CORRECTION_NAMES = {"holm": "Holm", "bh": "Benjamini–Hochberg"}
 
 
 def adjust(pvalues: np.ndarray | Sequence[float], method: str = "holm") -> np.ndarray:

@@ -16,6 +16,20 @@ from bench.reporting.table import escape_latex
 TITLES = {"A": "A ↑", "F": "F ↓"}
 RANK_HEADERS = ("rank", "method", "average rank", "95% interval")
 SUFFIX = {"markdown": "md", "latex": "tex", "csv": "csv"}
+# what pdflatex's defaults (utf8 input, OT1 fonts) cannot set, or set wrong (OT1 prints "<" as "¡")
+LATEX_SYMBOLS = {"χ": r"$\chi$", "²": r"$^2$", "×": r"$\times$", "Δ": r"$\Delta$", "–": "--", "…": r"\ldots{}",
+                 "↑": r"$\uparrow$", "↓": r"$\downarrow$", "−": "$-$", "≥": r"$\geq$", "≤": r"$\leq$",
+                 "α": r"$\alpha$", "·": r"$\cdot$", "š": r"\v{s}", "√": r"$\surd$"}
+
+
+def latex_symbols(text: str) -> str:
+    """`text`, already LaTeX, with the characters of LATEX_SYMBOLS replaced."""
+    return "".join(LATEX_SYMBOLS.get(ch, ch) for ch in text)
+
+
+def latex_text(text: str) -> str:
+    """Plain text as LaTeX that pdflatex sets with its defaults: escaped, `<` and `>` in math, the symbols replaced."""
+    return latex_symbols(escape_latex(text).replace("<", "$<$").replace(">", "$>$"))
 
 
 def render(stats: Statistics, fmt: str) -> str:
@@ -23,17 +37,20 @@ def render(stats: Statistics, fmt: str) -> str:
     if fmt == "csv":
         return _csv(stats)
     latex = fmt == "latex"
-    table_fmt = "latex_booktabs" if latex else "github"
-    text = (lambda s: escape_latex(s)) if latex else (lambda s: s)
-    head = (lambda s: rf"\subsection*{{{escape_latex(s)}}}") if latex else (lambda s: f"## {s}")
+    text = latex_text if latex else (lambda s: s)
+    head = (lambda s: rf"\subsection*{{{latex_text(s)}}}") if latex else (lambda s: f"## {s}")
+
+    def table(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> str:  # tabulate escapes LaTeX's cells itself
+        out = tabulate(rows, headers=headers, tablefmt="latex_booktabs" if latex else "github", disable_numparse=True)
+        return latex_symbols(out) if latex else out
+
     parts = [r"% needs \usepackage{booktabs,graphicx}" if latex else "# Statistics"]
     for metric in ("A", "F"):
         r = stats.ranks.get(metric)
         if r is None:
             continue
         parts += [head(f"Average ranks of {TITLES[metric]}"), *[text(line) for line in test_lines(r)],
-                  tabulate([[text(c) for c in row] for row in rank_rows(r)], headers=RANK_HEADERS, tablefmt=table_fmt,
-                           disable_numparse=True),
+                  table(rank_rows(r), RANK_HEADERS),
                   (rf"\includegraphics[width=\linewidth]{{cd_{metric}.pdf}}" if latex
                    else f"![critical-difference diagram of {metric}](cd_{metric}.png)")]
     notes = all_notes(stats)
@@ -41,8 +58,7 @@ def render(stats: Statistics, fmt: str) -> str:
         parts += [head("Refused or left out"), *[text(("" if latex else "- ") + line) for line in notes]]
     parts += [head("Paired comparisons, corrected"), text(comparison_note(stats))]
     if len(stats.comparisons):
-        parts.append(tabulate([[text(c) for c in row] for row in comparison_rows(stats.comparisons)],
-                              headers=[text(h) for h in COMPARISON_HEADERS], tablefmt=table_fmt, disable_numparse=True))
+        parts.append(table(comparison_rows(stats.comparisons), COMPARISON_HEADERS))
     else:
         parts.append(text("No block has two methods to compare."))
     parts.append(text(f"Computed in {stats.seconds:.1f} s."))
@@ -74,18 +90,25 @@ def write_statistics(stats: Statistics, out: Path, formats: Sequence[str], figur
     return paths
 
 
+def statistics_options(options: Options | Mapping[str, Any] | None) -> Options:
+    """`bench.report(statistics=...)`: an `Options`, its fields by name, or None (the defaults); a BenchError
+    names a wrong one."""
+    from bench.errors import BenchError
+
+    try:
+        return Options(**options) if isinstance(options, Mapping) else options or Options()
+    except (TypeError, ValueError) as err:
+        raise BenchError(f"statistics options: {err}") from None
+
+
 def report_statistics(frame: pd.DataFrame, order: Mapping[str, Sequence[str]], out: Path, formats: Sequence[str],
                       directories: Sequence[Path], options: Options | Mapping[str, Any] | None = None
                       ) -> tuple[Statistics, list[Path]]:
     """`bench report`'s statistics part: computed once over the report's runs (predictions read from
     `directories`), written in each text format of `formats`, with its diagrams; `options` an `Options` or its
     fields by name (a BenchError names a wrong one)."""
-    from bench.errors import BenchError
     from bench.reporting.aggregate import final_scores
 
-    try:
-        options = Options(**options) if isinstance(options, Mapping) else options or Options()
-    except (TypeError, ValueError) as err:
-        raise BenchError(f"statistics options: {err}") from None
+    options = statistics_options(options)
     stats = compute(frame, final_scores(frame, order), {Path(d).name: Path(d) for d in directories}, options)
     return stats, write_statistics(stats, out, [f for f in formats if f in SUFFIX])

@@ -1,6 +1,7 @@
 """The paper's tables: row groups per split, an F↓ / A↑ column pair per dataset, the best value of
-each column (per split) in bold, with a dagger where it is not separable from the runner-up (the 95%
-confidence interval of their paired difference over the seeds both have contains 0). Which rows
+each column (per split) in bold, with a dagger where it is not separable from the runner-up: the paired
+t-test of their difference over the seeds both have, its p-value corrected for the number of such tests
+in the table (Holm's step-down, or Benjamini–Hochberg: `stats.adjust`), is not below 0.05. Which rows
 there are and what their headers say is the layout's (`layouts.py`: Tab. 5 by default, Tab. 2, 3 and
 4); the cells, their bolding and their daggers are shared."""
 from __future__ import annotations
@@ -12,25 +13,39 @@ import pandas as pd
 from tabulate import tabulate
 
 from bench.reporting.layouts import NO, YES, Shape, axes, shape_of
-from bench.reporting.stats import ci95_bounds, separable
+from bench.reporting.stats import CORRECTION_NAMES, adjust, ci95_bounds, paired_pvalue
 
 METRICS = ("F", "A")  # column order within a dataset, as in the paper
 LOWER_IS_BETTER = {"F"}
 LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
 LATEX_MARKS = {YES: r"\checkmark", NO: r"$\times$"}  # \checkmark is amssymb's
-NOT_SEPARABLE = ("not separable from the runner-up: the 95% confidence interval of their paired difference "
-                 "over the seeds both have contains 0")
+ALPHA = 0.05  # a dagger where the corrected p-value is not below it
 
 
 def escape_latex(text: str) -> str:
     return "".join(LATEX_ESCAPES.get(ch, ch) for ch in str(text))
 
 
-def _cells(scores: pd.DataFrame, exclude_from_best: Sequence[str]) -> dict[tuple, tuple[str, str, bool, bool]]:
+def dagger_note(tests: int, correction: str, daggers: bool) -> str:
+    """What a table's daggers mean (or, with none, that every tested bold value is separable), with the
+    correction and the number of comparisons it was made over; empty where no test was made."""
+    if not tests:
+        return ""
+    how = (f"paired t-test over the seeds both have, p-values corrected with {CORRECTION_NAMES[correction]} over "
+           f"the {tests} comparison{'s' if tests > 1 else ''} of this table, each column's bold value against its "
+           f"runner-up")
+    return (f"not separable from the runner-up: corrected p ≥ {ALPHA} ({how})" if daggers else
+            f"Each bold value tested differs from its runner-up beyond noise: corrected p < {ALPHA} ({how})")
+
+
+def _cells(scores: pd.DataFrame, exclude_from_best: Sequence[str],
+           correction: str = "holm") -> tuple[dict[tuple, tuple[str, str, bool, bool]], int]:
     """(split, label, dataset, metric) → (mean text, std text, is best, best but not separable from
-    the runner-up)."""
+    the runner-up), and the number of tests behind the last: every bold value against its column's
+    runner-up, their p-values corrected together (`correction`: holm or bh)."""
     cells: dict[tuple, tuple[str, str, bool, bool]] = {}
+    pvalues: dict[tuple, float] = {}
     for (split, dataset, metric), group in scores.groupby(["split", "dataset", "metric"], observed=True):
         shown = group["mean"].round(1)
         eligible = shown[~group["label"].isin(exclude_from_best)]
@@ -42,31 +57,39 @@ def _cells(scores: pd.DataFrame, exclude_from_best: Sequence[str]) -> dict[tuple
         for (index, row), value in zip(group.iterrows(), shown):
             std = "" if (row["n"] < 2 or math.isnan(row["std"])) else f"{row['std']:.1f}"
             is_best = best is not None and row["label"] not in exclude_from_best and value == best
-            tied = (is_best and runner_up is not None and "by_seed" in group
-                    and separable(row["by_seed"], group.loc[runner_up, "by_seed"]) is False)
-            cells[(split, row["label"], dataset, metric)] = (f"{row['mean']:.1f}", std, is_best, tied)
-    return cells
+            key = (split, row["label"], dataset, metric)
+            if is_best and runner_up is not None and "by_seed" in group:
+                pvalues[key] = paired_pvalue(row["by_seed"], group.loc[runner_up, "by_seed"])
+            cells[key] = (f"{row['mean']:.1f}", std, is_best, False)
+    tested = [key for key, p in pvalues.items() if not math.isnan(p)]  # fewer than 2 shared seeds: no test
+    for key, p in zip(tested, adjust([pvalues[key] for key in tested], correction)):
+        if p >= ALPHA:
+            cells[key] = (*cells[key][:3], True)
+    return cells, len(tested)
 
 
 def render_table(scores: pd.DataFrame, fmt: Literal["latex", "markdown", "csv"], caption: str = "",
-                 exclude_from_best: Sequence[str] = (), layout: str = "comparison") -> str:
+                 exclude_from_best: Sequence[str] = (), layout: str = "comparison", correction: str = "holm") -> str:
     """The table as text, its rows in `layout` (see `layouts.BUILDERS`). `caption` is used by LaTeX
-    only and must already be valid LaTeX."""
+    only and must already be valid LaTeX. `correction` (holm or bh): how the daggers' tests are corrected
+    for their number."""
     if fmt not in ("latex", "markdown", "csv"):
         raise ValueError(f"unknown format {fmt!r}; choose from latex, markdown, csv")
     shape = shape_of(scores, layout, exclude_from_best)
     if fmt == "csv":
         return _csv(scores, shape)
-    cells = _cells(scores, exclude_from_best)
+    cells, tests = _cells(scores, exclude_from_best, correction)
     datasets = axes(scores)[1]
     # every format says which flavour the numbers are and how the features were computed
     note = protocol_note(scores) if "source" in scores else ""
     daggers = any(cell[3] for cell in cells.values())
+    tested = dagger_note(tests, correction, daggers)
     if fmt == "markdown":
         return (_markdown(cells, shape, datasets) + (f"\n{note}\n" if note else "")
-                + (f"\n† {NOT_SEPARABLE}.\n" if daggers else ""))
-    dagger_note = rf"$^\dagger$ {escape_latex(NOT_SEPARABLE)}." if daggers else ""
-    return _latex(cells, shape, datasets, " ".join(filter(None, [caption, escape_latex(note), dagger_note])))
+                + (f"\n{'† ' if daggers else ''}{tested}.\n" if tested else ""))
+    tested = escape_latex(tested).replace("≥", r"$\geq$").replace("<", "$<$").replace("–", "--")
+    mark = ((r"$^\dagger$ " if daggers else "") + tested + ".") if tested else ""
+    return _latex(cells, shape, datasets, " ".join(filter(None, [caption, escape_latex(note), mark])))
 
 
 def _csv(scores: pd.DataFrame, shape: Shape) -> str:

@@ -50,6 +50,7 @@ def write_site(frame: pd.DataFrame, out: Path, *, title: str, runs: Sequence[tup
                         sorted(counts.items(), key=lambda kv: list(STATE_HELP).index(kv[0])))
     cgcd = _cgcd_section(frame, runs_by_cell, references) if len(frame) else ""
     ranked = statistics_section(statistics, figures)
+    correction = getattr(getattr(statistics, "options", None), "correction", "holm")  # the daggers' (--correction)
     sections = [("leaderboards", "Leaderboards"), *([("statistics", "Statistics")] if ranked else []),
                 *([("cgcd", "Category discovery")] if cgcd else []),
                 ("comparison", "Paper comparison"), ("curves", "Curves"), ("tables", "Paper tables"), ("runs", "Runs"),
@@ -74,8 +75,10 @@ def write_site(frame: pd.DataFrame, out: Path, *, title: str, runs: Sequence[tup
                 + (_curves(frame, order, figures, out) if len(frame) else "<p>No finished runs.</p>") + "</section>")
     body.append('<section id="tables"><h2>The paper\'s tables</h2><p class="note">In the layouts of the paper: best '
                 'value per column in bold (reference methods never), † where it is not separable from the '
-                'runner-up; every value links to a run of its cell.</p>'
-                + "".join(_layout_table(name, part, layout, references, runs_by_cell) for name, layout, part in tables)
+                'runner-up (paired t-tests over the seeds, corrected for their number in each table, as the note '
+                'under it says); every value links to a run of its cell.</p>'
+                + "".join(_layout_table(name, part, layout, references, runs_by_cell, correction)
+                          for name, layout, part in tables)
                 + "</section>")
     run_rows = "".join(
         f'<tr data-dataset="{e(r.dataset)}" data-method="{e(r.method)}" data-preset="{e(r.preset)}">'

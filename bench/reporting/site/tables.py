@@ -15,7 +15,7 @@ from bench.reporting.ranks import rank_texts
 from bench.reporting.site.html import _slug, e
 from bench.reporting.site.runs import DONE, Run, _cell_state, _missing_td, _run_links
 from bench.reporting.stats import ci95_bounds
-from bench.reporting.table import LOWER_IS_BETTER, METRICS, _cells, source_text
+from bench.reporting.table import LOWER_IS_BETTER, METRICS, _cells, dagger_note, source_text
 
 REFERENCE_MARK = (' <span class="ref" title="a reference method: sees earlier steps\' data; never bold in the '
                   'paper\'s tables">reference</span>')
@@ -222,12 +222,13 @@ def _cgcd_section(frame: pd.DataFrame, runs_by_cell: Mapping[tuple[str, str, str
 
 
 def _layout_table(title: str, scores: pd.DataFrame, layout: str, references: Sequence[str],
-                  runs_by_cell: Mapping[tuple[str, str, str], list[Run]]) -> str:
+                  runs_by_cell: Mapping[tuple[str, str, str], list[Run]], correction: str = "holm") -> str:
     """One of the paper's tables (Tab. 2-5, the appendix's) in HTML: the layout's rows and headers, the
-    best value per column in bold (dagger: not separable from the runner-up), each value a link to a
-    run of its cell, a cell without a finished run saying why."""
+    best value per column in bold (dagger: not separable from the runner-up, the table's tests corrected
+    with `correction`, as the text tables), each value a link to a run of its cell, a cell without a
+    finished run saying why."""
     shape = shape_of(scores, layout, references)
-    cells = _cells(scores, references)
+    cells, tests = _cells(scores, references, correction)
     datasets = axes(scores)[1]
     n_head = (1 if shape.split_column else 0) + len(shape.columns)
     top = "".join(f'<th scope="col" rowspan="2">{e(t)}</th>' for t in (["split"] if shape.split_column else [])
@@ -256,9 +257,12 @@ def _layout_table(title: str, scores: pd.DataFrame, layout: str, references: Seq
                     if best:
                         text = f"<strong>{text}</strong>"
                     if tied:
-                        text += '<sup title="not separable from the runner-up">†</sup>'
+                        text += '<sup title="not separable from the runner-up (corrected)">†</sup>'
                     tds.append(f'<td class="num">{text}</td>')
             body.append(f'<tr class="{"rule" if row.rule_above else ""}">' + "".join(tds) + "</tr>")
         body.append(f'<tr class="group-end"><td colspan="{n_head + 2 * len(datasets)}"></td></tr>')
+    daggers = any(cell[3] for cell in cells.values())
+    note = dagger_note(tests, correction, daggers)
+    note = f'<p class="note">{"† " if daggers else ""}{e(note)}.</p>' if note else ""
     return (f'<h3 id="table-{e(_slug(title))}">{e(title)}</h3><table class="paper-table"><thead><tr>{top}</tr>'
-            f"<tr>{second}</tr></thead><tbody>" + "".join(body[:-1]) + "</tbody></table>")
+            f"<tr>{second}</tr></thead><tbody>" + "".join(body[:-1]) + "</tbody></table>" + note)
