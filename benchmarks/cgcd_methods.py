@@ -1,7 +1,7 @@
 """Time per stage of the mixed setting's methods that train the last block (continual SimGCD, Happy, PromptCCD)
 beside the frozen-feature baselines, and their cost on CIFAR-100 under the cost model's units.
 
-    python benchmarks/cgcd_methods.py [--recipe smoke|vitb16] [--images 4] [--throughput 3000]
+    python benchmarks/cgcd_methods.py [--recipe smoke|vitb16] [--images 4] [--tokens live|bank] [--throughput 3000]
 
 - `smoke`: the cgcd-smoke grid's recipe (tiny generated images, a tiny random ViT, its epochs), each method's
   wall-clock per stage (its `learn`), the mean over the 6 stages of happy-5-stage.
@@ -26,18 +26,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 METHODS = ["NCM + k-means", "Gaussian per class", "SimGCD (continual)", "Happy", "PromptCCD"]
 FULL = 12  # block-forward units of one ViT-B/16 forward
+SIZES: list[int] = []  # the training images of each stage timed (the last method's)
 
 
-def units(method: str) -> float:
-    """Block-forward units of one CIFAR-100 run (the banks excluded, counted once per dataset)."""
+def units(method: str, tokens: str = "bank") -> float:
+    """Block-forward units of one CIFAR-100 run (the banks excluded, counted once per dataset); `tokens`: where the
+    methods that train the last block read the tokens entering it (`live`: the frozen 11 blocks run on every view)."""
     happy = [20000] + [5250 + 250 * s for s in range(5)]
     if method in ("NCM + k-means", "Gaussian per class"):
         return 0.0  # the feature bank alone: k-means and EM on features cost nothing against it
+    prefix = FULL - 1 if tokens == "live" else 0
     trained = 1 + 2  # the last block: forward and backward
     if method == "SimGCD (continual)":
-        return 2 * (100 * happy[0] + 30 * sum(happy[1:])) * trained
+        return 2 * (100 * happy[0] + 30 * sum(happy[1:])) * (prefix + trained)
     if method == "Happy":  # + the previous stage's block on both views (feature distillation)
-        return 2 * (100 * happy[0] * trained + 30 * sum(happy[1:]) * (trained + 1))
+        return 2 * (100 * happy[0] * (prefix + trained) + 30 * sum(happy[1:]) * (prefix + trained + 1))
     if method == "PromptCCD":  # per view: the query (a full forward), then 11 frozen blocks and the trained one
         stages = [30450, 5950, 6550, 7050]
         prompted = FULL + (FULL - 1) + trained
@@ -46,7 +49,7 @@ def units(method: str) -> float:
     raise ValueError(method)
 
 
-def time_stages(method: str, recipe: str, images: int, work: Path) -> list[float]:
+def time_stages(method: str, recipe: str, images: int, work: Path, tokens: str = "live") -> list[float]:
     """Seconds of each stage's `learn`, for one run of `method` under `recipe`."""
     from bench.config.grids import expand, load_grid
     from bench.methods.base import Method
@@ -63,9 +66,11 @@ def time_stages(method: str, recipe: str, images: int, work: Path) -> list[float
                             "method.proj_dim": 256})
         if method in ("SimGCD (continual)", "Happy"):
             options["method.labelled_epochs"] = 1
-    backbone = "dino-vitb16" if recipe == "vitb16" else grid.backbone
+    backbone = "dino-vitb16" if recipe == "vitb16" else grid.backbones[0]
+    if method in ("SimGCD (continual)", "Happy", "PromptCCD"):
+        options["features.tokens"] = tokens  # the token bank is built before `learn`: not timed
     specs = expand(grid, methods=[method], splits=["happy-5-stage"], backbones=[backbone],
-                   options={"backbone.pretrained": False, **options} if recipe == "vitb16" else {})
+                   options={"backbone.pretrained": False, **options} if recipe == "vitb16" else options)
     cls: type[Method] = REGISTRY.get(method)
     real, spent = cls.learn, []
 
@@ -73,6 +78,7 @@ def time_stages(method: str, recipe: str, images: int, work: Path) -> list[float
         start = time.perf_counter()
         real(self, step)
         spent.append(time.perf_counter() - start)
+        SIZES.append(len(step.tokens) if step.tokens is not None else len(step.train.plain))
 
     cls.learn = timed
     try:
@@ -88,17 +94,20 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=4, help="training images a class (vitb16)")
     parser.add_argument("--throughput", type=float, default=3000.0, help="ViT-B/16 full forwards a second on an H100")
     parser.add_argument("--methods", nargs="+", default=METHODS)
+    parser.add_argument("--tokens", choices=("live", "bank"), default="live",
+                        help="where the methods that train the last block read their tokens (features.tokens)")
     args = parser.parse_args()
-    print(f"{'method':<20} {'s/stage (labelled)':>19} {'s/stage (mean of the rest)':>27} {'H100 h, CIFAR-100':>18}")
+    print(f"{'method':<20} {'s/stage (labelled)':>19} {'s/stage (mean of the rest)':>27} {'H100 h, CIFAR-100':>18}  images")
     for method in args.methods:
         work = Path(tempfile.mkdtemp(prefix="bench-cgcd-"))
         try:
-            spent = time_stages(method, args.recipe, args.images, work)
+            spent = time_stages(method, args.recipe, args.images, work, args.tokens)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        hours = units(method) / FULL / args.throughput / 3600
+        hours = units(method, args.tokens) / FULL / args.throughput / 3600
         rest = sum(spent[1:]) / max(len(spent) - 1, 1)
-        print(f"{method:<20} {spent[0]:>19.2f} {rest:>27.2f} {hours:>18.2f}")
+        print(f"{method:<20} {spent[0]:>19.2f} {rest:>27.2f} {hours:>18.2f}  {'/'.join(map(str, SIZES))}")
+        SIZES.clear()
 
 
 if __name__ == "__main__":
