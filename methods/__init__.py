@@ -4,4 +4,4 @@
 Imports from: bench.errors, bench.core, bench.registries, bench.data, bench.config, bench.features, bench.protocol.
 """
 from bench.methods import (baseline, baseline_pp, cassle, der, ewc, frost, gaussian_per_class, joint,  # noqa: F401
-                           joint_unfrozen, kmeans, lwf, ncm_kmeans, restune)
+                           joint_unfrozen, kmeans, lwf, ncm_kmeans, restune, vb_cgcd)
