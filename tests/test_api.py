@@ -120,7 +120,7 @@ def test_report_refuses_an_unknown_format_or_version_column(tmp_path):
 SLUGS = {"Joint (frozen)": "joint-frozen", "Joint (unfrozen)": "joint-unfrozen", "Baseline++": "baseline-pp",
          "K-means": "k-means", "EwC": "ewc", "LwF": "lwf", "DER": "der", "ResTune": "restune", "FRoST": "frost",
          "CaSSLe": "cassle", "Baseline": "baseline", "NCM + k-means": "ncm-k-means",
-         "Gaussian per class": "gaussian-per-class"}
+         "Gaussian per class": "gaussian-per-class", "VB-CGCD": "vb-cgcd"}
 
 
 def test_every_method_has_its_slug():

@@ -27,11 +27,12 @@ def test_run_ids_survive_the_move_into_one_package(grid, selection, index, run_i
 # every registered grid's runs, as (count, sha256 of the sorted run ids joined by newlines), computed before
 # bench/ was laid out by concern (docs/architecture.md): moving the code changed no run id. Changed on purpose
 # since: cgcd's CUB-200 runs (the mixed setting trains on the whole official training set, `setting.whole_train`:
-# they hold other images now, so they are other runs; its CIFAR-100 ids kept) and its happy-cub-5-stage block
+# they hold other images now, so they are other runs; its CIFAR-100 ids kept) and its happy-cub-5-stage block;
+# cgcd and cgcd-demo gained VB-CGCD's runs (27 and 12; every earlier run id kept)
 GRID_RUN_IDS = {
     "backbones": (470, "a919b5286172589498f78254c038d682c3fe48fbef1651ab44e2558ebb5402fd"),
-    "cgcd": (162, "9e7ae023eda16c1e14ba49f7be9fa8f8dcf273ad02a016d55e6780546daf3c41"),
-    "cgcd-demo": (72, "3c485447fe14c481df30d49ffa9047417fcfa7436d9b5edd40a462d13ca336de"),
+    "cgcd": (189, "98de8735a54322b47fe8dfbd47e8072f0e766454ca8135dc345d80a17a9100ef"),
+    "cgcd-demo": (84, "7633a1095320f4435a1e531c38775c9c4db9b7c00be1ae3dc5afe135f2903d4a"),
     "demo": (24, "9b45f7a89738af22d698a6721829a08fdc8233190b3be7bc11138650873f8d78"),
     "full": (348, "dfd2d47e76102972c860c1032d752fdb2c71a7794d86bdfa6e056c8bd852b81e"),
     "paper": (116, "dcd89b6cf20ad155c9ad5b92d019e2e862f6c349b382a748bdb8a2aa14f214d8"),

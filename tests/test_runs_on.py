@@ -18,6 +18,7 @@ DECLARED = {
     "ResTune": ("tokens", False, True, False),
     # the continual-GCD baselines: plain features of their own step only
     "NCM + k-means": ("features", False, False, False), "Gaussian per class": ("features", False, False, False),
+    "VB-CGCD": ("features", False, False, False),
 }
 
 

@@ -4,7 +4,7 @@
 # classes) and PromptCCD's (70% labelled, 3 stages), K known and estimated (k-means silhouette); and Happy's own
 # CUB run (`happy-cub-5-stage`: its SSB known classes labelled, its counts and class order). Real data and DINO
 # weights are yours.
-methods = ["K-means", "Baseline", "Baseline++", "Joint (frozen)", "NCM + k-means", "Gaussian per class"]
+methods = ["K-means", "Baseline", "Baseline++", "Joint (frozen)", "NCM + k-means", "Gaussian per class", "VB-CGCD"]
 datasets = ["cifar100", "cub200"]
 splits = ["happy-5-stage", "promptccd-3-stage"]
 seeds = [0, 1, 2]
