@@ -129,9 +129,12 @@ def port(data: dict[str, np.ndarray], lr: float, iters: int) -> dict[str, np.nda
     vb.cluster = lambda x, k, hp, seed: torch.as_tensor(data["pseudo1"] - BASE)
     method = vb.VBCGCD(dim, 0, **params)
     t = {k: torch.as_tensor(v, dtype=torch.float32) for k, v in data.items() if k.startswith("x")}
-    method.learn(Step(0, BASE, 0, FeatureViews(t["x0"], t["x0"].new_empty(len(t["x0"]), 0, dim)), labels=torch.as_tensor(data["y0"])))
+    def views(x: torch.Tensor) -> FeatureViews:
+        return FeatureViews(x, x.new_empty(len(x), 0, dim))
+
+    method.learn(Step(0, BASE, 0, views(t["x0"]), labels=torch.as_tensor(data["y0"])))
     means0, covs0 = method.means.numpy().copy(), method.covs.numpy().copy()
-    method.learn(Step(1, NEW, BASE, FeatureViews(t["x1"], t["x1"].new_empty(len(t["x1"]), 0, dim)), last=False))
+    method.learn(Step(1, NEW, BASE, views(t["x1"]), last=False))
     z1 = method.reduce(t["x1"])
     kept = (z1[:, None, :] == fits[2][0][None]).all(2).any(1).numpy()  # the rows round 2 was given
     single = fit(t["x0"], torch.as_tensor(data["y0"]), BASE, iters=iters, lr=lr, batch_size=10**9,
@@ -146,7 +149,8 @@ def compare(ref: dict[str, np.ndarray], ours: dict[str, np.ndarray]) -> dict[str
     out: dict[str, object] = {}
     for key in ("means0", "covs0", "round1_means", "means1", "covs1", "logp"):
         a, b = ref[key].astype(np.float64), ours[key].astype(np.float64)
-        out[key] = dict(max_abs=float(np.abs(a - b).max()), max_rel=float((np.abs(a - b) / np.abs(a).clip(1e-12)).max()),
+        gap = np.abs(a - b)
+        out[key] = dict(max_abs=float(gap.max()), max_rel=float((gap / np.abs(a).clip(1e-12)).max()),
                         scale=float(np.abs(a).max()))
     for key in ("means0", "covs0"):
         a, b = ref[key].astype(np.float64), ours[f"{key}_f32"].astype(np.float64)
@@ -156,7 +160,8 @@ def compare(ref: dict[str, np.ndarray], ours: dict[str, np.ndarray]) -> dict[str
         n = min(len(a), len(b))
         out[f"round {i} losses"] = dict(steps_ref=len(a), steps_port=len(b),
                                         max_rel=float((np.abs(a[:n] - b[:n]) / np.abs(a[:n])).max()))
-    out["kept"] = dict(ref=int(ref["kept"].sum()), port=int(ours["kept"].sum()), same=bool((ref["kept"] == ours["kept"]).all()))
+    out["kept"] = dict(ref=int(ref["kept"].sum()), port=int(ours["kept"].sum()),
+                       same=bool((ref["kept"] == ours["kept"]).all()))
     out["predictions agree"] = float((ref["logp"].argmax(1) == ours["logp"].argmax(1)).mean())
     return out
 
