@@ -5,4 +5,4 @@
 Imports from: bench.errors, bench.core, bench.registries, bench.data, bench.config, bench.features, bench.protocol.
 """
 from bench.methods import (baseline, baseline_pp, cassle, der, ewc, frost, gaussian_per_class, happy, joint,  # noqa: F401
-                           joint_unfrozen, kmeans, lwf, ncm_kmeans, promptccd, restune, simgcd)
+                           joint_unfrozen, kmeans, lwf, ncm_kmeans, promptccd, restune, simgcd, vb_cgcd)

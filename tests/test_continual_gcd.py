@@ -87,7 +87,7 @@ def test_the_mixed_settings_ci_grid_runs_and_reports(tmp_path):
     assert main(["run", "--grid", "cgcd-smoke", "--results", str(tmp_path)]) == 0
     assert main(["report", "--grid", "cgcd-smoke", "--results", str(tmp_path), "--format", "markdown"]) == 0
     text = "\n".join(p.read_text() for p in (tmp_path / "reports").rglob("*.md"))
-    for method in ("SimGCD (continual)", "Happy", "PromptCCD", "NCM + k-means"):
+    for method in ("SimGCD (continual)", "Happy", "PromptCCD", "VB-CGCD", "NCM + k-means"):
         assert method in text
     assert "selected as Happy · ORACLE ON TEST" in text  # the block that selects on the test images says so
 

@@ -69,7 +69,7 @@ def test_code_points_at_docs_methods():
     # scan that silently finds nothing).
     cited = {(where, page) for where, page, _, _ in _all_references()}
     for name in ("baseline", "ewc", "lwf", "der", "restune", "frost", "cassle", "kmeans", "ncm_kmeans",
-                 "gaussian_per_class"):
+                 "gaussian_per_class", "vb_cgcd"):
         assert (f"methods/{name}.py", "docs/methods.md") in cited
         assert (f"registries/presets/{name}.py", "docs/methods.md") in cited
 

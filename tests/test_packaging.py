@@ -29,12 +29,12 @@ def test_run_ids_survive_the_move_into_one_package(grid, selection, index, run_i
 # since: cgcd's CUB-200 runs (the mixed setting trains on the whole official training set, `setting.whole_train`:
 # they hold other images now, so they are other runs; its CIFAR-100 ids kept) and its happy-cub-5-stage block;
 # then its trained-last-block and PromptCCD-protocol blocks (30 runs added; the other 162 ids are the earlier pin's,
-# 9e7ae023…)
+# 9e7ae023…), and VB-CGCD's runs in cgcd and cgcd-demo (every earlier run id kept)
 GRID_RUN_IDS = {
     "backbones": (470, "a919b5286172589498f78254c038d682c3fe48fbef1651ab44e2558ebb5402fd"),
-    "cgcd": (192, "675ec05e0d1828e29855e5d024231160c739394aabc09cc94ec9d3c6668edd7b"),
-    "cgcd-smoke": (14, "a84163a5d2be26b9ee2a8d0057a0731bc146021396add25d65eae7e591c3df3a"),
-    "cgcd-demo": (72, "3c485447fe14c481df30d49ffa9047417fcfa7436d9b5edd40a462d13ca336de"),
+    "cgcd": (219, "e34f49ecd83bf9b21ee31c992721ddec967c826277860874a001227cd830d9c2"),
+    "cgcd-smoke": (15, "aa4c66858f3fb64a940076d38990952b162b2533132c9fd4b63faf110cffa99c"),
+    "cgcd-demo": (84, "7633a1095320f4435a1e531c38775c9c4db9b7c00be1ae3dc5afe135f2903d4a"),
     "demo": (24, "9b45f7a89738af22d698a6721829a08fdc8233190b3be7bc11138650873f8d78"),
     "full": (348, "dfd2d47e76102972c860c1032d752fdb2c71a7794d86bdfa6e056c8bd852b81e"),
     "paper": (116, "dcd89b6cf20ad155c9ad5b92d019e2e862f6c349b382a748bdb8a2aa14f214d8"),

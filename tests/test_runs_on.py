@@ -20,6 +20,7 @@ DECLARED = {
     "NCM + k-means": ("features", False, False, False), "Gaussian per class": ("features", False, False, False),
     "SimGCD (continual)": ("tokens", False, True, False), "Happy": ("tokens", False, True, False),
     "PromptCCD": ("tokens", False, True, False),
+    "VB-CGCD": ("features", False, False, False),
 }
 
 

@@ -6,7 +6,7 @@
 # train the last block (continual SimGCD, Happy) run too, under Happy's selection (its code keeps each stage's best
 # epoch on the test images: marked as such), and PromptCCD's protocol (its transductive evaluation and its
 # selection) with PromptCCD beside the frozen references and continual SimGCD. Real data and DINO weights are yours.
-methods = ["K-means", "Baseline", "Baseline++", "Joint (frozen)", "NCM + k-means", "Gaussian per class"]
+methods = ["K-means", "Baseline", "Baseline++", "Joint (frozen)", "NCM + k-means", "Gaussian per class", "VB-CGCD"]
 datasets = ["cifar100", "cub200"]
 splits = ["happy-5-stage", "promptccd-3-stage"]
 seeds = [0, 1, 2]
