@@ -81,17 +81,6 @@ def test_k_is_estimated_on_its_own_representation(tmp_path):
     assert len(given) == 5 and (given >= 1).all()
 
 
-def test_the_mixed_settings_ci_grid_runs_and_reports(tmp_path):
-    from bench.cli import main
-
-    assert main(["run", "--grid", "cgcd-smoke", "--results", str(tmp_path)]) == 0
-    assert main(["report", "--grid", "cgcd-smoke", "--results", str(tmp_path), "--format", "markdown"]) == 0
-    text = "\n".join(p.read_text() for p in (tmp_path / "reports").rglob("*.md"))
-    for method in ("SimGCD (continual)", "Happy", "PromptCCD", "VB-CGCD", "NCM + k-means"):
-        assert method in text
-    assert "selected as Happy · ORACLE ON TEST" in text  # the block that selects on the test images says so
-
-
 def test_promptccd_runs_its_own_protocol_and_prompts_change_what_it_learns(tmp_path):
     out = run("PromptCCD", tmp_path / "own", split="promptccd-3-stage",
               **{"setting.evaluation": "transductive", "setting.selection": "promptccd", "method.epochs": 2})

@@ -47,9 +47,11 @@ GRID, DATASET, SPLIT, SEED = "smoke", "synthetic", "2-step", 0
 TINY_OPTIONS: dict[str, Any] = {"features.views": 2, "dataset.num_classes": 4, "dataset.image_size": 8,
                                 "dataset.train_per_class": 8, "dataset.test_per_class": 4}
 SHORT_KEYS = ("epochs", "ktrfr_epochs", "joint_epochs", "stage1_epochs", "stage2_epochs", "warmup_epochs",
-              "ssl_epochs", "labelled_epochs")  # every count of epochs a built-in preset has: 1 is the least a run validates
-# a mixed-only method's run: Happy's protocol on 12 classes (6 labelled, then one new class a stage)
-MIXED_SPLIT, MIXED_OPTIONS = "happy-5-stage", {"dataset.num_classes": 12, "dataset.train_per_class": 6}
+              "ssl_epochs", "labelled_epochs", "svi_iters")  # every count of epochs (or steps: VB-CGCD's) a built-in
+# preset has: 1 is the least a run validates
+# a mixed-only method's run: PromptCCD's protocol (a labelled stage, then 3 stages: the fewest of bench's mixed
+# protocols) on 10 classes
+MIXED_SPLIT, MIXED_OPTIONS = "promptccd-3-stage", {"dataset.num_classes": 10, "dataset.train_per_class": 6}
 KILLED_AT = 1  # the kit kills its run as this step (0-based) starts: one step done, one to resume
 
 

@@ -8,7 +8,7 @@ backbone = "timm:vit_tiny_patch16_224"
 cfg = dict(
     method=dict(epochs=5, batch_size=64, ktrfr_epochs=5, joint_epochs=5, stage1_epochs=3, stage2_epochs=3,
                 warmup_epochs=3, buffer_size=20, ssl_epochs=3, ssl_batch_size=32, proj_hidden_dim=64,
-                pred_hidden_dim=64, distill_hidden_dim=64, output_dim=16),
+                pred_hidden_dim=64, distill_hidden_dim=64, output_dim=16, svi_iters=100),
     backbone=dict(pretrained=False, kwargs=dict(img_size=16, patch_size=8, embed_dim=32, depth=2, num_heads=2)),
     features=dict(views=2),
 )
