@@ -97,3 +97,11 @@ def test_promptccd_refuses_a_selection_that_would_score_centroids_it_has_not_mad
 
     with pytest.raises(BenchError, match="use last or promptccd"):
         run("PromptCCD", tmp_path, **{"setting.selection": "oracle"})
+
+
+def test_bench_list_methods_says_which_settings_each_method_runs(capsys):
+    from bench.cli import main
+
+    assert main(["list", "methods"]) == 0
+    rows = {line.split("  ")[0]: line.split() for line in capsys.readouterr().out.splitlines()}
+    assert "mixed" in rows["Happy"] and "incd" in rows["EwC"] and "incd+mixed" in rows["VB-CGCD"]

@@ -27,7 +27,9 @@ def command(args: argparse.Namespace) -> int:
             info = method_info(name)
             role = "reference, sees past steps" if info.sees_past_steps else "incremental"
             presets = preset_names(_read_config(str(info.preset_path())))
-            print(f"{name:<18} {method_slug(name):<18} {info.inputs:<9} {role}; presets: {', '.join(presets)}")
+            settings = "+".join(info.runs_on.settings)  # incd: class-iNCD; mixed: continual category discovery
+            print(f"{name:<18} {method_slug(name):<18} {info.inputs:<9} {settings:<10} {role}; "
+                  f"presets: {', '.join(presets)}")
     elif args.kind == "datasets":
         DATASETS.import_from_location()
         for name, cls in sorted(DATASETS.module_dict.items()):
