@@ -23,10 +23,10 @@ import torch
 from bench.methods.base import REFITTED, Step
 from bench.methods.blocks import SWAP_REDUCTIONS, CosineHead, clustering_scale, swapped_loss
 from bench.methods.loop import train_epochs
-from bench.methods.tails import OneTailHeads, Tail
+from bench.methods.tails import OneTail, OneTailHeads
 
 
-class FineTunedIL(OneTailHeads):
+class FineTunedIL(OneTail, OneTailHeads):
     reported = REFITTED  # the authors' EwC, LwF and DER testers re-fit each task's map at every evaluation
     trains_old_heads = False  # LwF and DER put every head in the main stage's optimiser; EwC only h^t
     hparam_choices = {"swap_reduction": SWAP_REDUCTIONS}
@@ -34,15 +34,6 @@ class FineTunedIL(OneTailHeads):
     def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
         super().__init__(feature_dim, seed, **hparams)
         self.heads: list[CosineHead] = []
-        self._tail: Tail | None = None
-        self._tail_state: dict[str, torch.Tensor] | None = None  # from a checkpoint, until the tail is built
-
-    @property
-    def tail(self) -> Tail:
-        """The one shared encoder tail, fine-tuned from step to step."""
-        if self._tail is None:
-            self._tail = self.new_tail(self._tail_state).eval()
-        return self._tail
 
     def new_head(self, n_classes: int) -> CosineHead:
         return CosineHead(self.feature_dim, n_classes, self.hparams["normalize_weights"])
@@ -110,6 +101,6 @@ class FineTunedIL(OneTailHeads):
         return {"tail": self.tail.trainable_state(), "heads": [h.weight.detach().cpu().clone() for h in self.heads]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._tail, self._tail_state = None, state["tail"]
+        self.restore_tail(state["tail"])
         normalize = self.hparams["normalize_weights"]
         self.heads = [CosineHead.from_weight(w.to(self.device), normalize).eval() for w in state["heads"]]

@@ -33,14 +33,14 @@ from bench.methods.gcd_losses import NormedHead, Projector, info_nce, supcon
 from bench.methods.loop import train_epochs
 from bench.methods.prompt_pool import PromptPool, frozen_blocks, with_prompts
 from bench.methods.simgcd import cosine_after_epoch
-from bench.methods.tails import Tail, TailMethod
+from bench.methods.tails import OneTail
 from bench.registries import METHODS
 
 SELECTIONS = ("last", "promptccd")  # what scores its epochs: its centroids are made only after a stage
 
 
 @METHODS.register_module(name="PromptCCD")
-class PromptCCD(TailMethod):
+class PromptCCD(OneTail):
     preset_file = "promptccd"
     runs_on = RunsOn(inputs="tokens", settings=("mixed",))
     hparam_choices = {"covariance": ("spherical", "diag", "full", "tied")}
@@ -50,27 +50,16 @@ class PromptCCD(TailMethod):
         self.pool = PromptPool(hparams["covariance"], seed)
         self.centroids = torch.empty(0, feature_dim)
         self.head: nn.Sequential | None = None
-        self._tail: Tail | None = None
-        self._tail_state: dict[str, torch.Tensor] | None = None
 
     @property
-    def trained_from(self) -> int:
+    def tail_first(self) -> int:
         """The first trained block: prompts enter at block 0, so the prefix is the embedding alone."""
         return len(vit_of(self.backbone).blocks) - int(self.hparams["trainable_blocks"])
-
-    @property
-    def tail(self) -> Tail:
-        if self._tail is None:
-            self._tail = Tail(self.backbone, self.trained_from, self.precision).to(self.device)
-            if self._tail_state is not None:
-                self._tail.load_trainable_state(self._tail_state)
-            self._tail.eval()
-        return self._tail
 
     def features(self, tokens: torch.Tensor, prompts: torch.Tensor | None = None) -> torch.Tensor:
         """f(x; P): the CLS feature of the block-0 tokens, prompted when `prompts` are given."""
         x = tokens if prompts is None else with_prompts(self.backbone, tokens, prompts)
-        return self.tail(frozen_blocks(self.backbone, x, self.trained_from))
+        return self.tail(frozen_blocks(self.backbone, x, self.tail_first))
 
     def _plain(self, step: Step) -> torch.Tensor:
         with torch.no_grad():
@@ -155,7 +144,7 @@ class PromptCCD(TailMethod):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         hp = self.hparams
-        self._tail, self._tail_state = None, state["tail"]
+        self.restore_tail(state["tail"])
         self.head = nn.Sequential(Projector(self.feature_dim, hp["proj_hidden_dim"], hp["proj_dim"]),
                                   NormedHead(hp["proj_dim"], hp["head_dim"])).to(self.device)
         self.head.load_state_dict(state["head"])

@@ -27,7 +27,7 @@ from bench.methods.base import RunsOn, Step
 from bench.methods.gcd_losses import (NormedHead, Projector, distil, entropy_regulariser, info_nce, supcon,
                                       teacher_temperature)
 from bench.methods.loop import train_epochs
-from bench.methods.tails import Tail, TailMethod
+from bench.methods.tails import OneTail
 from bench.registries import METHODS
 
 
@@ -45,22 +45,13 @@ def parameter_groups(modules: list[torch.nn.Module], weight_decay: float) -> lis
 
 
 @METHODS.register_module(name="SimGCD (continual)")
-class ContinualSimGCD(TailMethod):
+class ContinualSimGCD(OneTail):
     preset_file = "simgcd"
     runs_on = RunsOn(inputs="tokens", settings=("mixed",))
 
     def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
         super().__init__(feature_dim, seed, **hparams)
         self.head: NormedHead | None = None
-        self._tail: Tail | None = None
-        self._tail_state: dict[str, torch.Tensor] | None = None  # from a checkpoint, until the tail is built
-
-    @property
-    def tail(self) -> Tail:
-        """The one tail, fine-tuned from stage to stage."""
-        if self._tail is None:
-            self._tail = self.new_tail(self._tail_state).eval()
-        return self._tail
 
     # --- what Happy changes ----------------------------------------------------------------------------
     def initial_rows(self, step: Step) -> torch.Tensor | None:
@@ -143,7 +134,7 @@ class ContinualSimGCD(TailMethod):
         return {"tail": self.tail.trainable_state(), "head": self.head.weight.detach().cpu().clone()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._tail, self._tail_state = None, state["tail"]
+        self.restore_tail(state["tail"])
         weight = state["head"]
         self.head = NormedHead(weight.shape[1], weight.shape[0]).to(self.device)
         self.head.weight.data.copy_(weight.to(self.device))

@@ -134,12 +134,39 @@ class TailMethod(Method):
         """Where the backbone is (the runner moved it to the run's device), so where tails and heads go."""
         return next(self.backbone.parameters()).device if self.backbone is not None else torch.device("cpu")
 
-    def new_tail(self, state: dict[str, torch.Tensor] | None = None) -> Tail:
-        """A fresh copy of the pre-trained tail, or one holding `state`, on the backbone's device."""
-        tail = Tail(self.backbone, self.first_trainable, self.precision)
+    def new_tail(self, state: dict[str, torch.Tensor] | None = None, first: int | None = None) -> Tail:
+        """A fresh copy of the pre-trained tail (from block `first`, default `first_trainable`), or one holding
+        `state`, on the backbone's device."""
+        tail = Tail(self.backbone, self.first_trainable if first is None else first, self.precision)
         if state is not None:
             tail.load_trainable_state(state)
         return tail.to(self.device)
+
+
+class OneTail(TailMethod):
+    """A method that keeps one tail, fine-tuned from step to step (EwC, LwF, DER, continual SimGCD, Happy, PromptCCD):
+    built when first asked for, from the blocks a checkpoint restored (`restore_tail`) or the pre-trained ones."""
+
+    def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
+        super().__init__(feature_dim, seed, **hparams)
+        self._tail: Tail | None = None
+        self._tail_state: dict[str, torch.Tensor] | None = None  # from a checkpoint, until the tail is built
+
+    @property
+    def tail_first(self) -> int:
+        """The tail's first block (PromptCCD's trains fewer blocks than its prefix leaves it)."""
+        return self.first_trainable
+
+    @property
+    def tail(self) -> Tail:
+        """The one tail, in eval mode until a method trains it."""
+        if self._tail is None:
+            self._tail = self.new_tail(self._tail_state, self.tail_first).eval()
+        return self._tail
+
+    def restore_tail(self, state: dict[str, torch.Tensor]) -> None:
+        """The tail's blocks from a checkpoint (the tail is built again from them when next asked for)."""
+        self._tail, self._tail_state = None, state
 
 
 class OneTailHeads(TailMethod):
