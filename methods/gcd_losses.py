@@ -112,6 +112,11 @@ def mean_entropy(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     return -torch.special.xlogy(mean, mean).sum()  # 0·log 0 = 0: a class no row predicts
 
 
+def evenness(p: torch.Tensor) -> torch.Tensor:
+    """Σ p log p + log |p| of a distribution p: its KL from the uniform one (0 when even, log |p| on one entry)."""
+    return torch.special.xlogy(p, p).sum() + math.log(len(p))
+
+
 def entropy_regulariser(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """SimGCD's −H(p̄) + log K: zero when the batch spreads evenly over the K classes, log K when it takes one."""
-    return -mean_entropy(logits, temperature) + math.log(logits.shape[1])
+    return evenness(F.softmax(logits / temperature, dim=1).mean(0))

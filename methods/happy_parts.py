@@ -25,10 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-
-def _evenness(p: torch.Tensor) -> torch.Tensor:
-    """Σ p log p + log |p| of a distribution: its KL from the uniform one (0 when even)."""
-    return torch.special.xlogy(p, p).sum() + math.log(len(p))
+from bench.methods.gcd_losses import evenness
 
 
 def soft_entropy(logits: torch.Tensor, known: int, temperature: float,
@@ -38,11 +35,11 @@ def soft_entropy(logits: torch.Tensor, known: int, temperature: float,
     old, new = mean[:known], mean[known:]
     p_old, p_new = old.sum(), new.sum()
     w_on, w_oi, w_ni = weights
-    loss = w_on * _evenness(torch.stack([p_old, p_new]))
+    loss = w_on * evenness(torch.stack([p_old, p_new]))
     if known > 1:
-        loss = loss + w_oi * _evenness(old / p_old)
+        loss = loss + w_oi * evenness(old / p_old)
     if len(new) > 1:
-        loss = loss + w_ni * _evenness(new / p_new)
+        loss = loss + w_ni * evenness(new / p_new)
     return loss
 
 

@@ -23,6 +23,19 @@ def step_lr(epoch: int, lr: float, step_size: int, gamma: float) -> float:
     return lr * gamma ** ((epoch + 1) // step_size)
 
 
+def cosine_after_epoch(epoch: int, epochs: int, lr: float, eta_min: float) -> float:
+    """CosineAnnealingLR(T_max=epochs) stepped at the END of each epoch, as SimGCD's code (Happy, PromptCCD): epoch
+    e (0-based) runs at the schedule's value for e, the first at `lr`."""
+    return eta_min + (lr - eta_min) * (1 + math.cos(math.pi * epoch / epochs)) / 2
+
+
+def parameter_groups(modules: Sequence[nn.Module], weight_decay: float) -> list[dict[str, Any]]:
+    """SimGCD's groups for `sgd`: weight decay on the ≥2-D weights, none on biases and 1-D weights (norms)."""
+    params = [p for m in modules for p in m.parameters() if p.requires_grad]
+    return [{"params": [p for p in params if p.ndim > 1], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.ndim <= 1], "weight_decay": 0.0}]
+
+
 def sgd(parameters: Iterable[nn.Parameter], hp: dict) -> torch.optim.SGD:
     return torch.optim.SGD(list(parameters), lr=hp["lr"], momentum=hp["momentum"], weight_decay=hp["weight_decay"])
 

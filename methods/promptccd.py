@@ -30,9 +30,8 @@ from bench.features.tokens import vit_of
 from bench.methods.anchored_kmeans import anchored_kmeans
 from bench.methods.base import RunsOn, Step
 from bench.methods.gcd_losses import NormedHead, Projector, info_nce, supcon
-from bench.methods.loop import train_epochs
+from bench.methods.loop import cosine_after_epoch, train_epochs
 from bench.methods.prompt_pool import PromptPool, frozen_blocks, with_prompts
-from bench.methods.simgcd import cosine_after_epoch
 from bench.methods.tails import OneTail
 from bench.registries import METHODS
 

@@ -18,7 +18,6 @@ with Happy's parts off and SimGCD's global entropy term on (Happy's code comment
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -26,22 +25,9 @@ import torch
 from bench.methods.base import RunsOn, Step
 from bench.methods.gcd_losses import (NormedHead, Projector, distil, entropy_regulariser, info_nce, supcon,
                                       teacher_temperature)
-from bench.methods.loop import train_epochs
+from bench.methods.loop import cosine_after_epoch, parameter_groups, train_epochs
 from bench.methods.tails import OneTail
 from bench.registries import METHODS
-
-
-def cosine_after_epoch(epoch: int, epochs: int, lr: float, eta_min: float) -> float:
-    """CosineAnnealingLR(T_max=epochs) stepped at the END of each epoch: epoch e (0-based) runs at the schedule's
-    value for e, the first at `lr`."""
-    return eta_min + (lr - eta_min) * (1 + math.cos(math.pi * epoch / epochs)) / 2
-
-
-def parameter_groups(modules: list[torch.nn.Module], weight_decay: float) -> list[dict[str, Any]]:
-    """SimGCD's groups: weight decay on the ≥2-D weights, none on biases and 1-D weights (norms)."""
-    params = [p for m in modules for p in m.parameters() if p.requires_grad]
-    return [{"params": [p for p in params if p.ndim > 1], "weight_decay": weight_decay},
-            {"params": [p for p in params if p.ndim <= 1], "weight_decay": 0.0}]
 
 
 @METHODS.register_module(name="SimGCD (continual)")

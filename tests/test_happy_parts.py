@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from bench.methods.gcd_losses import NormedHead, distil, entropy_regulariser
 from bench.methods.happy_parts import (Prototypes, class_means, clustered_rows, feature_distillation, hardness,
                                        shared_radius, soft_entropy)
-from bench.methods.simgcd import cosine_after_epoch, parameter_groups
+from bench.methods.loop import cosine_after_epoch, parameter_groups
 
 
 def logits_of(mean: list[float], rows: int = 3) -> torch.Tensor:
