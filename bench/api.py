@@ -23,8 +23,9 @@ from typing import Any, Mapping, Sequence
 from bench.errors import BenchError, unknown
 from bench.reporting.outcomes import (error_line, print_leaderboard, reference_labels, report_failures, run_dirs,
                             warn_mixed_versions)
-from bench.execution.preflight import (check_caches, check_cluster, check_device, check_inputs, check_report_dir, check_splits,
-                             check_tail_backbones, check_timm_models)
+from bench.execution import plan
+from bench.execution.preflight import (check_caches, check_cluster, check_device, check_inputs, check_pack, check_report_dir,
+                                       check_splits, check_tail_backbones, check_timm_models, local_slots)
 from bench.core.provenance import VERSION_COLUMNS
 from bench.execution.selection import (default_backbone, expand_selection, finished_selection, names_of,
                                        options_of, path_of, seeds_of)
@@ -89,10 +90,12 @@ def run(grid: str = "demo", *, methods: Sequence[str] | None = None, datasets: S
         workers: int | None = None, device: str | None = None, threads: int | None = None,
         read_ahead: bool | None = None, weights_dir: PathLike | None = None, force: bool = False,
         retry_failed: bool = False, dry_run: bool = False, profile: str = "default",
-        slurm_options: Options | None = None, wait: bool = False,
-        include: Sequence[PathLike] | None = None) -> RunOutcome:
+        slurm_options: Options | None = None, wait: bool = False, include: Sequence[PathLike] | None = None,
+        gpus: Sequence[str] | None = None, runs_per_gpu: int = 1, pack: int | str | None = None,
+        pack_hours: float = 4.0) -> RunOutcome:
     """Run a grid, as `bench run` does: the selection's runs not yet done, on `cluster` (local worker
-    processes, debug in this process, or SLURM job arrays with `profile`). Every check (names, splits,
+    processes, one per GPU slot where there are GPUs (`gpus`, each `runs_per_gpu` times), debug in this process,
+    or SLURM job arrays with `profile`, `pack`ed N or "auto" runs per task). Every check (names, splits,
     devices, backbones, data and weight files, cache space) is made before anything is written.
     `include`: plugin folders, as `--include` (with $BENCH_INCLUDE's; None: those already in use)."""
     started = time.monotonic()  # the SLURM plan's time includes expanding the grid
@@ -104,6 +107,8 @@ def run(grid: str = "demo", *, methods: Sequence[str] | None = None, datasets: S
 
     check_cluster(cluster, workers, threads)
     check_device(device, cluster)
+    slots = local_slots(cluster, gpus, runs_per_gpu, device, workers)
+    pack = check_pack(cluster, pack, pack_hours)
     loaded, specs = expand_selection(grid, methods=methods, datasets=datasets, splits=splits, seeds=seeds,
                                      backbones=backbones, cfg_options=options_of(cfg_options), data_root=data_root,
                                      cache_dir=cache_dir, device=device, read_ahead=read_ahead, threads=threads,
@@ -136,11 +141,9 @@ def run(grid: str = "demo", *, methods: Sequence[str] | None = None, datasets: S
     shown_backbone = default_backbone(backbones, loaded)
     if cluster == "slurm":
         return _run_slurm(outcome, loaded, profile, slurm_options, force=force, dry_run=dry_run, wait=wait,
-                          started=started, shown_backbone=shown_backbone)
+                          started=started, shown_backbone=shown_backbone, pack=pack, pack_hours=pack_hours)
     if dry_run:
-        print(f"grid {loaded.name}: {len(specs)} runs, {len(done)} done, {len(pending)} would run")
-        for spec in pending:
-            print(f"  {spec.run_id}  {spec.describe()}")
+        plan.print_local(loaded.name, specs, done, pending, workers, slots[: len(pending)])
         return outcome
     check_writable(results)
     if not pending:
@@ -158,7 +161,7 @@ def run(grid: str = "demo", *, methods: Sequence[str] | None = None, datasets: S
     from bench.execution.workers import sigterm_stops
 
     with sigterm_stops():  # a closed session's or `timeout`'s SIGTERM stops the runs as Ctrl-C does
-        ran = run_specs(pending, results, cluster=cluster, max_parallel=workers)
+        ran = run_specs(pending, results, cluster=cluster, max_parallel=workers, gpus=slots)
     busy = f", {len(ran.busy)} skipped (being run elsewhere)" if ran.busy else ""
     print(f"{len(ran.done)} done, {len(ran.failed)} failed{busy} in {time.monotonic() - start:.1f}s")
     print_leaderboard(results, specs, shown_backbone)
@@ -193,20 +196,17 @@ def _rebuild_metrics(out: Path) -> bool:
 
 
 def _run_slurm(outcome: RunOutcome, grid: Any, profile_name: str, slurm_options: Options | None, *, force: bool,
-               dry_run: bool, wait: bool, started: float, shown_backbone: str) -> RunOutcome:
+               dry_run: bool, wait: bool, started: float, shown_backbone: str, pack: int | str | None,
+               pack_hours: float) -> RunOutcome:
     from bench.execution import slurm
     from bench.runs.rundir import check_writable, invalidate
 
     results, specs, pending = outcome.results, list(outcome.specs), list(outcome.pending)
     profile = slurm.load_profile(profile_name)
     overrides = options_of(slurm_options)
-    chunks = slurm.plan(pending, profile, overrides)
+    chunks = slurm.plan(pending, profile, overrides, pack=pack, pack_hours=pack_hours)
     if dry_run:
-        print(f"grid {grid.name}: {len(specs)} runs, {len(specs) - len(pending)} done, {len(pending)} would be "
-              f"submitted as {len(chunks)} job array(s) with profile {profile.name} ({profile.path}) "
-              f"(planned in {time.monotonic() - started:.2f}s)")
-        for params, members in chunks:
-            print(f"  array of {len(members):>4} runs: {slurm._summary(params)}")
+        plan.print_slurm(grid.name, specs, pending, chunks, profile, time.monotonic() - started, pack, slurm._summary)
         return outcome
     check_writable(results)
     if not pending:
@@ -215,13 +215,13 @@ def _run_slurm(outcome: RunOutcome, grid: Any, profile_name: str, slurm_options:
         return outcome
     for spec in pending if force else ():
         invalidate(results, spec)
-    sub = slurm.submit(pending, results, profile, overrides, grid.name)
-    submitted = sum(n for _, n, _ in sub.arrays)
+    sub = slurm.submit(pending, results, profile, overrides, grid.name, pack=pack, pack_hours=pack_hours)
+    submitted = sum(n for _, n, _, _ in sub.arrays)
     print(f"grid {grid.name}: submitted {submitted} runs in {len(sub.arrays)} job array(s) with profile {profile.path} "
           f"({sub.skipped_active} already queued or running) in {time.monotonic() - started:.1f}s")
-    for job_id, n, summary in sub.arrays:
-        print(f"  job {job_id}: {n} runs ({summary})")
-    outcome = _with(outcome, jobs=tuple((str(j), n, s) for j, n, s in sub.arrays))
+    for job_id, n, summary, tasks in sub.arrays:
+        print(f"  job {job_id}: {n} runs" + (f" in {tasks} packed task(s)" if pack is not None else "") + f" ({summary})")
+    outcome = _with(outcome, jobs=tuple((str(j), n, s) for j, n, s, _ in sub.arrays))
     if not wait:
         print(f"follow with: bench status --grid {grid.name}" + (f" --results {results}" if results != DEFAULT_RESULTS else ""))
         return outcome

@@ -27,19 +27,15 @@ from __future__ import annotations
 import argparse
 import time
 
-DEPTH = 12
+from bench.execution import cost
+
+DEPTH, VIEWS = cost.DEPTH, cost.VIEWS
 TOKENS, DIM = 197, 768  # ViT-B/16 at 224: 14 × 14 patches and the class token; 768 channels
-SEEDS, VIEWS = 3, 8
-# training images per task of each split (the paper's appendix), and evaluation images (test, plus
-# CUB's and Herbarium's held-out val, 20% of the official training images)
-TASKS = {
-    "C10": {2: [25000] * 2, 5: [10000] * 5},
-    "C100": {2: [25000] * 2, 5: [10000] * 5},
-    "T200": {2: [50000] * 2, 5: [20000] * 5},
-    "B200": {2: [2400] * 2, 5: [959] * 5},
-    "H683": {2: [14500, 16300], 5: [6300, 5400, 6100, 6800, 6300]},
-}
-EVAL = {"C10": 10000, "C100": 10000, "T200": 10000, "B200": 5794 + 1199, "H683": 2700 + 3415}
+SEEDS = 3
+SHORT = {"C10": "cifar10", "C100": "cifar100", "T200": "tinyimagenet", "B200": "cub200", "H683": "herbarium19"}
+# training images per task of each split and evaluation images: bench's own table (bench.execution.cost)
+TASKS = {short: cost.TASKS[name] for short, name in SHORT.items()}
+EVAL = {short: cost.EVAL[name] for short, name in SHORT.items()}
 
 
 def authors(method: str, sizes: list[int], full: float = DEPTH) -> float:
@@ -73,24 +69,9 @@ def authors(method: str, sizes: list[int], full: float = DEPTH) -> float:
 
 
 def bench(method: str, sizes: list[int], full: float = DEPTH) -> float:
-    """Block-forward units of one run in bench, the banks excluded (they are counted once per dataset)."""
-    n, t = sum(sizes), len(sizes)
-    seen = sum(sum(sizes[: s + 1]) for s in range(t))
-    later = n - sizes[0]
-    if method in ("K-means", "Baseline", "Baseline++", "Joint (frozen)"):
-        return 0.0  # heads on stored features
-    if method == "Joint (unfrozen)":  # stage 2's teachers label each stored view once per step
-        return 200 * 2 * n * 3 + 100 * 2 * seen * 3 + VIEWS * seen * 1
-    if method in ("EwC", "LwF", "DER"):
-        extra = {"EwC": 0, "LwF": 1, "DER": 1 + 2}[method]  # DER replays stored views of its buffer's images
-        return 100 * 2 * n * 1 + 100 * 2 * n * 3 + 100 * 2 * later * extra
-    if method == "ResTune":  # the trained blocks and branches; the prefix ends before block 10
-        return 100 * 2 * n * (2 + t / 2) + 100 * 2 * n * 3 * (2 + t / 2) + 100 * later * (2 + t / 2)
-    if method == "FRoST":
-        return 200 * 2 * n * 3 + 200 * later * 1
-    if method == "CaSSLe":  # asymmetric views are drawn fresh through the prefix
-        return 100 * 2 * n * (full + 2 + 1) + 100 * 2 * later * 1 + 200 * 2 * n * 1
-    raise ValueError(method)
+    """Block-forward units of one run in bench, the banks excluded (they are counted once per dataset):
+    `bench.execution.cost.units`, the same counts `bench run --dry-run` prices runs with."""
+    return cost.units(method, sizes, full=full)
 
 
 METHODS = ["Baseline", "Baseline++", "K-means", "Joint (frozen)", "Joint (unfrozen)", "EwC", "LwF", "DER",
@@ -101,9 +82,7 @@ TAIL = ["Joint (unfrozen)", "EwC", "LwF", "DER", "ResTune", "FRoST"]  # read a t
 def banks(dataset: str, full: float = DEPTH) -> tuple[float, float, float]:
     """Units to build a dataset's banks (feature bank, token banks at prefix depths 11 and 10) and their bytes."""
     n, ev = sum(TASKS[dataset][2]), EVAL[dataset]
-    feature = (n * (VIEWS + 1) + ev) * full
-    tokens = (n * (VIEWS + 1) + ev) * (full * 11 / DEPTH + full * 10 / DEPTH)  # EwC & co.: block 11's input; ResTune: 10's
-    return feature + tokens, (n * (VIEWS + 1) + ev) * DIM * 2, (n * (VIEWS + 1) + ev) * TOKENS * DIM * 2
+    return cost.bank_units(SHORT[dataset], full), (n * (VIEWS + 1) + ev) * DIM * 2, (n * (VIEWS + 1) + ev) * TOKENS * DIM * 2
 
 
 def measure() -> float:

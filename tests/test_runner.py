@@ -21,7 +21,7 @@ from tests.helpers import tiny_specs
 
 SCHEMA = ["run_id", "method", "preset", "label", "dataset", "split", "n_steps", "backbone", "seed",
           "reported_A", "reported_F", "features", "mapping_images", "step", "group", "flavour", "metric", "value", "bench_version", "git_commit", "host",
-          "device", "slurm_job_id", "started_at", "ended_at", "duration_s", "torch_version", "torchvision_version",
+          "device", "gpu", "slurm_job_id", "started_at", "ended_at", "duration_s", "torch_version", "torchvision_version",
           "timm_version", "numpy_version", "cuda_version", "cudnn_version", "weights_sha256", "tail_precision",
           "threads", "method_sha256"]
 

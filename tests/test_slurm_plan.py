@@ -33,10 +33,11 @@ def test_runs_are_grouped_by_resources_and_chunked_to_the_array_limit():
     specs = tiny_specs(methods=["Baseline", "K-means"], seeds=range(5))
     profile = dataclasses.replace(load_profile("default"), max_array_size=3)
     chunks = plan(specs, profile, {})
-    sizes = sorted((params["gpus_per_node"], len(members)) for params, members in chunks)
+    sizes = sorted((params["gpus_per_node"], len(tasks)) for params, tasks in chunks)
     assert sizes == [(0, 2), (0, 3), (1, 2), (1, 3)]
-    for params, members in chunks:
-        assert {s.method for s in members} == ({"K-means"} if params["gpus_per_node"] == 0 else {"Baseline"})
+    for params, tasks in chunks:
+        assert all(len(task) == 1 for task in tasks)  # unpacked: a run per array task
+        assert {s.method for (s,) in tasks} == ({"K-means"} if params["gpus_per_node"] == 0 else {"Baseline"})
 
 
 def test_a_bad_override_fails_before_anything_is_submitted():
@@ -66,16 +67,16 @@ def test_only_a_submitit_job_process_ends_without_the_interpreters_teardown(monk
     import sys
     import types
 
-    import bench.execution.slurm as slurm
+    import bench.execution.job_exit as job_exit
 
     registered = []
-    monkeypatch.setattr(slurm.atexit, "register", registered.append)
-    slurm._end_job_without_teardown()
+    monkeypatch.setattr(job_exit.atexit, "register", registered.append)
+    job_exit.end_job_without_teardown()
     assert registered == []  # pytest's __main__ is not submitit's
     job_main = types.SimpleNamespace(__spec__=types.SimpleNamespace(name="submitit.core._submit"))
     monkeypatch.setitem(sys.modules, "__main__", job_main)
-    slurm._end_job_without_teardown()
-    assert registered == [slurm._end_without_teardown]
+    job_exit.end_job_without_teardown()
+    assert registered == [job_exit.end_without_teardown]
 
 
 def test_a_profile_that_does_not_load_is_one_line(tmp_path, monkeypatch):

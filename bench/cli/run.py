@@ -14,6 +14,12 @@ def add_parser(sub: Any) -> None:
                      help="local (warm worker processes, default), debug (in-process) or slurm (job arrays)")
     run.add_argument("--workers", "--jobs", dest="workers", type=int, default=None,
                      help="--cluster local: warm worker processes, i.e. runs at a time (default: one per available core)")
+    run.add_argument("--gpus", metavar="LIST",
+                     help="--cluster local: the GPUs to place workers on, one warm worker per GPU with its own "
+                          "CUDA_VISIBLE_DEVICES (indices or names, e.g. 0,1,3; default: every visible GPU; none on a "
+                          "machine without GPUs)")
+    run.add_argument("--runs-per-gpu", type=int, default=1, metavar="N",
+                     help="--cluster local: workers sharing each GPU, for runs small enough to share one (default 1)")
     run.add_argument("--device", help="cpu, cuda, cuda:1 … (default: cuda if available); checked on this machine, except for --cluster slurm, whose jobs run on its nodes")
     run.add_argument("--threads", type=int, default=None,
                      help="CPU compute threads of each run (default 1, whatever the machine); part of what decides "
@@ -33,6 +39,12 @@ def add_parser(sub: Any) -> None:
     run.add_argument("--slurm-options", nargs="+", default=[], metavar="K=V",
                      help="override profile keys, e.g. slurm_partition=gpu timeout_min=600")
     run.add_argument("--wait", action="store_true", help="with --cluster slurm: follow the jobs until they end")
+    run.add_argument("--pack", metavar="N|auto",
+                     help="with --cluster slurm: N runs per array task, run one after another by one warm process, or "
+                          "auto: tasks of about --pack-hours by the cost model (default: one run per task)")
+    run.add_argument("--pack-hours", type=float, default=4.0, metavar="H",
+                     help="--pack auto: the target length of a task in GPU-hours (at most 80%% of the profile's "
+                          "timeout_min; default 4)")
 
 
 def command(args: argparse.Namespace) -> int:
@@ -42,5 +54,6 @@ def command(args: argparse.Namespace) -> int:
                   read_ahead=None if args.read_ahead is None else args.read_ahead == "on",
                   weights_dir=args.weights_dir, force=args.force, retry_failed=args.retry_failed,
                   dry_run=args.dry_run, profile=args.profile, slurm_options=args.slurm_options,
-                  wait=args.wait)
+                  wait=args.wait, gpus=args.gpus, runs_per_gpu=args.runs_per_gpu, pack=args.pack,
+                  pack_hours=args.pack_hours)
     return outcome.exit_code

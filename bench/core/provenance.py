@@ -145,3 +145,14 @@ def slurm_job_id() -> str:
     if job:
         return f"{job}_{os.environ.get('SLURM_ARRAY_TASK_ID', '')}"
     return os.environ.get("SLURM_JOB_ID", "")
+
+
+def gpu_of(device: Any) -> str:
+    """The GPU a run computed on as the machine names it: `CUDA_VISIBLE_DEVICES`'s entry for the device's index
+    where the variable is set (a worker of the local pool, a SLURM job), else the index; "" on the CPU. Two runs
+    on "cuda" of one node are told apart by it (`bench.execution.gpus`)."""
+    if getattr(device, "type", "cpu") != "cuda":
+        return ""
+    index = device.index or 0
+    names = [n.strip() for n in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if n.strip()]
+    return names[index] if index < len(names) else str(index)

@@ -274,3 +274,36 @@ def check_cluster(cluster: str, workers: int | None, threads: int | None) -> Non
         raise BenchError(f"--workers {workers}: must be an integer >= 1 (worker processes for --cluster local)")
     if threads is not None:
         check_threads(threads)
+
+
+def local_slots(cluster: str, gpus: Sequence[str] | str | None, per_gpu: int, device: str | None,
+                workers: int | None) -> list[str]:
+    """The local pool's GPU slots (`bench.execution.gpus`): every visible GPU unless `gpus` names some, each
+    `per_gpu` times; none for another cluster, `--device cpu` or a machine without GPUs. `--workers` with
+    GPU slots must equal their number (a worker per slot)."""
+    from bench.execution.gpus import gpu_slots, parse_gpus
+
+    wanted = parse_gpus(gpus) if isinstance(gpus, str) else gpus
+    if cluster != "local":
+        if wanted or per_gpu != 1:
+            raise BenchError(f"--gpus and --runs-per-gpu place the local pool's workers; --cluster {cluster} "
+                             f"places its runs itself (SLURM: gpus_per_node in the profile)")
+        return []
+    slots = gpu_slots(wanted, per_gpu, device=device)
+    if slots and workers is not None and workers != len(slots):
+        raise BenchError(f"--workers {workers} with {len(slots)} GPU slot(s) ({', '.join(slots)}): the pool runs one "
+                         f"worker per slot; choose the slots with --gpus and --runs-per-gpu, or --device cpu")
+    return slots
+
+
+def check_pack(cluster: str, pack: int | str | None, hours: float) -> int | str | None:
+    """`--pack` is for SLURM job arrays, N runs per task or auto; `--pack-hours` positive."""
+    from bench.execution.packing import parse_pack
+
+    pack = parse_pack(pack)
+    if pack is not None and cluster != "slurm":
+        raise BenchError(f"--pack puts several runs in one SLURM array task; --cluster {cluster} runs them on warm "
+                         f"workers already (use --cluster slurm, or leave --pack out)")
+    if not hours > 0:
+        raise BenchError(f"--pack-hours {hours}: must be > 0 (the target length of a packed task)")
+    return pack

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import submitit
 
@@ -40,7 +40,9 @@ def job(spec_json: str, results: str) -> str:
 
 
 def run_specs(specs: list[RunSpec], results: Path, *, cluster: str, max_parallel: int | None = None,
-              progress: Callable[[str], None] = print) -> Outcome:
+              progress: Callable[[str], None] = print, gpus: Sequence[str] = ()) -> Outcome:
+    """Run `specs` on `cluster`; `gpus`: the local pool's GPU slots (`bench.execution.gpus.gpu_slots`), one
+    worker each (`max_parallel` is then their number)."""
     if cluster not in CLUSTERS:
         raise ValueError(f"unknown cluster {cluster!r}; choose from {', '.join(CLUSTERS)}")
     folder = Path(results) / "submitit" / datetime.now().strftime("%Y%m%d-%H%M%S-%f")
@@ -61,8 +63,9 @@ def run_specs(specs: list[RunSpec], results: Path, *, cluster: str, max_parallel
             progress(f"{head} FAILED  {spec.describe()}: {reason}")
 
     if cluster == "local":
-        workers = max(1, min(max_parallel or available_cores(), len(specs)))
-        run_pool(specs, Path(results), workers=workers, folder=folder, finished=finished)
+        slots = list(gpus)[: len(specs)]  # no idle worker holding a GPU
+        workers = len(slots) or max(1, min(max_parallel or available_cores(), len(specs)))
+        run_pool(specs, Path(results), workers=workers, folder=folder, finished=finished, slots=slots)
         return outcome
     executor = submitit.AutoExecutor(folder=folder, cluster=cluster)
     executor.update_parameters(timeout_min=24 * 60)

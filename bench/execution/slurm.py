@@ -10,12 +10,9 @@ requeues it with the same arguments and the runner resumes from the run's last f
 """
 from __future__ import annotations
 
-import atexit
 import json
-import os
 import shutil
 import subprocess
-import sys
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -26,8 +23,10 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import submitit
 
 from bench.registries import plugins
+from bench.execution import packing
+from bench.execution.job_exit import end_job_without_teardown
 from bench.errors import BenchError, unknown
-from bench.runs.rundir import ERROR, RunBusy, is_done, run_dir
+from bench.runs.rundir import DONE, ERROR, RunBusy, is_done, run_dir
 from bench.config.spec import RunSpec
 
 MANIFEST = "submissions.jsonl"
@@ -118,36 +117,10 @@ class SlurmRun(submitit.helpers.Checkpointable):
         try:
             execute(RunSpec.from_json(spec_json), Path(results), echo=True)
         except RunBusy:
-            _end_job_without_teardown()
+            end_job_without_teardown()
             return "busy"
-        _end_job_without_teardown()  # only after success: a failing job keeps its exit status
+        end_job_without_teardown()  # only after success: a failing job keeps its exit status
         return "done"
-
-
-def _end_job_without_teardown() -> None:
-    """In a submitit job process (its `__main__` is submitit's `_submit`; never in a caller running
-    SlurmRun in-process, such as a test), end without the interpreter's teardown once submitit has
-    written the result: `_end_without_teardown` as the first exit handler."""
-    main = sys.modules.get("__main__")
-    if getattr(getattr(main, "__spec__", None), "name", "") == "submitit.core._submit":
-        atexit.register(_end_without_teardown)
-
-
-def _end_without_teardown() -> None:
-    """The job's last exit handler (the first to run): submitit has written the job's result by then, so
-    the process ends without the interpreter's teardown, whose final collection of torch's objects
-    took about 1.4 s of every job (gc.freeze(), which skipped it before, made triton's nanobind
-    bindings print ~30 lines of "nanobind: leaked ..." into the job's log). Only a job that succeeded
-    registers it, so exit status 0 is the one it would have had."""
-    import logging
-
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(0)
 
 
 # --------------------------------------------------------------------------- manifest
@@ -212,6 +185,10 @@ def run_state(results: Path, spec: RunSpec, job: Mapping[str, Any] | None, sacct
     if job is None:
         return "failed" if (out / ERROR).exists() else "unsubmitted"
     state = (sacct or {}).get(job["job_id"])
+    if job.get("packed") and spec.run_id in packing.skipped(results, job["job_id"]):
+        return "cancelled"  # taken out of its packed task, which goes on with its other runs
+    if job.get("packed") and state == "RUNNING" and packing.current_run(results, job["job_id"]) != spec.run_id:
+        return "pending"  # its task runs another of its runs now; this one waits its turn
     if state in ACTIVE_SACCT:
         return "pending" if state in ("PENDING", "REQUEUED", "REQUEUE_HOLD") else "running"
     if state and state.startswith("CANCELLED"):
@@ -247,7 +224,7 @@ def status(results: Path, specs: Sequence[RunSpec]) -> Status:
 
 @dataclass
 class Submission:
-    arrays: list[tuple[str, int, str]]  # (job id of the array, number of runs, profile summary)
+    arrays: list[tuple[str, int, str, int]]  # (job id of the array, number of runs, profile summary, array tasks)
     skipped_active: int
 
 
@@ -256,8 +233,10 @@ def _summary(params: Mapping[str, Any]) -> str:
     return ", ".join(f"{k.removeprefix('slurm_')}={params[k]}" for k in keys if k in params)
 
 
-def plan(specs: Sequence[RunSpec], profile: Profile, overrides: Mapping[str, Any]) -> list[tuple[dict[str, Any], list[RunSpec]]]:
-    """Group runs by resolved resources, then chunk each group to the cluster's array size."""
+def plan(specs: Sequence[RunSpec], profile: Profile, overrides: Mapping[str, Any], *, pack: int | str | None = None,
+         pack_hours: float = packing.DEFAULT_HOURS) -> list[tuple[dict[str, Any], list[list[RunSpec]]]]:
+    """Group runs by resolved resources; in each group, the array tasks (one run each, or `pack`ed:
+    `bench.execution.packing`), chunked to the cluster's array size. One (resources, tasks) per job array."""
     groups: dict[str, tuple[dict[str, Any], list[RunSpec]]] = {}
     for spec in specs:
         params = profile.params_for(spec.method, overrides)
@@ -267,14 +246,17 @@ def plan(specs: Sequence[RunSpec], profile: Profile, overrides: Mapping[str, Any
         validate_params(params)
     chunks = []
     for params, members in groups.values():
-        for start in range(0, len(members), profile.max_array_size):
-            chunks.append((params, members[start: start + profile.max_array_size]))
+        tasks = ([[s] for s in members] if pack is None else
+                 packing.pack_runs(members, pack, hours=pack_hours, timeout_min=params.get("timeout_min")))
+        for start in range(0, len(tasks), profile.max_array_size):
+            chunks.append((params, tasks[start: start + profile.max_array_size]))
     return chunks
 
 
 def submit(specs: Sequence[RunSpec], results: Path, profile: Profile, overrides: Mapping[str, Any],
-           grid: str) -> Submission:
-    """Submit every run not already queued or running, one job array per resource group."""
+           grid: str, *, pack: int | str | None = None, pack_hours: float = packing.DEFAULT_HOURS) -> Submission:
+    """Submit every run not already queued or running, one job array per resource group (one run per task,
+    or `pack`ed)."""
     missing = [tool for tool in ("sbatch", "srun") if shutil.which(tool) is None]
     if missing:
         raise BenchError(f"cannot submit to SLURM: {' and '.join(missing)} not on PATH (no SLURM client on this "
@@ -284,21 +266,24 @@ def submit(specs: Sequence[RunSpec], results: Path, profile: Profile, overrides:
     todo = [s for s in specs if s.run_id not in busy]
     folder = Path(results).resolve() / "submitit" / "%j"
     arrays = []
-    for params, members in plan(todo, profile, overrides):
+    for params, tasks in plan(todo, profile, overrides, pack=pack, pack_hours=pack_hours):
         executor = submitit.AutoExecutor(folder=folder, cluster="slurm",
                                          slurm_max_num_timeout=profile.max_requeues)
         executor.update_parameters(name=f"bench-{grid}", slurm_array_parallelism=profile.array_parallelism,
                                    **params)
-        jobs = _submit_array(executor, members, results, profile, params)
+        jobs = _submit_array(executor, tasks, results, profile, params, packed=pack is not None)
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        record(results, ({"run_id": s.run_id, "job_id": j.job_id, "folder": str(folder).replace("%j", j.job_id),
-                          "grid": grid, "submitted_at": now} for s, j in zip(members, jobs)))
-        arrays.append((jobs[0].job_id.split("_")[0], len(members), _summary(params)))
+        if pack is None:
+            record(results, ({"run_id": s.run_id, "job_id": j.job_id, "folder": str(folder).replace("%j", j.job_id),
+                              "grid": grid, "submitted_at": now} for (s,), j in zip(tasks, jobs)))
+        else:
+            record(results, packing.entries(tasks, jobs, str(folder), grid, now))
+        arrays.append((jobs[0].job_id.split("_")[0], sum(map(len, tasks)), _summary(params), len(tasks)))
     return Submission(arrays, skipped_active=len(specs) - len(todo))
 
 
-def _submit_array(executor: submitit.AutoExecutor, members: Sequence[RunSpec], results: Path, profile: Profile,
-                  params: Mapping[str, Any]) -> list[Any]:
+def _submit_array(executor: submitit.AutoExecutor, tasks: Sequence[Sequence[RunSpec]], results: Path,
+                  profile: Profile, params: Mapping[str, Any], *, packed: bool) -> list[Any]:
     """One job array; sbatch refusing it (resources the cluster cannot give, a wrong partition or
     account) or missing altogether is one line saying what it said and how to ask for less."""
     import contextlib
@@ -307,8 +292,12 @@ def _submit_array(executor: submitit.AutoExecutor, members: Sequence[RunSpec], r
     chatter = io.StringIO()  # submitit echoes sbatch's stderr before raising: keep it for the one line
     try:
         with contextlib.redirect_stderr(chatter), executor.batch():
+            where = str(Path(results).resolve())
+            if packed:
+                return [executor.submit(packing.SlurmPack(plugins.active_dirs()), [s.to_json() for s in task], where)
+                        for task in tasks]
             job = SlurmRun(plugins.active_dirs())
-            return [executor.submit(job, s.to_json(), str(Path(results).resolve())) for s in members]
+            return [executor.submit(job, task[0].to_json(), where) for task in tasks]
     except submitit.core.utils.FailedJobError as err:
         said = [line.strip() for line in (str(err) or chatter.getvalue()).splitlines() if line.strip()]
         reason = (said[-1] if said else "no reason given").removeprefix("sbatch: error: ")
@@ -318,15 +307,33 @@ def _submit_array(executor: submitit.AutoExecutor, members: Sequence[RunSpec], r
 
 
 def cancel(results: Path, specs: Sequence[RunSpec]) -> list[str]:
-    """scancel every queued or running job of these runs; returns the cancelled job ids."""
+    """scancel every queued or running job of these runs; returns the cancelled job ids. A packed task whose
+    unfinished runs are not all among `specs` is not cancelled: the selected runs are taken out of it
+    (`packing.skip`), and it goes on with the others."""
     jobs = latest_jobs(results)
     current = status(results, specs)
-    ids = [jobs[s.run_id]["job_id"] for state in ("pending", "running") for s in current.states.get(state, [])]
+    active = [s for state in ("pending", "running") for s in current.states.get(state, [])]
+    chosen = {s.run_id for s in active}
+    ids, partial = [], defaultdict(list)
+    for spec in active:
+        job_id = jobs[spec.run_id]["job_id"]
+        if jobs[spec.run_id].get("packed") and not _task_runs(results, jobs, job_id) <= chosen:
+            partial[job_id].append(spec.run_id)
+        elif job_id not in ids:
+            ids.append(job_id)
+    for job_id, run_ids in partial.items():
+        packing.skip(results, job_id, run_ids)
     if ids:
         if shutil.which("scancel") is None:
             raise BenchError("scancel is not on PATH: run `bench cancel` on a machine with the SLURM client")
         subprocess.run(["scancel", *ids], check=True, capture_output=True, text=True, timeout=120)
     return ids
+
+
+def _task_runs(results: Path, jobs: Mapping[str, Mapping[str, Any]], job_id: str) -> set[str]:
+    """The unfinished runs of a packed task (by the manifest: its runs' newest submission is this task)."""
+    return {run_id for run_id, entry in jobs.items() if entry["job_id"] == job_id
+            and not (Path(results) / "runs" / run_id / DONE).exists()}
 
 
 def wait(results: Path, specs: Sequence[RunSpec], progress: Callable[[str], None] = print,

@@ -28,9 +28,10 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from bench.errors import first_line
+from bench.execution.gpus import take_slot
 from bench.execution.lifeline import die_with_parent, identity, watch
 from bench.core.numerics import available_cores  # noqa: F401  (sizes the pool; imported from here by callers)
 from bench.config.spec import RunSpec
@@ -97,12 +98,14 @@ _stopping = False  # this worker was interrupted: it starts no further run
 _in_run = False  # a run is executing in this worker: an interrupt unwinds it
 
 
-def _start_worker(parent: int, include: tuple[str, ...]) -> None:
-    """Each worker, first: it ends with bench (pid `parent`), an interrupt stops it; it takes bench's
-    plugin folders `include` (told, never read from an environment the fork server may have had
-    before); then `_warm`, which imports them and the entry points."""
+def _start_worker(parent: int, include: tuple[str, ...], slots: Any = None) -> None:
+    """Each worker, first: it ends with bench (pid `parent`), an interrupt stops it; it takes its GPU from
+    the pool's queue of `slots` (`bench.execution.gpus`: none without GPUs) and bench's plugin folders
+    `include` (told, never read from an environment the fork server may have had before); then `_warm`,
+    which imports them and the entry points."""
     from bench.registries import plugins
 
+    take_slot(slots)  # before anything touches CUDA: the one GPU this worker sees
     die_with_parent()  # its parent is the fork server, which dies with bench (bench.execution.forkserver_lifeline)
     watch(parent)
     signal.signal(signal.SIGINT, _on_interrupt)
@@ -170,16 +173,19 @@ def sweep_stale(pools: Path) -> list[Path]:
 
 
 def run_pool(specs: list[RunSpec], results: Path, *, workers: int, folder: Path,
-             finished: Callable[[RunSpec, str, float, str], None]) -> None:
-    """Run `specs` on `workers` warm processes; `finished(spec, kind, seconds, reason)` is called as
-    each ends, with kind "done", "busy" or "failed". The in-flight markers of pools whose bench ended without
-    removing them go first (`sweep_stale`); this pool's go with it, however it ends short of a SIGKILL."""
+             finished: Callable[[RunSpec, str, float, str], None], slots: Sequence[str] = ()) -> None:
+    """Run `specs` on `workers` warm processes (one per GPU slot where `slots` are given: each worker sees
+    its slot's GPU alone); `finished(spec, kind, seconds, reason)` is called as each ends, with kind "done",
+    "busy" or "failed". The in-flight markers of pools whose bench ended without removing them go first
+    (`sweep_stale`); this pool's go with it, however it ends short of a SIGKILL."""
+    if slots and workers != len(slots):
+        raise ValueError(f"{workers} workers for {len(slots)} GPU slots: one worker per slot")
     sweep_stale(folder.parent)
     inflight = folder / "inflight"
     inflight.mkdir(parents=True, exist_ok=True)
     (folder / OWNER).write_text(f"{os.getpid()} {identity(os.getpid())}")
     try:
-        _run_pool(specs, results, workers, inflight, finished)
+        _run_pool(specs, results, workers, inflight, finished, tuple(slots))
     finally:  # the markers of runs that ended were removed one by one; a stopped pool's are stale now
         import shutil
 
@@ -189,11 +195,12 @@ def run_pool(specs: list[RunSpec], results: Path, *, workers: int, folder: Path,
 
 
 def _run_pool(specs: list[RunSpec], results: Path, workers: int, inflight: Path,
-              finished: Callable[[RunSpec, str, float, str], None]) -> None:
+              finished: Callable[[RunSpec, str, float, str], None], slots: tuple[str, ...]) -> None:
     queue, alone, idle_breaks = list(specs), [], 0
     while queue or alone:
         batch, size = ([alone.pop(0)], 1) if alone else (queue, workers)
-        left = _pass(batch, results, size, inflight, finished)
+        # a lone run takes the first slot (its pool has one worker); a full pass, one worker per slot
+        left = _pass(batch, results, size, inflight, finished, slots[:size])
         culprits = [s for s in batch if (inflight / s.run_id).exists()]
         for spec in culprits:
             (inflight / spec.run_id).unlink()
@@ -214,7 +221,7 @@ def _run_pool(specs: list[RunSpec], results: Path, workers: int, inflight: Path,
 
 
 def _pass(specs: list[RunSpec], results: Path, workers: int, inflight: Path,
-          finished: Callable[[RunSpec, str, float, str], None]) -> list[RunSpec]:
+          finished: Callable[[RunSpec, str, float, str], None], slots: tuple[str, ...] = ()) -> list[RunSpec]:
     """One pool over `specs`; returns the runs a broken pool left unfinished. Ctrl-C or SIGTERM stops
     it (`_stop`) and raises `Stopped`."""
     context = multiprocessing.get_context("forkserver")
@@ -226,8 +233,13 @@ def _pass(specs: list[RunSpec], results: Path, workers: int, inflight: Path,
 
     left: list[RunSpec] = []
     # a pool per pass, for this command's plugins: no pool outlives the plugin set it was started with
+    queue = None
+    if slots:  # each worker of this pool takes one slot as it starts (a broken pool's successor gets them anew)
+        queue = context.Queue()
+        for slot in slots:
+            queue.put(slot)
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_start_worker,
-                               initargs=(os.getpid(), tuple(str(d) for d in active_dirs())))
+                               initargs=(os.getpid(), tuple(str(d) for d in active_dirs()), queue))
     with _stop_requests(pool, inflight) as asked:
         started = time.monotonic()
         futures = {pool.submit(_execute, s.to_json(), str(results), str(inflight)): s for s in specs}

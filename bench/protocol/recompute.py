@@ -154,8 +154,10 @@ def rebuilt_frame(out: Path) -> pd.DataFrame:
     # since they keep them, else unknown
     kept = read_provenance(out, spec.run_id)
     if kept is not None:
-        return frame.assign(**{k: v for k, v in kept.items() if k in frame}, rebuilt_from=predictions.PREDICTIONS)
-    return frame.assign(host="unknown", slurm_job_id="unknown", **dict.fromkeys(VERSION_COLUMNS, "unknown"),
+        # kept before runs recorded their GPU: unknown, not the rebuild's ""
+        return frame.assign(**{"gpu": "unknown", **{k: v for k, v in kept.items() if k in frame}},
+                            rebuilt_from=predictions.PREDICTIONS)
+    return frame.assign(host="unknown", gpu="unknown", slurm_job_id="unknown", **dict.fromkeys(VERSION_COLUMNS, "unknown"),
                         rebuilt_from=predictions.PREDICTIONS)
 
 

@@ -85,7 +85,9 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
     clock = time.monotonic()
     state = checkpoint.read_checkpoint(out, log)  # first: the stages it holds ran with its thread count, the rest must too
     threads = threads_of(spec, state, log)
-    log(f"run {spec.run_id}: {spec.describe()} on {device}, process {os.getpid()}, {threads} thread(s)")
+    # the GPUs this process was given (a pool's worker, a SLURM job): which of a node's GPUs it ran on
+    given = f" (CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']})" if "CUDA_VISIBLE_DEVICES" in os.environ else ""
+    log(f"run {spec.run_id}: {spec.describe()} on {device}{given}, process {os.getpid()}, {threads} thread(s)")
     log(f"numerics: {'; '.join(numerics.fix(threads, device))}")
 
     parts = assemble(spec, out, device, log)

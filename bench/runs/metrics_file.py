@@ -11,7 +11,7 @@ import pandas as pd
 import torch
 
 from bench.config.spec import RunSpec, features_protocol
-from bench.core.provenance import git_commit, method_sha256, provenance, slurm_job_id, utc_now
+from bench.core.provenance import git_commit, gpu_of, method_sha256, provenance, slurm_job_id, utc_now
 from bench.core.resources import VERSION
 from bench.core.runs_on import RunsOn
 from bench.core.storage import atomic_path
@@ -36,7 +36,7 @@ def metrics_frame(spec: RunSpec, rows: list[MetricRow], device: torch.device, st
                     mapping_images=mapping_images)
     columns = dict(
         bench_version=VERSION, git_commit=git_commit(), host=socket.gethostname(),
-        device=torch.cuda.get_device_name(device) if device.type == "cuda" else device.type,
+        device=torch.cuda.get_device_name(device) if device.type == "cuda" else device.type, gpu=gpu_of(device),
         slurm_job_id=slurm_job_id(), started_at=started_at, ended_at=utc_now(), duration_s=float(duration),
         **provenance(device, weights), tail_precision=tail_precision(spec, cls.runs_on, device),
         threads=str(torch.get_num_threads()),  # the run's own (bench.core.numerics.fix): a sum's order follows it

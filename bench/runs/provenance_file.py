@@ -13,7 +13,7 @@ from bench.core.storage import atomic_path
 PROVENANCE = "provenance.json"
 # the metrics' columns it keeps
 PROVENANCE_COLUMNS = ("bench_version", "git_commit", "host", "slurm_job_id", "started_at", "ended_at", "duration_s",
-                      "device", "torch_version", "torchvision_version", "timm_version", "numpy_version", "cuda_version",
+                      "device", "gpu", "torch_version", "torchvision_version", "timm_version", "numpy_version", "cuda_version",
                       "cudnn_version", "weights_sha256", "tail_precision", "threads", "method_sha256")
 
 

@@ -21,7 +21,7 @@ from bench.reporting.table import source_text
 
 LOG_LINES = 60  # the end of a run's log shown on its page
 
-PROVENANCE = ("bench_version", "git_commit", "host", "device", "slurm_job_id", "started_at", "ended_at", "duration_s",
+PROVENANCE = ("bench_version", "git_commit", "host", "device", "gpu", "slurm_job_id", "started_at", "ended_at", "duration_s",
               "torch_version", "torchvision_version", "timm_version", "numpy_version", "cuda_version",
               "cudnn_version", "weights_sha256", "tail_precision", "threads", "rebuilt_from", "features",
               "mapping_images", "reported_A", "reported_F")
