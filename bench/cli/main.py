@@ -14,13 +14,13 @@ import sys
 import threading
 from typing import Any, Callable, Sequence
 
-from bench.cli import cache, cancel, check, data, listing, metrics, new, report, run, status
+from bench.cli import cache, cancel, check, data, listing, metrics, new, report, run, status, worker
 from bench.errors import BenchError, disk_full
 from bench.reporting.outcomes import DISK_FULL
 from bench.execution.preflight import shortened
 
 # in the order `bench --help` lists them; each module adds its parser and runs its command
-COMMANDS = {"run": run, "status": status, "cancel": cancel, "list": listing, "data": data, "cache": cache,
+COMMANDS = {"run": run, "worker": worker, "status": status, "cancel": cancel, "list": listing, "data": data, "cache": cache,
             "metrics": metrics, "report": report, "new": new, "check": check}
 
 

@@ -16,7 +16,7 @@ import random
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -44,12 +44,14 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def execute(spec: RunSpec, results: Path, *, echo: bool = False) -> Path:
+def execute(spec: RunSpec, results: Path, *, echo: bool = False, claim: Callable[[Path], None] | None = None) -> Path:
     """Run `spec` to completion under `results/runs/<run_id>/`, resuming from a checkpoint if one
     exists. On failure the error and traceback go to `error.txt` and the exception propagates.
 
     An exclusive lock on the run directory keeps two processes from running the same run at once;
-    the second raises `RunBusy` and touches nothing. A run already DONE is not run again."""
+    the second raises `RunBusy` and touches nothing. A run already DONE is not run again. `claim(out)`,
+    when given, is called under the lock before the run starts (a pull worker's bookkeeping: it may
+    raise `RunBusy` to leave the run alone, `bench.execution.pull`)."""
     out = run_dir(results, spec)
     out.mkdir(parents=True, exist_ok=True)
     with locked(out):
@@ -61,6 +63,8 @@ def execute(spec: RunSpec, results: Path, *, echo: bool = False) -> Path:
             aside = set_aside(out, bad)
             log(f"results unreadable ({'; '.join(f'{k}: {v}' for k, v in bad.items())}): moved to {aside.name}/, "
                 f"running again")
+        if claim is not None:
+            claim(out)
         (out / ERROR).unlink(missing_ok=True)
         try:
             with numerics.restored():  # an in-process caller gets its own threads and kernels back
