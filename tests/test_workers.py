@@ -19,14 +19,20 @@ from tests.helpers import tiny_specs
 QUICK = {"method.epochs": 2}
 
 
-def test_a_pool_runs_many_runs_per_worker(tmp_path):
+def test_a_pool_runs_many_runs_per_worker_each_on_its_own_gpu(tmp_path):
+    """Two GPU slots, faked (`bench.execution.gpus`: the runs compute on the CPU here): a warm worker per slot,
+    each seeing its slot's GPU alone (`CUDA_VISIBLE_DEVICES` in its runs' logs)."""
     specs = tiny_specs(methods=["Baseline", "K-means"], seeds=(0, 1, 2), **QUICK)
-    outcome = run_specs(specs, tmp_path, cluster="local", max_parallel=2, progress=lambda line: None)
+    outcome = run_specs(specs, tmp_path, cluster="local", gpus=["0", "1"], progress=lambda line: None)
     assert len(outcome.done) == 6 and not outcome.failed
     logs = [(run_dir(tmp_path, s) / "log.txt").read_text() for s in specs]
-    pids = {re.search(r"process (\d+), (\d+) thread", log).groups() for log in logs}
-    assert len({pid for pid, _ in pids}) <= 2 < len(specs)  # two warm processes ran all six
-    assert {threads for _, threads in pids} == {str(DEFAULT_THREADS)}  # each run its own count, not a share of the cores
+    placed = {re.search(r"\(CUDA_VISIBLE_DEVICES=(\w+)\), process (\d+), (\d+) thread", log).groups() for log in logs}
+    pids = {pid for _, pid, _ in placed}
+    assert len(pids) <= 2 < len(specs)  # two warm processes ran all six
+    assert {threads for _, _, threads in placed} == {str(DEFAULT_THREADS)}  # each run its own count, not a share of the cores
+    gpu_of = {pid: {gpu for gpu, p, _ in placed if p == pid} for pid in pids}
+    assert all(len(held) == 1 for held in gpu_of.values())  # a worker keeps the GPU it was given
+    assert len({gpu for gpu, _, _ in placed}) == len(pids) and {gpu for gpu, _, _ in placed} <= {"0", "1"}  # one each
     assert all(is_done(tmp_path, s) for s in specs)
 
 

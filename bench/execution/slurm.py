@@ -331,9 +331,10 @@ def cancel(results: Path, specs: Sequence[RunSpec]) -> list[str]:
 
 
 def _task_runs(results: Path, jobs: Mapping[str, Mapping[str, Any]], job_id: str) -> set[str]:
-    """The unfinished runs of a packed task (by the manifest: its runs' newest submission is this task)."""
+    """The unfinished runs of a packed task (by the manifest: its runs' newest submission is this task), less those
+    already taken out of it."""
     return {run_id for run_id, entry in jobs.items() if entry["job_id"] == job_id
-            and not (Path(results) / "runs" / run_id / DONE).exists()}
+            and not (Path(results) / "runs" / run_id / DONE).exists()} - packing.skipped(results, job_id)
 
 
 def wait(results: Path, specs: Sequence[RunSpec], progress: Callable[[str], None] = print,
