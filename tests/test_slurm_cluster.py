@@ -181,3 +181,23 @@ def test_plugins_from_a_folder_and_an_installed_package_run_as_jobs(tmp_path):
     assert len(list(results.glob("runs/*/DONE"))) == 2, out
     assert run_config(results, "Toy means")["method"]["max_iter"] == 20
     assert run_config(results, "Toy entry")["method"]["max_iter"] == 5
+
+
+@pytest.mark.slow
+@pytest.mark.scale  # the demo grid twice, packed through SLURM and on the local pool: a minute or two
+def test_the_demo_grid_packed_runs_in_a_few_array_tasks_with_the_unpacked_numbers(capsys, tmp_path):
+    argv = ["--grid", "demo", "--results", str(tmp_path / "packed")]
+    code, out = bench(capsys, "run", "--cluster", "slurm", "--profile", "local", "--pack", "8", "--wait", *argv)
+    assert code == 0, out
+    assert "submitted 24 runs in 1 job array(s)" in out and "in 3 packed task(s)" in out, out
+    jobs = latest_jobs(tmp_path / "packed")
+    assert len({j["job_id"] for j in jobs.values()}) == 3 and all(j["packed"] for j in jobs.values())
+    code, out = bench(capsys, "status", *argv)
+    assert "24 done" in out
+    code, out = bench(capsys, "run", "--results", str(tmp_path / "unpacked"))  # the local pool, a run per worker
+    assert code == 0, out
+    cols = ["step", "group", "flavour", "metric", "value"]
+    for run in sorted((tmp_path / "packed" / "runs").iterdir()):
+        a, b = (pd.read_parquet(root / "runs" / run.name / METRICS)[cols].sort_values(cols[:-1]).reset_index(drop=True)
+                for root in (tmp_path / "packed", tmp_path / "unpacked"))
+        pd.testing.assert_frame_equal(a, b)
