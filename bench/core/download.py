@@ -263,9 +263,10 @@ def download(file: RemoteFile, folder: Path, mirror: str | None = None, out: IO[
                 raise
             reason = f"{type(err).__name__}: {err}"
         if attempt == ATTEMPTS - 1:
-            kept = size_text(part.stat().st_size) if part.exists() else "nothing"
-            raise BenchError(f"cannot download {file.name} from {url} ({reason}); {kept} kept in {part}: the same "
-                             f"command resumes it, and --mirror URL|DIR (or ${MIRROR_ENV}) fetches it from elsewhere")
+            kept = part.stat().st_size if part.exists() else 0
+            resume = f"; {size_text(kept)} kept in {part}: the same command resumes from there" if kept else ""
+            raise BenchError(f"cannot download {file.name} from {url} ({reason}){resume}; --mirror URL|DIR (or "
+                             f"${MIRROR_ENV}) fetches it from elsewhere")
         time.sleep(0.5 * attempt)  # the first retry at once, then a little later each time
     wrong = mismatch(file, part, stream)
     if wrong is not None:
