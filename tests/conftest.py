@@ -17,7 +17,7 @@ OWN = Path(tempfile.mkdtemp(prefix="bench-suite-"))
 atexit.register(shutil.rmtree, OWN, ignore_errors=True)
 os.environ["XDG_CACHE_HOME"] = str(OWN / "cache")  # the method catalogue (registries/catalogue.py) and any other cache
 os.environ["XDG_CONFIG_HOME"] = str(OWN / "config")
-for setting in ("BENCH_INCLUDE", "BENCH_CACHE_DIR", "BENCH_DATA_ROOT", "BENCH_WEIGHTS_DIR"):
+for setting in ("BENCH_INCLUDE", "BENCH_CACHE_DIR", "BENCH_DATA_ROOT", "BENCH_WEIGHTS_DIR", "BENCH_MIRROR"):
     os.environ.pop(setting, None)  # the user's plugins, banks, datasets and weights: the tests name their own
 
 

@@ -1,5 +1,5 @@
 """The `bench` command: one module per command (`run`, `status`, `cancel`, `report`, `metrics`, `listing`
-for `bench list`, `data`, `cache`), what they share in `common`, the entry point in `main`.
+for `bench list`, `data`, `weights`, `cache`), what they share in `common`, the entry point in `main`.
 
 Each command parses its options and calls the Python API (`bench.api`) or the library; the checks
 before anything runs live there (`bench.execution.preflight`), so the command line and the API refuse the same

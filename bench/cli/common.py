@@ -1,5 +1,6 @@
 """What several commands share: the selection options (`--grid`, `--methods` …, where the results and
-data are) and turning them into the keyword arguments of `bench.execution.selection` / `bench.api`."""
+data are) and turning them into the keyword arguments of `bench.execution.selection` / `bench.api`; the options of
+the two `fetch` commands (`bench data fetch`, `bench weights fetch`)."""
 from __future__ import annotations
 
 import argparse
@@ -43,3 +44,13 @@ def expand(args: argparse.Namespace) -> tuple[Any, list[Any]]:
                             device=getattr(args, "device", None),
                             read_ahead=None if read_ahead is None else read_ahead == "on",
                             threads=getattr(args, "threads", None), weights_dir=getattr(args, "weights_dir", None))
+
+
+def add_fetch_options(parser: argparse.ArgumentParser) -> None:
+    """--mirror and --checksums, which `bench data fetch` and `bench weights fetch` share."""
+    parser.add_argument("--mirror", metavar="URL|DIR",
+                        help="fetch: get every file from <URL|DIR>/<file name> instead of its publisher (else "
+                             "$BENCH_MIRROR); still verified")
+    parser.add_argument("--checksums", metavar="FILE",
+                        help="fetch: `<sha256 or md5>  <file name>` lines (sha256sum's format) that replace bench's "
+                             "recorded checksums for the files they name")

@@ -14,14 +14,14 @@ import sys
 import threading
 from typing import Any, Callable, Sequence
 
-from bench.cli import cache, cancel, check, data, listing, metrics, new, report, run, status, worker
+from bench.cli import cache, cancel, check, data, listing, metrics, new, report, run, status, weights, worker
 from bench.errors import BenchError, disk_full
 from bench.reporting.outcomes import DISK_FULL
 from bench.execution.preflight import shortened
 
 # in the order `bench --help` lists them; each module adds its parser and runs its command
-COMMANDS = {"run": run, "worker": worker, "status": status, "cancel": cancel, "list": listing, "data": data, "cache": cache,
-            "metrics": metrics, "report": report, "new": new, "check": check}
+COMMANDS = {"run": run, "worker": worker, "status": status, "cancel": cancel, "list": listing, "data": data,
+            "weights": weights, "cache": cache, "metrics": metrics, "report": report, "new": new, "check": check}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -136,7 +136,10 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
         for sig in STOP_SIGNALS if command_line and threading.current_thread() is threading.main_thread() else ():
             signal.signal(sig, exit_at_once)  # a second one ends bench now, whatever exiting still waits for
-        if args.command == "report":
+        if args.command in ("data", "weights") and getattr(args, "action", "") == "fetch":
+            print("bench: interrupted; nothing half-fetched was put in place: the same command resumes the download",
+                  file=sys.stderr)
+        elif args.command == "report":
             from bench.reporting.files import INCOMPLETE
 
             print(f"bench: interrupted; the report folder is incomplete (its {INCOMPLETE} says so): run `bench "

@@ -7,6 +7,8 @@
 - `numerics`: CPU threads and deterministic kernels, fixed the same way for every run;
 - `distances`: squared Euclidean distances between rows, what every k-means of bench computes with;
 - `runs_on`: what a method runs on (`RunsOn`), declared once per method class and read by every layer.
+- `download`: files fetched from their publisher or a mirror: resumed, verified, kept only whole, with
+  progress on a terminal (`bench data fetch`, `bench weights fetch`).
 
 Imports from: bench.errors.
 """

@@ -1,7 +1,8 @@
 """What a method reads of an image: backbones, their weights, the feature and token banks, the frozen
 prefix and the trainable tails' inputs, augmented views.
 
-- `backbones` (the registered backbones) and `weights` (their files, where they are published, checks);
+- `backbones` (the registered backbones) and `weights` (their files, where they are published, checks),
+  `weight_sources` (the files' URLs and checksums, and `bench weights fetch`);
 - `views`: the encoder (test transform + backbone), features and their augmented views (`FeatureViews`,
   `LiveViews`), extraction, autocast;
 - `bank`: the feature bank (fp16 features of a fixed set of views, shared by every seed and method), and

@@ -1,0 +1,322 @@
+"""`bench data fetch` and `bench weights fetch` against a local HTTP server (a thread of this test, on 127.0.0.1,
+with HTTP Range) serving archives generated in each publisher's format: a fetch gives a dataset `bench data
+summary` reads; a wrong checksum is refused and leaves nothing; a download cut mid-way resumes; a killed fetch
+leaves no dataset folder; `--mirror` (and $BENCH_MIRROR) is where the files come from. Nothing leaves the machine:
+every source is the local server, given as the mirror, with the test archives' checksums given by `--checksums`."""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+import urllib.parse
+import zipfile
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from bench.cli import main
+from bench.core.download import WORK_DIR, Progress, RemoteFile, download
+from tests import fixtures_datasets as fx
+
+CHUNK = 16 * 1024
+
+
+class Handler(BaseHTTPRequestHandler):
+    """GET with `Range: bytes=N-`; the server's state says what it serves, where it cuts, how slowly it sends."""
+
+    timeout = 10  # a client gone silent cannot hold the server's thread for longer
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802  (http.server's name)
+        state = self.server.state  # type: ignore[attr-defined]
+        name = urllib.parse.unquote(self.path.lstrip("/"))
+        asked = self.headers.get("Range")
+        state.requests.append((name, asked))
+        body = state.files.get(name)
+        if body is None:
+            self.send_error(404)
+            return
+        start = int(re.fullmatch(r"bytes=(\d+)-", asked)[1]) if asked else 0
+        if start >= len(body) and asked:
+            self.send_error(416)
+            return
+        self.send_response(206 if asked else 200)
+        if asked:
+            self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+        self.send_header("Content-Length", str(len(body) - start))
+        self.end_headers()
+        payload = body[start:]
+        cut = state.cut_after.pop(name, None)  # the first request only: the connection drops after that many bytes
+        if cut is not None:
+            payload, self.close_connection = payload[:cut], True
+        for i in range(0, len(payload), CHUNK):
+            self.wfile.write(payload[i:i + CHUNK])
+            self.wfile.flush()
+            state.sent[name] = state.sent.get(name, 0) + len(payload[i:i + CHUNK])
+            time.sleep(state.delay)
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass  # a client killed mid-download (the killed-fetch test) breaks the pipe: expected
+
+
+class State:
+    def __init__(self, files: dict[str, bytes]) -> None:
+        self.files, self.cut_after, self.delay = dict(files), {}, 0.0
+        self.requests: list[tuple[str, str | None]] = []
+        self.sent: dict[str, int] = {}
+
+
+def _tar(path: Path, root: Path, members: list[str]) -> bytes:
+    with tarfile.open(path, "w:gz") as tar:
+        for member in members:
+            tar.add(root / member, arcname=member)
+    return path.read_bytes()
+
+
+def _zip(path: Path, root: Path, member: str) -> bytes:
+    with zipfile.ZipFile(path, "w") as zf:
+        for file in sorted((root / member).rglob("*")):
+            zf.write(file, file.relative_to(root).as_posix())
+    return path.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def archives(tmp_path_factory) -> dict[str, bytes]:
+    """Every file bench fetches for its on-disk datasets, in its publisher's format, from tiny generated data."""
+    src, out = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("archives")
+    fx.write_cifar10(src)
+    fx.write_cifar100(src, per_class_train=1)
+    fx.write_tinyimagenet(src, per_class_train=1)
+    fx.write_cub(src, per_class_train=2)
+    (src / "attributes.txt").write_text("1 has_bill_shape::curved\n")  # beside CUB_200_2011/ in the real archive
+    fx.write_aircraft(src)
+    fx.write_herbarium(src, [str(i) for i in range(683)], per_class_train=2, per_class_test=1)
+    fx.write_cars(src)
+    (src / "stanford_cars" / "devkit" / "cars_test_annos_withlabels.mat").rename(src / "cars_test_annos_withlabels.mat")
+    return {
+        "cifar-10-python.tar.gz": _tar(out / "c10.tgz", src, ["cifar-10-batches-py"]),
+        "cifar-100-python.tar.gz": _tar(out / "c100.tgz", src, ["cifar-100-python"]),
+        "tiny-imagenet-200.zip": _zip(out / "tin.zip", src, "tiny-imagenet-200"),
+        "CUB_200_2011.tgz": _tar(out / "cub.tgz", src, ["attributes.txt", "CUB_200_2011"]),
+        "fgvc-aircraft-2013b.tar.gz": _tar(out / "air.tgz", src, ["fgvc-aircraft-2013b"]),
+        "small-train.tar.gz": _tar(out / "st.tgz", src / "herbarium_19", ["small-train"]),
+        "small-validation.tar.gz": _tar(out / "sv.tgz", src / "herbarium_19", ["small-validation"]),
+        "cars_train.tgz": _tar(out / "ctr.tgz", src / "stanford_cars", ["cars_train"]),
+        "cars_test.tgz": _tar(out / "cte.tgz", src / "stanford_cars", ["cars_test"]),
+        "car_devkit.tgz": _tar(out / "dev.tgz", src / "stanford_cars", ["devkit"]),
+        "cars_test_annos_withlabels.mat": (src / "cars_test_annos_withlabels.mat").read_bytes(),
+    }
+
+
+@pytest.fixture
+def checksums(archives, tmp_path) -> Path:
+    """The test archives' sha256 in sha256sum's format: what `--checksums` takes in place of the publishers'."""
+    path = tmp_path / "SHA256SUMS"
+    path.write_text("".join(f"{hashlib.sha256(b).hexdigest()}  {n}\n" for n, b in archives.items()))
+    return path
+
+
+@pytest.fixture
+def server(archives):
+    """A local HTTP server in a thread, on 127.0.0.1 only; shut down (bounded) when the test ends."""
+    httpd = Server(("127.0.0.1", 0), Handler)
+    httpd.state = State(archives)  # type: ignore[attr-defined]
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield httpd.state, f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(5)
+
+
+DATASETS = ["cifar10", "cifar100", "tinyimagenet", "cub200", "aircraft", "herbarium19", "cars"]
+
+
+def test_a_fetch_gives_each_dataset_bench_data_summary_reads(server, checksums, tmp_path, capsys):
+    state, url = server
+    root = tmp_path / "data"
+    assert main(["data", "fetch", *DATASETS, "--data-root", str(root), "--mirror", url,
+                 "--checksums", str(checksums)]) == 0
+    said = capsys.readouterr().out
+    assert "cifar10: ready at" in said and "herbarium19: ready at" in said and "cars: ready at" in said
+    # the dataset folders and nothing else: no part file, archive, staging folder or lock left behind
+    assert sorted(p.name for p in root.iterdir()) == sorted(
+        ["cifar-10-batches-py", "cifar-100-python", "tiny-imagenet-200", "CUB_200_2011", "fgvc-aircraft-2013b",
+         "herbarium_19", "stanford_cars"])
+    assert {name for name, _ in state.requests} == set(state.files)  # every file from the mirror, once each
+    for name in DATASETS:
+        assert main(["data", "summary", name, "--data-root", str(root)]) == 0, name
+    assert "683 classes" in capsys.readouterr().out
+    # a second fetch finds them in place: it reads them again and downloads nothing
+    state.requests.clear()
+    assert main(["data", "fetch", "cifar10", "--data-root", str(root), "--mirror", url]) == 0
+    assert state.requests == [] and "cifar10: already at" in capsys.readouterr().out
+
+
+def test_a_wrong_checksum_is_refused_in_one_line_and_leaves_nothing(server, tmp_path, capsys):
+    _, url = server
+    root = tmp_path / "data"
+    # the test archive is not the publisher's file: the recorded sha256 refuses it
+    assert main(["data", "fetch", "cifar10", "--data-root", str(root), "--mirror", url]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "cifar-10-python.tar.gz from http://127.0.0.1" in err and "sha256 is" in err
+    assert "6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce was expected" in err
+    assert list(root.iterdir()) == []  # no part file, no archive, no folder
+
+
+def test_a_download_cut_mid_way_resumes_where_it_stopped(server, checksums, tmp_path, capsys):
+    state, url = server
+    name = "tiny-imagenet-200.zip"
+    state.cut_after[name] = 50_000
+    root = tmp_path / "data"
+    assert main(["data", "fetch", "tinyimagenet", "--data-root", str(root), "--mirror", url,
+                 "--checksums", str(checksums)]) == 0
+    assert [r for n, r in state.requests if n == name] == [None, "bytes=50000-"]
+    assert main(["data", "summary", "tinyimagenet", "--data-root", str(root)]) == 0
+
+
+def test_a_killed_fetch_leaves_no_dataset_folder_and_the_same_command_resumes(server, checksums, tmp_path, capsys):
+    state, url = server
+    name = "cifar-10-python.tar.gz"
+    state.delay = 0.1  # slow enough to be killed mid-way (the archive is a dozen chunks)
+    root = tmp_path / "data"
+    command = ["data", "fetch", "cifar10", "--data-root", str(root), "--mirror", url, "--checksums", str(checksums)]
+    proc = subprocess.Popen([sys.executable, "-m", "bench.cli", *command], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    part = root / WORK_DIR / f"{name}.part"
+    try:
+        deadline = time.monotonic() + 30
+        while (not part.exists() or part.stat().st_size < 2 * CHUNK) and time.monotonic() < deadline \
+                and proc.poll() is None:
+            time.sleep(0.02)
+        assert part.exists() and part.stat().st_size >= 2 * CHUNK, "the fetch never got far into its download"
+    finally:
+        proc.kill()
+        proc.wait(10)
+    assert not (root / "cifar-10-batches-py").exists()
+    assert main(["data", "summary", "cifar10", "--data-root", str(root)]) == 2
+    assert "not found or incomplete" in capsys.readouterr().err
+    kept = part.stat().st_size
+    assert 0 < kept < len(state.files[name])
+    state.delay, state.requests = 0.0, []
+    assert main(command) == 0
+    assert state.requests == [(name, f"bytes={kept}-")]
+    assert "resuming after" in capsys.readouterr().out
+    assert main(["data", "summary", "cifar10", "--data-root", str(root)]) == 0
+
+
+def test_a_half_unpacked_dataset_is_never_taken_for_one(server, checksums, tmp_path, capsys):
+    """What a fetch killed while unpacking leaves is in the work folder, which no reader looks in."""
+    _, url = server
+    root = tmp_path / "data"
+    half = root / WORK_DIR / "cifar100.staging" / "cifar-100-python"
+    half.mkdir(parents=True)
+    (half / "train").write_bytes(b"half")
+    assert main(["data", "summary", "cifar100", "--data-root", str(root)]) == 2
+    assert main(["data", "fetch", "cifar100", "--data-root", str(root), "--mirror", url,
+                 "--checksums", str(checksums)]) == 0
+    assert sorted(p.name for p in root.iterdir()) == ["cifar-100-python"]
+
+
+def test_the_mirror_may_come_from_the_environment_or_be_a_folder(server, archives, checksums, tmp_path, monkeypatch,
+                                                                  capsys):
+    state, url = server
+    monkeypatch.setenv("BENCH_MIRROR", url)
+    assert main(["data", "fetch", "cifar10", "--data-root", str(tmp_path / "a"), "--checksums", str(checksums)]) == 0
+    assert state.requests == [("cifar-10-python.tar.gz", None)]
+    monkeypatch.delenv("BENCH_MIRROR")
+    folder = tmp_path / "downloads"  # files downloaded by hand (herbarium19's, cars'), given as the mirror
+    folder.mkdir()
+    (folder / "cifar-100-python.tar.gz").write_bytes(archives["cifar-100-python.tar.gz"])
+    assert main(["data", "fetch", "cifar100", "--data-root", str(tmp_path / "b"), "--mirror", str(folder),
+                 "--checksums", str(checksums)]) == 0
+    assert (tmp_path / "b" / "cifar-100-python" / "meta").is_file()
+    assert list(folder.iterdir()) == [folder / "cifar-100-python.tar.gz"]  # the mirror is only read
+
+
+def test_datasets_behind_a_licence_or_login_get_one_line_each(tmp_path, capsys):
+    root = tmp_path / "data"
+    assert main(["data", "fetch", "herbarium19", "imagenet100", "digits", "--data-root", str(root)]) == 1
+    out = capsys.readouterr()
+    lines = out.out.splitlines()
+    assert len(lines) == 3
+    assert lines[0].startswith("herbarium19: to be fetched by hand: accept the challenge's terms of use")
+    assert f"bench reads it from {root.resolve()}/herbarium_19/" in lines[0]
+    assert "bench data summary herbarium19 --data-root" in lines[0]
+    assert lines[1].startswith("imagenet100: to be fetched by hand: ImageNet needs a login")
+    assert lines[2].startswith("digits: nothing to fetch")
+    assert "2 dataset(s) to fetch by hand first: herbarium19, imagenet100" in out.err
+
+
+def test_an_unknown_dataset_lists_the_valid_names(tmp_path, capsys):
+    assert main(["data", "fetch", "cifar1O", "--data-root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown dataset 'cifar1O'" in err and "cifar10" in err and "paper" in err
+    assert main(["data", "fetch", "cifar10"]) == 2
+    assert "needs --data-root DIR" in capsys.readouterr().err
+
+
+def test_weights_fetch_puts_each_file_under_the_name_bench_reads(server, tmp_path, capsys):
+    state, url = server
+    files = {"ViT-B-16.pt": b"clip" * 1000, "dino_vitbase16_pretrain.pth": b"dino" * 1000,
+             "timm/vit_base_patch16_224.augreg_in21k/model.safetensors": b"vit" * 1000,
+             "dinov3_vitb16_pretrain_lvd1689m-73cec8be.pth": b"not dinov3"}
+    state.files.update(files)
+    sums = tmp_path / "sums"
+    sums.write_text(f"{hashlib.sha256(files['ViT-B-16.pt']).hexdigest()}  ViT-B-16.pt\n")
+    weights = tmp_path / "weights"
+    assert main(["weights", "fetch", "clip-vitb16", "dino-vitb16", "sup21k-vitb16", "--weights-dir", str(weights),
+                 "--mirror", url, "--checksums", str(sums)]) == 0
+    out = capsys.readouterr().out
+    assert "clip-vitb16: ready at" in out and "sha256 verified" in out
+    dino = hashlib.sha256(files["dino_vitbase16_pretrain.pth"]).hexdigest()
+    assert f"no checksum is published for it: its sha256 is {dino}" in out
+    for name, body in files.items():
+        if "dinov3" not in name:
+            assert (weights / name).read_bytes() == body
+    assert not (weights / WORK_DIR).exists()
+    # DINOv3's file is behind a licence: instructions; from a mirror, its name's sha256 prefix refuses another file
+    assert main(["weights", "fetch", "dinov3-vitb16", "--weights-dir", str(weights)]) == 1
+    assert "dinov3-vitb16: to be fetched by hand" in capsys.readouterr().out
+    assert main(["weights", "fetch", "dinov3-vitb16", "--weights-dir", str(weights), "--mirror", url]) == 2
+    assert "where 73cec8be was expected" in capsys.readouterr().err
+    assert not (weights / "dinov3_vitb16_pretrain_lvd1689m-73cec8be.pth").exists()
+    assert main(["weights", "fetch", "dino-vitb17", "--weights-dir", str(weights)]) == 2
+    assert "unknown backbone 'dino-vitb17'" in capsys.readouterr().err
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_shows_bytes_rate_and_time_left_on_a_terminal_only(server, tmp_path):
+    state, url = server
+    state.delay = 0.05
+    body = os.urandom(12 * CHUNK)
+    state.files["x.bin"] = body
+    terminal, log = _Terminal(), io.StringIO()
+    file = RemoteFile("x.bin", None, sha256=hashlib.sha256(body).hexdigest())
+    download(file, tmp_path / "a", url, out=io.StringIO(), stream=terminal)
+    drawn = terminal.getvalue()
+    assert re.search(r"x\.bin  [\d.]+ KiB of 192\.0 KiB \(\d+%\)  [\d.]+ [KM]iB/s  0:00:\d\d left", drawn), drawn
+    state.delay = 0.0
+    download(file, tmp_path / "b", url, out=io.StringIO(), stream=log)
+    assert log.getvalue() == ""
+    assert Progress("x", 100, log).on is False
