@@ -141,3 +141,14 @@ def test_a_worker_killed_mid_run_leaves_its_run_to_another(tmp_path):
     frames = [pd.read_parquet(folder / METRICS)[cols].sort_values(cols[:-1]).reset_index(drop=True)
               for folder in (checkpointed, tmp_path / "alone" / "runs" / checkpointed.name)]
     pd.testing.assert_frame_equal(*frames)
+
+
+def test_bench_status_shows_a_run_a_worker_claimed_as_running(tmp_path):
+    from bench.execution import slurm
+
+    specs = tiny_specs(seeds=(0, 1))
+    out = run_dir(tmp_path, specs[0])
+    out.mkdir(parents=True)
+    (out / pull.ATTEMPTS).write_text("t host:1\n")
+    states = slurm.status(tmp_path, specs).states
+    assert states["running"] == [specs[0]] and states["unsubmitted"] == [specs[1]]

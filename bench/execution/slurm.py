@@ -25,6 +25,7 @@ import submitit
 from bench.registries import plugins
 from bench.execution import packing
 from bench.execution.job_exit import end_job_without_teardown
+from bench.execution.pull import ATTEMPTS
 from bench.errors import BenchError, unknown
 from bench.runs.rundir import DONE, ERROR, RunBusy, is_done, run_dir
 from bench.config.spec import RunSpec
@@ -182,8 +183,8 @@ def run_state(results: Path, spec: RunSpec, job: Mapping[str, Any] | None, sacct
     out = run_dir(results, spec)
     if is_done(results, spec):
         return "done"
-    if job is None:
-        return "failed" if (out / ERROR).exists() else "unsubmitted"
+    if job is None:  # never submitted; a pull worker's claim (`bench worker`) makes it running
+        return "failed" if (out / ERROR).exists() else "running" if (out / ATTEMPTS).exists() else "unsubmitted"
     state = (sacct or {}).get(job["job_id"])
     if job.get("packed") and spec.run_id in packing.skipped(results, job["job_id"]):
         return "cancelled"  # taken out of its packed task, which goes on with its other runs
