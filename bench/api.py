@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -162,14 +162,8 @@ def run(grid: str = "demo", *, methods: Sequence[str] | None = None, datasets: S
     busy = f", {len(ran.busy)} skipped (being run elsewhere)" if ran.busy else ""
     print(f"{len(ran.done)} done, {len(ran.failed)} failed{busy} in {time.monotonic() - start:.1f}s")
     print_leaderboard(results, specs, shown_backbone)
-    return _with(outcome, done=tuple(ran.done), failed=tuple(ran.failed), busy=tuple(ran.busy),
-                 exit_code=report_failures(results, ran.failed))
-
-
-def _with(outcome: RunOutcome, **changes: Any) -> RunOutcome:
-    from dataclasses import replace
-
-    return replace(outcome, **changes)
+    return replace(outcome, done=tuple(ran.done), failed=tuple(ran.failed), busy=tuple(ran.busy),
+                   exit_code=report_failures(results, ran.failed))
 
 
 def _rebuild_metrics(out: Path) -> bool:
@@ -221,15 +215,15 @@ def _run_slurm(outcome: RunOutcome, grid: Any, profile_name: str, slurm_options:
           f"({sub.skipped_active} already queued or running) in {time.monotonic() - started:.1f}s")
     for job_id, n, summary in sub.arrays:
         print(f"  job {job_id}: {n} runs ({summary})")
-    outcome = _with(outcome, jobs=tuple((str(j), n, s) for j, n, s in sub.arrays))
+    outcome = replace(outcome, jobs=tuple((str(j), n, s) for j, n, s in sub.arrays))
     if not wait:
         print(f"follow with: bench status --grid {grid.name}" + (f" --results {results}" if results != DEFAULT_RESULTS else ""))
         return outcome
     final = slurm.wait(results, specs)
     print_leaderboard(results, specs, shown_backbone)
     failed = [(s, error_line(results, s)) for s in final.states.get("failed", [])]
-    return _with(outcome, done=tuple(final.states.get("done", [])), failed=tuple(failed),
-                 exit_code=report_failures(results, failed))
+    return replace(outcome, done=tuple(final.states.get("done", [])), failed=tuple(failed),
+                   exit_code=report_failures(results, failed))
 
 
 def report(grid: str | None = None, *, methods: Sequence[str] | None = None, datasets: Sequence[str] | None = None,
