@@ -89,12 +89,13 @@ def run(grid: str = "demo", *, methods: Sequence[str] | None = None, datasets: S
         workers: int | None = None, device: str | None = None, threads: int | None = None,
         read_ahead: bool | None = None, weights_dir: PathLike | None = None, force: bool = False,
         retry_failed: bool = False, dry_run: bool = False, profile: str = "default",
-        slurm_options: Options | None = None, wait: bool = False,
-        include: Sequence[PathLike] | None = None) -> RunOutcome:
+        slurm_options: Options | None = None, wait: bool = False, include: Sequence[PathLike] | None = None,
+        trackers: Sequence[str] | None = None) -> RunOutcome:
     """Run a grid, as `bench run` does: the selection's runs not yet done, on `cluster` (local worker
     processes, debug in this process, or SLURM job arrays with `profile`). Every check (names, splits,
     devices, backbones, data and weight files, cache space) is made before anything is written.
-    `include`: plugin folders, as `--include` (with $BENCH_INCLUDE's; None: those already in use)."""
+    `include`: plugin folders, as `--include` (with $BENCH_INCLUDE's; None: those already in use). `trackers`: where
+    each run also sends its losses and metrics, as `--tracker` (`bench.runs.trackers`), besides the grid's."""
     started = time.monotonic()  # the SLURM plan's time includes expanding the grid
     methods, datasets, splits, backbones = (names_of(methods, "methods"), names_of(datasets, "datasets"),
                                             names_of(splits, "splits"), names_of(backbones, "backbones"))
@@ -107,7 +108,7 @@ def run(grid: str = "demo", *, methods: Sequence[str] | None = None, datasets: S
     loaded, specs = expand_selection(grid, methods=methods, datasets=datasets, splits=splits, seeds=seeds,
                                      backbones=backbones, cfg_options=options_of(cfg_options), data_root=data_root,
                                      cache_dir=cache_dir, device=device, read_ahead=read_ahead, threads=threads,
-                                     weights_dir=weights_dir)
+                                     weights_dir=weights_dir, trackers=names_of(trackers, "trackers") or [])
     check_splits(specs)
     check_tail_backbones(specs)
     check_timm_models(specs)

@@ -33,6 +33,10 @@ def add_parser(sub: Any) -> None:
     run.add_argument("--slurm-options", nargs="+", default=[], metavar="K=V",
                      help="override profile keys, e.g. slurm_partition=gpu timeout_min=600")
     run.add_argument("--wait", action="store_true", help="with --cluster slurm: follow the jobs until they end")
+    run.add_argument("--tracker", action="append", dest="trackers", default=[], metavar="NAME",
+                     help="also send each run's losses, metrics, config and final A/F to tensorboard, wandb or mlflow "
+                          "(offline by default; repeatable; adds to the grid's `trackers`; each an extra: "
+                          "pip install 'bench[wandb]')")
 
 
 def command(args: argparse.Namespace) -> int:
@@ -42,5 +46,5 @@ def command(args: argparse.Namespace) -> int:
                   read_ahead=None if args.read_ahead is None else args.read_ahead == "on",
                   weights_dir=args.weights_dir, force=args.force, retry_failed=args.retry_failed,
                   dry_run=args.dry_run, profile=args.profile, slurm_options=args.slurm_options,
-                  wait=args.wait)
+                  wait=args.wait, trackers=args.trackers)
     return outcome.exit_code
