@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -92,12 +92,13 @@ def run(grid: str = "demo", *, methods: Sequence[str] | None = None, datasets: S
         retry_failed: bool = False, dry_run: bool = False, profile: str = "default",
         slurm_options: Options | None = None, wait: bool = False, include: Sequence[PathLike] | None = None,
         gpus: Sequence[str] | None = None, runs_per_gpu: int = 1, pack: int | str | None = None,
-        pack_hours: float = 4.0) -> RunOutcome:
+        pack_hours: float = 4.0, trackers: Sequence[str] | None = None) -> RunOutcome:
     """Run a grid, as `bench run` does: the selection's runs not yet done, on `cluster` (local worker
     processes, one per GPU slot where there are GPUs (`gpus`, each `runs_per_gpu` times), debug in this process,
     or SLURM job arrays with `profile`, `pack`ed N or "auto" runs per task). Every check (names, splits,
     devices, backbones, data and weight files, cache space) is made before anything is written.
-    `include`: plugin folders, as `--include` (with $BENCH_INCLUDE's; None: those already in use)."""
+    `include`: plugin folders, as `--include` (with $BENCH_INCLUDE's; None: those already in use). `trackers`: where
+    each run also sends its losses and metrics, as `--tracker` (`bench.runs.trackers`), besides the grid's."""
     started = time.monotonic()  # the SLURM plan's time includes expanding the grid
     methods, datasets, splits, backbones = (names_of(methods, "methods"), names_of(datasets, "datasets"),
                                             names_of(splits, "splits"), names_of(backbones, "backbones"))
@@ -112,7 +113,7 @@ def run(grid: str = "demo", *, methods: Sequence[str] | None = None, datasets: S
     loaded, specs = expand_selection(grid, methods=methods, datasets=datasets, splits=splits, seeds=seeds,
                                      backbones=backbones, cfg_options=options_of(cfg_options), data_root=data_root,
                                      cache_dir=cache_dir, device=device, read_ahead=read_ahead, threads=threads,
-                                     weights_dir=weights_dir)
+                                     weights_dir=weights_dir, trackers=names_of(trackers, "trackers") or [])
     check_splits(specs)
     check_tail_backbones(specs)
     check_timm_models(specs)
@@ -165,14 +166,8 @@ def run(grid: str = "demo", *, methods: Sequence[str] | None = None, datasets: S
     busy = f", {len(ran.busy)} skipped (being run elsewhere)" if ran.busy else ""
     print(f"{len(ran.done)} done, {len(ran.failed)} failed{busy} in {time.monotonic() - start:.1f}s")
     print_leaderboard(results, specs, shown_backbone)
-    return _with(outcome, done=tuple(ran.done), failed=tuple(ran.failed), busy=tuple(ran.busy),
-                 exit_code=report_failures(results, ran.failed))
-
-
-def _with(outcome: RunOutcome, **changes: Any) -> RunOutcome:
-    from dataclasses import replace
-
-    return replace(outcome, **changes)
+    return replace(outcome, done=tuple(ran.done), failed=tuple(ran.failed), busy=tuple(ran.busy),
+                   exit_code=report_failures(results, ran.failed))
 
 
 def _rebuild_metrics(out: Path) -> bool:
@@ -221,15 +216,15 @@ def _run_slurm(outcome: RunOutcome, grid: Any, profile_name: str, slurm_options:
           f"({sub.skipped_active} already queued or running) in {time.monotonic() - started:.1f}s")
     for job_id, n, summary, tasks in sub.arrays:
         print(f"  job {job_id}: {n} runs" + (f" in {tasks} packed task(s)" if pack is not None else "") + f" ({summary})")
-    outcome = _with(outcome, jobs=tuple((str(j), n, s) for j, n, s, _ in sub.arrays))
+    outcome = replace(outcome, jobs=tuple((str(j), n, s) for j, n, s, _ in sub.arrays))
     if not wait:
         print(f"follow with: bench status --grid {grid.name}" + (f" --results {results}" if results != DEFAULT_RESULTS else ""))
         return outcome
     final = slurm.wait(results, specs)
     print_leaderboard(results, specs, shown_backbone)
     failed = [(s, error_line(results, s)) for s in final.states.get("failed", [])]
-    return _with(outcome, done=tuple(final.states.get("done", [])), failed=tuple(failed),
-                 exit_code=report_failures(results, failed))
+    return replace(outcome, done=tuple(final.states.get("done", [])), failed=tuple(failed),
+                   exit_code=report_failures(results, failed))
 
 
 def report(grid: str | None = None, *, methods: Sequence[str] | None = None, datasets: Sequence[str] | None = None,

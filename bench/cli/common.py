@@ -43,7 +43,8 @@ def expand(args: argparse.Namespace) -> tuple[Any, list[Any]]:
     return expand_selection(args.grid, **{**selection(args), "cfg_options": parse_options(args.cfg_options)},
                             device=getattr(args, "device", None),
                             read_ahead=None if read_ahead is None else read_ahead == "on",
-                            threads=getattr(args, "threads", None), weights_dir=getattr(args, "weights_dir", None))
+                            threads=getattr(args, "threads", None), weights_dir=getattr(args, "weights_dir", None),
+                            trackers=getattr(args, "trackers", None))
 
 
 def add_fetch_options(parser: argparse.ArgumentParser) -> None:

@@ -45,6 +45,10 @@ def add_parser(sub: Any) -> None:
     run.add_argument("--pack-hours", type=float, default=4.0, metavar="H",
                      help="--pack auto: the target length of a task in GPU-hours (at most 80%% of the profile's "
                           "timeout_min; default 4)")
+    run.add_argument("--tracker", action="append", dest="trackers", default=[], metavar="NAME",
+                     help="also send each run's losses, metrics, config and final A/F to tensorboard, wandb or mlflow "
+                          "(offline by default; repeatable; adds to the grid's `trackers`; each an extra: "
+                          "pip install 'bench[wandb]')")
 
 
 def command(args: argparse.Namespace) -> int:
@@ -55,5 +59,5 @@ def command(args: argparse.Namespace) -> int:
                   weights_dir=args.weights_dir, force=args.force, retry_failed=args.retry_failed,
                   dry_run=args.dry_run, profile=args.profile, slurm_options=args.slurm_options,
                   wait=args.wait, gpus=args.gpus, runs_per_gpu=args.runs_per_gpu, pack=args.pack,
-                  pack_hours=args.pack_hours)
+                  pack_hours=args.pack_hours, trackers=args.trackers)
     return outcome.exit_code

@@ -15,6 +15,8 @@ def add_parser(sub: Any) -> None:
                                          "give each its own with CUDA_VISIBLE_DEVICES)")
     worker.add_argument("--threads", type=int, default=None, help="CPU compute threads of each run (default 1)")
     worker.add_argument("--weights-dir", help="directory holding the backbones' weight files (else $BENCH_WEIGHTS_DIR)")
+    worker.add_argument("--tracker", action="append", dest="trackers", default=[], metavar="NAME",
+                        help="also send each run's losses and metrics to tensorboard, wandb or mlflow, as bench run does")
     worker.add_argument("--retry-failed", action="store_true",
                         help="also claim the runs that had failed before this worker started (once)")
     worker.add_argument("--max-attempts", type=int, default=3, metavar="N",

@@ -63,6 +63,9 @@ class Grid:
     seeds: tuple[int, ...]
     cfg: Mapping[str, Any]
     dataset_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # where `bench run` sends each run's losses and metrics besides its files (`bench.runs.trackers`): not the runs'
+    # configuration, so not in their ids
+    trackers: tuple[str, ...] = ()
 
     def _union(self, axis: str) -> tuple[str, ...]:
         return tuple(dict.fromkeys(v for b in self.blocks for v in getattr(b, axis)))
@@ -110,8 +113,10 @@ def load_grid(name: str) -> Grid:
     # a block's `cfg` is its own (over the grid's), not the grid's passed down like its other keys
     blocks = ([block({**cfg, **{k: v for k, v in b.items() if k != "cfg"}, "block_cfg": b.get("cfg", {})})
                for b in cfg["blocks"]] if "blocks" in cfg else [block(cfg)])
+    trackers = cfg.get("trackers", ())
     return Grid(name=name, blocks=tuple(blocks), seeds=tuple(int(s) for s in cfg["seeds"]),
-                cfg=cfg.get("cfg", {}), dataset_options=cfg.get("dataset_options", {}))
+                cfg=cfg.get("cfg", {}), dataset_options=cfg.get("dataset_options", {}),
+                trackers=(trackers,) if isinstance(trackers, str) else tuple(trackers))
 
 
 def _check_method_keys(options: Mapping[str, Any], methods: Sequence[tuple[str, str]]) -> None:

@@ -39,9 +39,12 @@ def expand_selection(grid: str, *, methods: Sequence[str] | None = None, dataset
                      backbones: Sequence[str] | None = None, cfg_options: Mapping[str, Any] | None = None,
                      data_root: str | os.PathLike[str] | None = None, cache_dir: str | os.PathLike[str] | None = None,
                      device: str | None = None, read_ahead: bool | None = None, threads: int | None = None,
-                     weights_dir: str | os.PathLike[str] | None = None) -> tuple[Any, list[Any]]:
+                     weights_dir: str | os.PathLike[str] | None = None,
+                     trackers: Sequence[str] | None = None) -> tuple[Any, list[Any]]:
     """The grid and its run specs as selected. Where things are (data root, cache, device, threads,
-    weights) goes into each spec's `location`, recorded but kept out of its run id."""
+    weights) goes into each spec's `location`, recorded but kept out of its run id; so do the trackers a run sends
+    to (`trackers`: given by `bench run` alone, None otherwise; they add to the grid's `trackers`), with the grid's
+    name, which groups the runs there."""
     from bench.config.grids import expand, load_grid
 
     loaded = load_grid(grid)
@@ -59,6 +62,12 @@ def expand_selection(grid: str, *, methods: Sequence[str] | None = None, dataset
     weights_dir = weights_dir or os.environ.get("BENCH_WEIGHTS_DIR")
     if weights_dir:
         location["weights_dir"] = str(Path(weights_dir).expanduser().resolve())
+    if trackers is not None:
+        from bench.runs.trackers import check_trackers
+
+        chosen = check_trackers([*loaded.trackers, *trackers])  # unknown ones or missing extras refused here
+        if chosen:
+            location.update(trackers=chosen, grid=loaded.name)
     specs = expand(loaded, methods=methods, datasets=datasets, splits=splits, seeds=seeds, backbones=backbones,
                    options=dict(cfg_options or {}), location=location)
     return loaded, specs

@@ -36,6 +36,7 @@ from bench.runs.metrics_file import metrics_frame
 from bench.runs.rows import MetricRow
 from bench.runs.rundir import CHECKPOINT, DONE, ERROR, run_dir, set_aside, unreadable
 from bench.runs.runstore import Log, finish, locked
+from bench.runs.trackers import Tracking
 
 
 def seed_everything(seed: int) -> None:
@@ -103,15 +104,24 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
         parts.method.load_state_dict(state["method"])
         stages.load_state_dict(state["evaluator"])
         log(f"resuming after {stages.noun} {state['step']}")
-    rows = run_stages(spec, parts.method, stages, progress, out, log, clock, threads)
-    _record(spec, out, log, parts, rows, progress, device, clock)
+    tracking = Tracking.start(spec, out.parent.parent, log, resumed=state is not None)
+    try:
+        rows = run_stages(spec, parts.method, stages, progress, out, log, clock, threads, tracking)
+        tracking.final(_record(spec, out, log, parts, rows, progress, device, clock))  # sent once the files are written
+    except BaseException as err:
+        tracking.finish("failed" if isinstance(err, Exception) else "interrupted")
+        raise
+    tracking.finish("finished")
 
 
 def run_stages(spec: RunSpec, method: Any, stages: Stages, progress: Progress, out: Path, log: Log, clock: float,
-               threads: int) -> list[MetricRow]:
+               threads: int, tracking: Tracking | None = None) -> list[MetricRow]:
     """The protocol, the same for every setting: from the first stage `progress` has not recorded, the method
     learns the stage, is evaluated on everything seen so far, and the stage is recorded (its rows, what its
-    evaluation was computed from, a checkpoint). The run's rows, its summary's last."""
+    evaluation was computed from, a checkpoint). The run's rows, its summary's last. Each stage's losses and rows
+    go to the run's trackers before its checkpoint: a run killed between the two sends the stage again when it
+    resumes, the same numbers at the same steps, rather than never."""
+    tracking = tracking or Tracking({}, log)
     for t in range(progress.next_step, spec.n_steps):
         seed_everything(spec.seed * 1000 + t)
         with epochs_recorded() as losses:
@@ -121,13 +131,14 @@ def run_stages(spec: RunSpec, method: Any, stages: Stages, progress: Progress, o
         rows = stages.evaluate(t, method, progress.stored)
         progress.rows.extend(rows)
         log(stages.describe(t, rows))
+        tracking.step(t, losses, rows)
         checkpoint.save_checkpoint(out / CHECKPOINT, progress.state(t, method, stages, time.monotonic() - clock, threads))
     return progress.rows + stages.summary(progress.rows)
 
 
 def _record(spec: RunSpec, out: Path, log: Log, parts: Parts, rows: list[MetricRow], progress: Progress,
-            device: torch.device, clock: float) -> None:
-    """The finished run's predictions and metrics, then DONE; its A and F in the log."""
+            device: torch.device, clock: float) -> Any:
+    """The finished run's predictions and metrics, then DONE; its A and F in the log. Its metrics frame."""
     reported = reported_of(spec)
     frame = metrics_frame(spec, rows, device, progress.started_at, progress.spent + time.monotonic() - clock,
                           parts.mapping_images, reported, weights=parts.backbone.weights)
@@ -135,3 +146,4 @@ def _record(spec: RunSpec, out: Path, log: Log, parts: Parts, rows: list[MetricR
     summary = {(r.flavour, r.metric): r.value for r in rows if r.group == "summary"}
     shown = {name: f"{name}={summary[source]:.1f} ({'/'.join(source)})" for name, source in reported.items()}
     log(f"done: {shown['A']} {shown['F']}")
+    return frame
