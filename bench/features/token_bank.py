@@ -40,6 +40,7 @@ import torch
 
 from bench.features import bank
 from bench.features.bank import DamagedBank, bad_chunk, chunk_span, open_bank, touch
+from bench.core.progress import LoggedProgress
 from bench.errors import disk_full, first_line
 from bench.data.base import ImageSet
 from bench.features.tokens import LiveTokens
@@ -155,11 +156,14 @@ def build_token_bank(cache: Path, fields: Mapping[str, Any], sources: Mapping[st
         shapes: dict[str, Any] = {}
         probe = sources["train"].plain(np.arange(1))
         tokens, dim = probe.shape[1:]
+        total = sum(len(source) for source in sources.values()) + views * len(sources["train"])
+        progress = LoggedProgress("token bank", total, log, unit="image passes")
         for split, source in sources.items():
             plain = _writer(tmp / f"{split}_plain.npy", (len(source), tokens, dim), dtype)
             for start in range(0, len(source), batch_size):
                 index = np.arange(start, min(start + batch_size, len(source)))
                 plain[index] = _to_store(source.plain(index), dtype)
+                progress.advance(len(index))
             plain.flush()
             shapes[f"{split}_plain"] = list(plain.shape)
         train = sources["train"]
@@ -169,6 +173,7 @@ def build_token_bank(cache: Path, fields: Mapping[str, Any], sources: Mapping[st
             index = np.arange(start, min(start + batch_size, len(train)))
             for v in range(views):
                 stored[index, v] = _to_store(train.one_view(index, gen), dtype)
+            progress.advance(len(index) * views)
         stored.flush()
         shapes["train_views"] = list(stored.shape)
         return shapes

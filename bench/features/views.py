@@ -108,14 +108,18 @@ class Encoder:
         return self(self.policy(x.to(self.device, non_blocking=True), gen))
 
 
-def extract(encoder: Encoder, images: ImageSet, *, views: int, seed: int, batch_size: int = 512) -> FeatureViews:
-    """Plain features and `views` augmented-view features of every image, in dataset order (on CPU)."""
+def extract(encoder: Encoder, images: ImageSet, *, views: int, seed: int, batch_size: int = 512,
+            progress: Any = None) -> FeatureViews:
+    """Plain features and `views` augmented-view features of every image, in dataset order (on CPU); `progress`
+    counts the images as they are encoded."""
     gen = torch.Generator().manual_seed(seed)
     plain, augmented = [], []
     for batch, x in batches(images, batch_size, views=views > 0):
         plain.append(encoder.plain(batch).cpu())
         augmented.append(torch.stack([encoder.augmented(x, gen).cpu() for _ in range(views)], 1) if views
                          else torch.empty(len(batch), 0, plain[-1].shape[1]))
+        if progress is not None:
+            progress.advance(len(batch))
     return FeatureViews(torch.cat(plain), torch.cat(augmented))
 
 

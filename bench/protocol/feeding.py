@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from bench.config.spec import FEATURE_MODES, RunSpec
+from bench.core.progress import LoggedProgress
 from bench.data import ImageSet
 from bench.data.layout import TaskLayout
 from bench.errors import BenchError
@@ -72,11 +73,15 @@ def features_for(spec: RunSpec, data: Any, backbone: Any, device: torch.device, 
 
     def build() -> dict[str, torch.Tensor]:
         batch = feat["batch_size"]
-        train = extract(encoder, data.train, views=stored_views, seed=feat["bank_seed"], batch_size=batch)
+        # counted in encoder passes: a training image is read 1 + V times, an evaluation image once
+        total = len(data.train) * (1 + stored_views) + len(data.test) + (len(data.val) if data.val is not None else 0)
+        progress = LoggedProgress("feature bank", total, log, unit="image passes")
+        train = extract(encoder, data.train, views=stored_views, seed=feat["bank_seed"], batch_size=batch,
+                        progress=progress.scaled(1 + stored_views))
         tensors = {"train_plain": train.plain, "train_views": train.views,
-                   "test_plain": extract(encoder, data.test, views=0, seed=0, batch_size=batch).plain}
+                   "test_plain": extract(encoder, data.test, views=0, seed=0, batch_size=batch, progress=progress).plain}
         if data.val is not None:
-            tensors["val_plain"] = extract(encoder, data.val, views=0, seed=0, batch_size=batch).plain
+            tensors["val_plain"] = extract(encoder, data.val, views=0, seed=0, batch_size=batch, progress=progress).plain
         return tensors
 
     bank = {k: v.float() for k, v in load_or_build(cache_of(spec, results), fields, build, log).items()}
