@@ -6,6 +6,7 @@ over test images and seeds (`image_bootstrap`). Each part says what it rests on,
 from __future__ import annotations
 
 import math
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from bench.core.progress import LoggedProgress
 from bench.reporting.ranks import LOWER_IS_BETTER, POSTHOCS, Ranks, blocks, rank, refusal
 from bench.reporting.stats import CORRECTION_NAMES, CORRECTIONS, adjust
 
@@ -121,7 +123,13 @@ def _bootstrap(frame: pd.DataFrame, scores: pd.DataFrame, runs: Mapping[str, Pat
                                                                     "reported_A"]]
     out, why = {}, {}
     a = scores[scores["metric"] == "A"].dropna(subset=["mean"])
-    for (split, dataset), cell in identity.groupby(["split", "dataset"], observed=True, sort=True):
+    cells = identity.groupby(["split", "dataset"], observed=True, sort=True)
+    # about a minute for the `full` grid's 337 runs (docs/performance.md): a line on stderr every 10 s
+    progress = LoggedProgress("bootstrap of the report's statistics", cells.ngroups,
+                              lambda line: print(f"bench: {line}", file=sys.stderr, flush=True), unit="cells",
+                              every_s=10)
+    for (split, dataset), cell in cells:
+        progress.advance(1)
         means = a[(a["split"].astype(str) == str(split)) & (a["dataset"].astype(str) == str(dataset))]
         if len(means) < 2:
             continue
