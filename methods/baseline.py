@@ -20,7 +20,8 @@ from bench.registries import METHODS
 @METHODS.register_module(name="Baseline")
 class Baseline(Method):
     preset_file = "baseline"
-    runs_on = RunsOn(settings=("incd", "mixed"))
+    # h^s is trained at step s only and kept as it is: on frozen features it answers the same at every later step
+    runs_on = RunsOn(settings=("incd", "mixed"), frozen_task_heads=True)
     hparam_choices = {"swap_reduction": SWAP_REDUCTIONS}
 
     def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:

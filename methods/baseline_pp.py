@@ -46,7 +46,8 @@ def ktrfr_loss(current_logits: torch.Tensor, current_targets: torch.Tensor, repl
 @METHODS.register_module(name="Baseline++")
 class BaselinePlusPlus(WithStudent):
     preset_file = "baseline_pp"
-    runs_on = RunsOn(settings=("incd", "mixed"))
+    # KTRFR trains the student, a copy of the heads (`concatenated_head`): the Baseline heads h^s stay as trained
+    runs_on = RunsOn(settings=("incd", "mixed"), frozen_task_heads=True)
     hparam_choices = {**WithStudent.hparam_choices, "ktrfr_reduction": KTRFR_REDUCTIONS, "init_from": STUDENT_INITS}
 
     def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:

@@ -82,7 +82,8 @@ def gaussian_log_likelihood(z: torch.Tensor, means: torch.Tensor, chols: torch.T
 @METHODS.register_module(name="Gaussian per class")
 class GaussianPerClass(Method):
     preset_file = "gaussian_per_class"
-    runs_on = RunsOn(trains_on_views=False, settings=("incd", "mixed"))
+    # EM re-estimates the new classes only; the known Gaussians stay as stored
+    runs_on = RunsOn(trains_on_views=False, settings=("incd", "mixed"), frozen_task_heads=True)
 
     def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
         super().__init__(feature_dim, seed, **hparams)

@@ -20,7 +20,8 @@ from bench.registries import METHODS
 @METHODS.register_module(name="Joint (frozen)")
 class JointFrozen(WithStudent):
     preset_file = "joint_frozen"
-    runs_on = RunsOn(sees_past_steps=True, settings=("incd", "mixed"))  # a reference: trains on every step seen so far
+    # a reference: trains on every step seen so far; only its student (a copy of the heads) does, h^s stay as trained
+    runs_on = RunsOn(sees_past_steps=True, settings=("incd", "mixed"), frozen_task_heads=True)
 
     def learn(self, step: Step) -> None:
         super().learn(step)

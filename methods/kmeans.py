@@ -24,8 +24,8 @@ from bench.registries import METHODS
 @METHODS.register_module(name="K-means")
 class KMeansReference(Method):
     preset_file = "kmeans"
-    # a reference on plain features only
-    runs_on = RunsOn(sees_past_steps=True, trains_on_views=False, settings=("incd", "mixed"))
+    # a reference on plain features only; a later step re-fits the joint centroids, never a task's own
+    runs_on = RunsOn(sees_past_steps=True, trains_on_views=False, settings=("incd", "mixed"), frozen_task_heads=True)
     reported = {"A": ("w", "A_sample"), "F": ("wo", "F")}
     hparam_choices = {"init": ("k-means++", "random")}
 

@@ -55,7 +55,8 @@ def class_means(z: torch.Tensor, labels: torch.Tensor, n_classes: int) -> torch.
 @METHODS.register_module(name="NCM + k-means")
 class NCMKMeans(Method):
     preset_file = "ncm_kmeans"
-    runs_on = RunsOn(trains_on_views=False, settings=("incd", "mixed"))
+    # the known prototypes are held fixed (anchored k-means), so a step's classes answer as at their step
+    runs_on = RunsOn(trains_on_views=False, settings=("incd", "mixed"), frozen_task_heads=True)
 
     def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
         super().__init__(feature_dim, seed, **hparams)

@@ -189,7 +189,8 @@ def cluster(x: torch.Tensor, k: int, hparams: dict[str, Any], seed: int) -> torc
 @METHODS.register_module(name="VB-CGCD")
 class VBCGCD(Method):
     preset_file = "vb_cgcd"
-    runs_on = RunsOn(trains_on_views=False, settings=("incd", "mixed"))
+    # the PCA is fitted on the first step only and the known classes never change
+    runs_on = RunsOn(trains_on_views=False, settings=("incd", "mixed"), frozen_task_heads=True)
 
     def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
         super().__init__(feature_dim, seed, **hparams)

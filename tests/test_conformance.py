@@ -27,7 +27,7 @@ from bench.kit.scaffold import new
 load_all()
 BUILT_IN = sorted(name for name in METHODS.module_dict if not name.startswith("_"))
 TEMPLATE = "kit-template"
-CHECKS = 8  # lines `bench check method` prints for any method
+CHECKS = 9  # lines `bench check method` prints for any method
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +103,18 @@ class Unseeded(Baseline):
         return torch.rand(len(x), self.heads[task].weight.shape[0], generator=gen)
 
 
+class MovesOldHeads(Baseline):
+    """Declares frozen task heads (as Baseline does) but rolls every earlier head's rows at each step: its old
+    clusters get other ids, so a re-fitted map would differ from the frozen one, and reusing the answers of
+    each head's own step (what the declaration lets class-iNCD's evaluation do) would hide that."""
+
+    def learn(self, step: Step) -> None:
+        super().learn(step)
+        with torch.no_grad():
+            for head in self.heads[:-1]:
+                head.weight.copy_(head.weight.roll(1, 0))
+
+
 class OneColumn(Baseline):
     """Answers with one column whatever the classes: every image is class 0 (a run would finish, A = 1/C)."""
 
@@ -114,7 +126,7 @@ class OneColumn(Baseline):
 @pytest.fixture
 def registered() -> Iterator[None]:
     names = {"_kit-label-peeker": LabelPeeker, "_kit-forgetful": Forgetful, "_kit-unseeded": Unseeded,
-             "_kit-one-column": OneColumn}
+             "_kit-one-column": OneColumn, "_kit-moves-old-heads": MovesOldHeads}
     for name, cls in names.items():
         METHODS.register_module(name=name, module=cls, force=True)
     yield
@@ -134,6 +146,15 @@ def test_a_state_dict_that_loses_state_fails_round_trip_and_resume(registered: N
     bad = failed(list(run_checks("_kit-forgetful", tmp_path, bank)))
     assert set(bad) == {"state_dict round-trips", "a killed run resumes to identical metrics"}, bad
     assert "logits of the reloaded instance differs" in bad["state_dict round-trips"]
+
+
+def test_a_method_that_moves_the_heads_it_declares_frozen_fails_that_check(registered: None, tmp_path: Path,
+                                                                          bank: Path) -> None:
+    assert MovesOldHeads.runs_on.frozen_task_heads
+    bad = failed(list(run_checks("_kit-moves-old-heads", tmp_path, bank)))
+    assert set(bad) == {"earlier task heads answer as at their own step"}, bad
+    assert bad["earlier task heads answer as at their own step"].startswith(
+        "after step 2, task_logits(task 1) answers otherwise than after step 1")
 
 
 def test_an_unseeded_method_fails_the_same_seed_check_and_the_command_says_so(registered: None, capsys: Any,

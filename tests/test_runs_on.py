@@ -22,6 +22,10 @@ DECLARED = {
     "PromptCCD": ("tokens", False, True, False),
     "VB-CGCD": ("features", False, False, False),
 }
+# the methods whose earlier task heads answer at every step as at their own (methods/*.py say why each does);
+# every other method's are read again at every step
+FROZEN_TASK_HEADS = {"Baseline", "Baseline++", "Joint (frozen)", "K-means", "NCM + k-means", "Gaussian per class",
+                     "VB-CGCD"}
 
 
 def test_every_method_declares_what_its_flags_said():
@@ -29,6 +33,9 @@ def test_every_method_declares_what_its_flags_said():
     assert {name: (cls.runs_on.inputs, cls.runs_on.sees_past_steps, cls.runs_on.trains_on_views,
                    cls.runs_on.warms_up_on_features)
             for name, cls in METHODS.module_dict.items() if not name.startswith("_")} == DECLARED
+    assert {name for name in DECLARED if METHODS.get(name).runs_on.frozen_task_heads} == FROZEN_TASK_HEADS
+    # every method on frozen features declares it: none re-trains or re-estimates an earlier step's head
+    assert FROZEN_TASK_HEADS == {name for name, flags in DECLARED.items() if flags[0] == "features"}
 
 
 def test_what_follows_from_a_declaration():
@@ -36,6 +43,7 @@ def test_what_follows_from_a_declaration():
     tail = RunsOn(inputs="tokens")
     assert tail.trains_blocks and not tail.reads_features
     assert RunsOn(inputs="tokens", warms_up_on_features=True).reads_features  # the bank is built for the warm-up
+    assert not RunsOn().frozen_task_heads  # a method that says nothing has its earlier heads read again
 
 
 def test_a_declaration_that_cannot_hold_is_refused():
@@ -43,6 +51,8 @@ def test_a_declaration_that_cannot_hold_is_refused():
         RunsOn(inputs="images")
     with pytest.raises(ValueError, match="warms_up_on_features"):
         RunsOn(warms_up_on_features=True)
+    with pytest.raises(ValueError, match="frozen_task_heads is for a method on features"):
+        RunsOn(inputs="tokens", frozen_task_heads=True)
 
 
 def test_the_catalogue_keeps_the_declaration():
@@ -52,3 +62,7 @@ def test_the_catalogue_keeps_the_declaration():
         assert (info.inputs, info.sees_past_steps) == (info.runs_on.inputs, info.runs_on.sees_past_steps)
     # a catalogue written by a bench that knew more fields still reads
     assert RunsOn.from_dict({**RunsOn(inputs="tokens").to_dict(), "later": 1}) == RunsOn(inputs="tokens")
+    # and one written before `frozen_task_heads` reads as the safe default: its heads are read again
+    older = {k: v for k, v in RunsOn(frozen_task_heads=True).to_dict().items() if k != "frozen_task_heads"}
+    assert RunsOn.from_dict(older) == RunsOn()
+    assert RunsOn.from_dict(RunsOn(frozen_task_heads=True).to_dict()).frozen_task_heads

@@ -1,7 +1,8 @@
 """What a method can run on, declared once per method class (`Method.runs_on`), and read by everything
-that must know it before or while a run happens: the runner (what to build and feed), the command
-catalogue (`bench list methods`, the references in reports), the checks before anything runs (a tail
-method on a backbone without blocks) and the metrics file's `features` and `tail_precision` columns.
+that must know it before or while a run happens: the runner (what to build and feed, which heads to read
+again), the command catalogue (`bench list methods`, the references in reports), the checks before anything
+runs (a tail method on a backbone without blocks) and the metrics file's `features` and `tail_precision`
+columns.
 
 It lives outside `bench.methods` because the commands that run nothing read it without importing the
 methods (and torch): `bench.registries.catalogue` stores it as a plain dict.
@@ -17,8 +18,9 @@ INPUTS: tuple[str, ...] = ("features", "tokens")
 
 @dataclass(frozen=True)
 class RunsOn:
-    """A method's declared needs. Every field changes what a run builds, what reaches the method, or
-    which runs are refused; the defaults are a method on frozen features that sees only its own step."""
+    """A method's declared needs. Every field changes what a run builds, what reaches the method, how
+    it is evaluated or which runs are refused; the defaults are a method on frozen features that sees only
+    its own step, whose earlier heads are read again at every step."""
 
     # What the runner feeds `learn`, `logits` and `task_logits`: "features", frozen features of the
     # whole backbone (from the shared feature bank, any backbone: a ViT, a ResNet, raw `pixels`), or
@@ -40,12 +42,23 @@ class RunsOn:
     # stage, then unlabelled stages mixing known and new classes: `step.labels` in the labelled stage).
     # A run of a setting its method does not list is refused before anything runs.
     settings: tuple[str, ...] = ("incd",)
+    # Whether each task's own head (`task_logits(x, s)`) answers at every later step exactly as it did at the
+    # end of step s: the method reads frozen features, and nothing it learns later re-trains, re-normalises
+    # or re-estimates an earlier step's head (its unified head may move). class-iNCD's evaluation then reads
+    # no earlier head again for the re-fitted maps (`wo_refit`, which then equals `wo`): it reuses what each
+    # head answered on its mapping images at its own step, T passes over them in a T-step run instead of
+    # T(T+1)/2. Off unless declared, so a method that says nothing is re-read at every step;
+    # `bench check method` tests the claim.
+    frozen_task_heads: bool = False
 
     def __post_init__(self) -> None:
         if self.inputs not in INPUTS:
             raise ValueError(f"RunsOn.inputs {self.inputs!r}: choose from {', '.join(INPUTS)}")
         if self.warms_up_on_features and self.inputs != "tokens":
             raise ValueError("RunsOn.warms_up_on_features is for a method on tokens (one on features reads them anyway)")
+        if self.frozen_task_heads and self.inputs != "features":
+            raise ValueError("RunsOn.frozen_task_heads is for a method on features: the blocks a method on tokens "
+                             "trains move every task's head")
 
     @property
     def reads_features(self) -> bool:

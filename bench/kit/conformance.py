@@ -17,6 +17,10 @@ line each:
   step's classes (same images, same order) gives exactly the same predictions;
 - `state_dict round-trips`: after every step, a fresh instance given `load_state_dict(state_dict())`
   answers `logits` and every `task_logits` exactly as the trained one;
+- `earlier task heads answer as at their own step`: for a method that declares `runs_on.frozen_task_heads`
+  (class-iNCD's evaluation then reuses each task head's answer from its own step), after every step each
+  earlier task's head answers the probe it was asked after its own step exactly as then; a method that does
+  not declare it passes (its heads are read again at every step);
 - `a killed run resumes to identical metrics`: killed as step 2 starts, resumed from the runner's
   checkpoint, the run's metrics equal the uninterrupted run's;
 - `the same seed gives the same numbers`: a second run from scratch gives identical metrics.
@@ -236,7 +240,8 @@ def run_checks(method: str, workdir: Path | None = None, cache: Path | None = No
     inputs = cls.runs_on.inputs
     smoke = f"runs on the smoke grid ({inputs})"
     dependent = ["no labels reach it", "no earlier step's data reach it", "its outputs ignore the training labels",
-                 "state_dict round-trips", "a killed run resumes to identical metrics",
+                 "state_dict round-trips", "earlier task heads answer as at their own step",
+                 "a killed run resumes to identical metrics",
                  "the same seed gives the same numbers"]
     if not presets.ok:
         yield Check(smoke, False, "its presets do not validate")
@@ -272,9 +277,15 @@ def run_checks(method: str, workdir: Path | None = None, cache: Path | None = No
                       else _same_predictions(first.out, relabelled.out))
             yield Check(dependent[2], not reason, reason)
         yield Check(dependent[3], not spy.roundtrip_errors, "; ".join(spy.roundtrip_errors[:1]))
+        if mixed:
+            yield Check(dependent[4] + " (not applicable: the mixed setting asks for no task's own head)", True)
+        elif cls.runs_on.frozen_task_heads:
+            yield Check(dependent[4], not spy.moved_heads, "; ".join(spy.moved_heads[:1]))
+        else:
+            yield Check(dependent[4] + " (not declared: they are read again at every step)", True)
         killed = _run(spec, work / "killed", cls, kill_at=KILLED_AT)
         if killed.error != "killed":
-            yield Check(dependent[4], False, f"the run to kill {killed.error and 'failed: ' + killed.error or 'finished'}"
+            yield Check(dependent[5], False, f"the run to kill {killed.error and 'failed: ' + killed.error or 'finished'}"
                                              f" before step {KILLED_AT + 1}")
         else:
             resumed = _run(spec, work / "killed", cls)
@@ -285,10 +296,10 @@ def run_checks(method: str, workdir: Path | None = None, cache: Path | None = No
                 reason = "it did not resume from the checkpoint"
             else:
                 reason = _same_metrics(first.out, resumed.out)
-            yield Check(dependent[4], not reason, reason)
+            yield Check(dependent[5], not reason, reason)
         again = _run(spec, work / "again", cls)
         reason = f"the second run failed: {again.error}" if again.out is None else _same_metrics(first.out, again.out)
-        yield Check(dependent[5], not reason, reason)
+        yield Check(dependent[6], not reason, reason)
     finally:
         if own:
             shutil.rmtree(work, ignore_errors=True)

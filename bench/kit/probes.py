@@ -1,6 +1,6 @@
 """What the conformance checks (`bench.kit.conformance`) watch a method with: a spy on the Steps it is handed
-(labels, earlier steps' data, its state round-tripped after every step), a kill as a step starts, and a dataset
-whose training labels are all wrong."""
+(labels, earlier steps' data, its state round-tripped after every step, its earlier task heads' answers), a kill
+as a step starts, and a dataset whose training labels are all wrong."""
 from __future__ import annotations
 
 import copy
@@ -46,6 +46,8 @@ class StepSpy:
     label_fields: list[str] = field(default_factory=list)
     past_fields: list[str] = field(default_factory=list)
     roundtrip_errors: list[str] = field(default_factory=list)
+    heads_asked: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)  # task: (probe, answer)
+    moved_heads: list[str] = field(default_factory=list)
 
     @contextmanager
     def installed(self) -> Iterator[None]:
@@ -62,6 +64,7 @@ class StepSpy:
             spy.inspect(step)
             real_learn(method, step)
             spy.roundtrip(method, step)
+            spy.watch_heads(method, step)
 
         with patched(self.cls, "bind", bind), patched(self.cls, "learn", learn):
             yield
@@ -97,6 +100,27 @@ class StepSpy:
                         return
             except Exception as err:  # any failure to rebuild or answer is the check's failure
                 self.roundtrip_errors.append(f"after step {step.index + 1}: {first_line(err)}")
+
+
+    def watch_heads(self, method: Any, step: Any) -> None:
+        """For a method that declares `runs_on.frozen_task_heads` (class-iNCD then reuses each task head's answer
+        from its own step): every earlier task's head must answer the probe it was asked after its own step
+        exactly as then. Run under saved random states, as `roundtrip`."""
+        declared = self.cls.runs_on
+        if not declared.frozen_task_heads or "incd" not in declared.settings:
+            return
+        with random_states_kept():
+            try:
+                for task, (x, then) in self.heads_asked.items():
+                    now = method.task_logits(x, task)
+                    if now.shape != then.shape or not torch.equal(now, then):
+                        self.moved_heads.append(f"after step {step.index + 1}, task_logits(task {task + 1}) "
+                                                f"answers otherwise than after step {task + 1} ({difference(now, then)})")
+                        return
+                x = probe(step, declared.inputs).clone()  # a view of the step's features: kept as it is now
+                self.heads_asked[step.index] = (x, method.task_logits(x, step.index).detach().clone())
+            except Exception as err:  # any failure to answer is the check's failure
+                self.moved_heads.append(f"after step {step.index + 1}: {first_line(err)}")
 
 
 def label_arrays(obj: Any, path: str, depth: int = 0) -> Iterator[tuple[str, Any]]:

@@ -1,8 +1,9 @@
 """The stages of class-iNCD, the paper's protocol, for the one stage loop (`bench.protocol.runner`): stage t hands
 the method the unlabelled training images of task t's classes (and earlier tasks' to a reference method that
 declares `sees_past_steps`), and evaluates it on the test images of tasks 0..t: task t's map frozen on its val
-images, the earlier tasks' re-fitted on theirs (`bench.protocol.evaluate`). What the evaluator was given is
-stored (`bench.runs.predictions`), so `bench metrics recompute` gives the same rows again (`replay`).
+images, the earlier tasks' re-fitted on theirs (`bench.protocol.evaluate`), each earlier head read again unless
+the method declares that its task heads stay as they were (`RunsOn.frozen_task_heads`). What the evaluator was
+given is stored (`bench.runs.predictions`), so `bench metrics recompute` gives the same rows again (`replay`).
 """
 from __future__ import annotations
 
@@ -47,8 +48,8 @@ class ClassIncrementalStages:
         """Step `t`'s metric rows; what the evaluator was given for them goes into `stored`."""
         (val_labels_all, val_task), (test_labels, test_task) = self.val, self.test
         feed, evaluator = self.feed, self.evaluator
-        val_pred = {s: _task_predictions(method, feed, s, np.flatnonzero(val_task == s), self.layout, t)
-                    for s in range(t + 1)}
+        val_pred = {s: self._earlier_head(method, s, t, stored) for s in range(t)}  # what re-fits task s's map
+        val_pred[t] = _task_predictions(method, feed, t, np.flatnonzero(val_task == t), self.layout, t)
         val_labels = {s: val_labels_all[val_task == s] for s in range(t + 1)}
         evaluator.freeze_mapping(t, val_labels[t], val_pred[t])
         refit = {s: evaluator.fit_mapping(s, val_labels[s], val_pred[s]) for s in range(t)}
@@ -59,6 +60,16 @@ class ClassIncrementalStages:
                            unified=unified, task_pred=task_pred, mapping=evaluator.mappings[t],
                            refit_pred=[val_pred[s] for s in range(t)])
         return rows
+
+    def _earlier_head(self, method: Any, task: int, step: int, stored: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Task `task`'s head on its val images as it answers after step `step` (> task). A method that declares
+        `runs_on.frozen_task_heads` answers as it did at step `task`, which stored that answer (`val_pred_{task}`,
+        kept in the checkpoint): reusing it saves a pass over the task's mapping images (on CIFAR and
+        TinyImageNet its whole training set) at every later step, and stores the same `refit_pred`."""
+        if method.runs_on.frozen_task_heads:
+            return stored[f"val_pred_{task}"]
+        index = np.flatnonzero(self.val[1] == task)
+        return _task_predictions(method, self.feed, task, index, self.layout, step)
 
     def summary(self, rows: list[MetricRow]) -> list[MetricRow]:
         return self.evaluator.summary(rows, self.n_steps)

@@ -22,9 +22,11 @@ Per step t the evaluator reports, in percent:
   val images; the authors' testers for EwC, LwF, DER, CaSSLe and ResTune do this
   (`utils/*_testers.py::test_ind_cluster`, its `ind_gen_loader`), so the paper's A and F of those
   methods are in this flavour. π_t^t = π_t: the two flavours differ only on earlier tasks, and only
-  for a method whose encoder or old heads move after their step. Computed when the step's re-fitted
-  maps are given (every run since they were added; `bench metrics recompute` cannot add them to
-  older runs, whose stored predictions lack the old tasks' heads on their val images).
+  for a method whose encoder or old heads move after their step. A method that declares they do not
+  (`RunsOn.frozen_task_heads`) is not read again: h_k's answer at step k re-fits π_k^t, which is π_k.
+  Computed when the step's re-fitted maps are given (every run since they were added; `bench metrics
+  recompute` cannot add them to older runs, whose stored predictions lack the old tasks' heads on their
+  val images).
 - accuracy with clustering of task k (`task_k`, flavour `w`): Hungarian accuracy of u on task k's
   images alone.
 - group accuracies for `old` (tasks < t; absent at t = 0), `new` (task t) and `all` (tasks <= t):

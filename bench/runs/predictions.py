@@ -7,7 +7,8 @@ own head's argmax on them: what froze task t's mapping), `test_labels_t`, `unifi
 head's argmax on the test images of tasks 0..t) and `task_pred_t` (task t's head on task t's test
 images, in their order); `mapping_t` (the frozen mapping, class → cluster, −1 for a class without a
 val image), `refit_pred_t_s` for every earlier task s < t (task s's own head, read through the
-encoder as it is after step t, on task s's val images: what re-fits its map, flavour `wo_refit`) with
+encoder as it is after step t, on task s's val images: what re-fits its map, flavour `wo_refit`; for a
+method that declares `RunsOn.frozen_task_heads`, the answer of step s, `val_pred_s`, which that is) with
 the marker `refit_t`, `offsets`, `sizes` (the task layout) and `run_id` (the run it belongs to: another
 run's file copied into a run directory is refused, `check_owner`). Integer arrays of the smallest type
 that holds them, compressed: at most about 0.2 MB for a CIFAR-100 5-step run (docs/results.md).
