@@ -38,6 +38,7 @@ def test_slots_are_every_visible_gpu_or_the_ones_asked_for(four_gpus):
 
 
 def test_names_follow_cuda_visible_devices(monkeypatch):
+    monkeypatch.setattr(gpus, "driver_present", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-aa,GPU-bb")
@@ -51,8 +52,8 @@ def test_names_follow_cuda_visible_devices(monkeypatch):
     assert gpu_of(torch.device("cpu")) == ""
 
 
-def test_a_machine_without_gpus_changes_nothing(monkeypatch):
-    monkeypatch.setattr(gpus, "visible_gpus", lambda: [])
-    assert local_slots("local", None, 1, None, None) == []
+def test_a_machine_without_gpus_changes_nothing(monkeypatch, tmp_path):
+    monkeypatch.setattr(gpus, "NVIDIA_GPUS", tmp_path / "no-driver")  # no NVIDIA driver: torch is not even asked
+    assert gpus.visible_gpus() == [] and local_slots("local", None, 1, None, None) == []
     with pytest.raises(BenchError, match="this machine has no CUDA device"):
         local_slots("local", "0", 1, None, None)

@@ -409,7 +409,7 @@ def test_a_slurm_job_carries_and_imports_the_plugins(tmp_path, monkeypatch):
             self.submitted.append((pickle.loads(pickle.dumps(fn)), *args))  # as submitit pickles it
             return type("Job", (), {"job_id": "1_0"})()
 
-    slurm._submit_array(Executor(), [spec], tmp_path / "results", profile, {})
+    slurm._submit_array(Executor(), [[spec]], tmp_path / "results", profile, {}, packed=False)
     ((job, spec_json, results),) = Executor.submitted
     assert isinstance(job, slurm.SlurmRun) and job.include == (str(folder),)
 

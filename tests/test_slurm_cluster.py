@@ -108,6 +108,7 @@ def test_cancel_stops_queued_and_running_jobs(capsys, tmp_path):
     wait_for(lambda: "1 cancelled" in bench(capsys, "status", *argv)[1], 120, "sacct to report CANCELLED")
 
 
+@pytest.mark.scale  # 45-60 s of a real requeue on two cores: .ci/run's `pytest -m scale` stage runs it
 def test_a_requeued_job_resumes_and_ends_with_the_uninterrupted_metrics(capsys, tmp_path):
     import submitit
 

@@ -9,17 +9,30 @@ given (`gpu` in its metrics and log). On a machine without GPUs there are no slo
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Sequence
 
 from bench.errors import BenchError
 
 VISIBLE = "CUDA_VISIBLE_DEVICES"
+NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")  # a folder per GPU the NVIDIA driver drives
+
+
+def driver_present() -> bool:
+    """Whether an NVIDIA driver drives a GPU here: read without importing torch, so that a command that runs
+    nothing (`bench run --dry-run`) stays light on a machine without GPUs."""
+    try:
+        return any(NVIDIA_GPUS.iterdir())
+    except OSError:
+        return False
 
 
 def visible_gpus() -> list[str]:
     """The GPUs this process may use, by the names `CUDA_VISIBLE_DEVICES` gives them (indices otherwise):
     empty without CUDA. The count is CUDA's; the names are the variable's, so that a worker handed one
     name sees the same GPU the parent saw under it."""
+    if not driver_present():
+        return []
     import torch
 
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
