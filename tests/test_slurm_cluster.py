@@ -185,17 +185,17 @@ def test_plugins_from_a_folder_and_an_installed_package_run_as_jobs(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.scale  # the demo grid twice, packed through SLURM and on the local pool: a minute or two
+@pytest.mark.scale  # the demo grid's first seed twice, packed through SLURM and on the local pool: about a minute
 def test_the_demo_grid_packed_runs_in_a_few_array_tasks_with_the_unpacked_numbers(capsys, tmp_path):
-    argv = ["--grid", "demo", "--results", str(tmp_path / "packed")]
-    code, out = bench(capsys, "run", "--cluster", "slurm", "--profile", "local", "--pack", "8", "--wait", *argv)
+    argv = ["--grid", "demo", "--seeds", "0", "--results", str(tmp_path / "packed")]
+    code, out = bench(capsys, "run", "--cluster", "slurm", "--profile", "local", "--pack", "3", "--wait", *argv)
     assert code == 0, out
-    assert "submitted 24 runs in 1 job array(s)" in out and "in 3 packed task(s)" in out, out
+    assert "submitted 8 runs in 1 job array(s)" in out and "in 3 packed task(s)" in out, out
     jobs = latest_jobs(tmp_path / "packed")
     assert len({j["job_id"] for j in jobs.values()}) == 3 and all(j["packed"] for j in jobs.values())
     code, out = bench(capsys, "status", *argv)
-    assert "24 done" in out
-    code, out = bench(capsys, "run", "--results", str(tmp_path / "unpacked"))  # the local pool, a run per worker
+    assert "8 done" in out
+    code, out = bench(capsys, "run", "--seeds", "0", "--results", str(tmp_path / "unpacked"))  # the local pool
     assert code == 0, out
     cols = ["step", "group", "flavour", "metric", "value"]
     for run in sorted((tmp_path / "packed" / "runs").iterdir()):
