@@ -54,6 +54,10 @@ def test_names_follow_cuda_visible_devices(monkeypatch):
 
 def test_a_machine_without_gpus_changes_nothing(monkeypatch, tmp_path):
     monkeypatch.setattr(gpus, "NVIDIA_GPUS", tmp_path / "no-driver")  # no NVIDIA driver: torch is not even asked
+    monkeypatch.setattr(gpus, "DEVICES", tmp_path)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1 / 0)
     assert gpus.visible_gpus() == [] and local_slots("local", None, 1, None, None) == []
     with pytest.raises(BenchError, match="this machine has no CUDA device"):
         local_slots("local", "0", 1, None, None)
+    (tmp_path / "nvidia0").touch()  # a container handed a GPU sees its device node
+    assert gpus.driver_present()

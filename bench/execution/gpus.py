@@ -16,13 +16,19 @@ from bench.errors import BenchError
 
 VISIBLE = "CUDA_VISIBLE_DEVICES"
 NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")  # a folder per GPU the NVIDIA driver drives
+DEVICES = Path("/dev")  # /dev/nvidia0, /dev/nvidia1 …: what a container given GPUs sees, /proc or not (gVisor)
 
 
 def driver_present() -> bool:
     """Whether an NVIDIA driver drives a GPU here: read without importing torch, so that a command that runs
     nothing (`bench run --dry-run`) stays light on a machine without GPUs."""
     try:
-        return any(NVIDIA_GPUS.iterdir())
+        if any(NVIDIA_GPUS.iterdir()):
+            return True
+    except OSError:
+        pass
+    try:
+        return any(p.name[len("nvidia"):].isdigit() for p in DEVICES.glob("nvidia[0-9]*"))
     except OSError:
         return False
 
@@ -60,8 +66,9 @@ def gpu_slots(wanted: Sequence[str] | None, per_gpu: int = 1, *, device: str | N
                              f"on the CPU)")
         unknown = [g for g in wanted if g not in visible and not (g.isdigit() and int(g) < len(visible))]
         if unknown:
+            indices = "index 0" if len(visible) == 1 else f"indices 0-{len(visible) - 1}"
             raise BenchError(f"--gpus: no visible GPU {', '.join(unknown)}; visible here: {', '.join(visible)} "
-                             f"(or indices 0-{len(visible) - 1}, or all)")
+                             f"(or {indices}, or all)")
         chosen = [g if g in visible else visible[int(g)] for g in wanted]
         if len(set(chosen)) < len(chosen):
             raise BenchError(f"--gpus {','.join(wanted)} names a GPU twice; to share a GPU use --runs-per-gpu N")
