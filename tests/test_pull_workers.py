@@ -152,3 +152,15 @@ def test_bench_status_shows_a_run_a_worker_claimed_as_running(tmp_path):
     (out / pull.ATTEMPTS).write_text("t host:1\n")
     states = slurm.status(tmp_path, specs).states
     assert states["running"] == [specs[0]] and states["unsubmitted"] == [specs[1]]
+
+
+def test_bench_worker_refuses_bad_input_in_one_line_before_claiming_anything(tmp_path, capsys):
+    from bench.cli import main
+
+    for argv, said in ((["--tracker", "tensorbord"], "unknown tracker 'tensorbord'"),
+                       (["--max-attempts", "0"], "--max-attempts must be >= 1"),
+                       (["--methods", "nope"], "unknown method 'nope'")):
+        assert main(["worker", "--grid", "demo", "--results", str(tmp_path), *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and said in err, err
+    assert not (tmp_path / "runs").exists()
