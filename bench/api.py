@@ -144,7 +144,7 @@ def run(grid: str = "demo", *, methods: Sequence[str] | None = None, datasets: S
         return _run_slurm(outcome, loaded, profile, slurm_options, force=force, dry_run=dry_run, wait=wait,
                           started=started, shown_backbone=shown_backbone, pack=pack, pack_hours=pack_hours)
     if dry_run:
-        plan.print_local(loaded.name, specs, done, pending, workers, slots[: len(pending)])
+        plan.print_local(loaded.name, specs, done, pending, workers, slots)
         return outcome
     check_writable(results)
     if not pending:

@@ -47,6 +47,23 @@ def expand(args: argparse.Namespace) -> tuple[Any, list[Any]]:
                             trackers=getattr(args, "trackers", None))
 
 
+def fetch_outcome(by_hand: list[str], what: str) -> int:
+    """How `bench data fetch` and `bench weights fetch` end: 0 when everything named is in place, 1 (and one line
+    naming them) when some `what` must be fetched by hand first."""
+    import sys
+
+    if by_hand:
+        print(f"bench: {len(by_hand)} {what} to fetch by hand first: {', '.join(by_hand)}", file=sys.stderr)
+    return 1 if by_hand else 0
+
+
+def checksums_of(args: argparse.Namespace) -> dict[str, str]:
+    """`--checksums FILE`'s lines, or none."""
+    from bench.core.download import read_checksums
+
+    return read_checksums(args.checksums) if args.checksums else {}
+
+
 def add_fetch_options(parser: argparse.ArgumentParser) -> None:
     """--mirror and --checksums, which `bench data fetch` and `bench weights fetch` share."""
     parser.add_argument("--mirror", metavar="URL|DIR",

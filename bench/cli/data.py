@@ -3,12 +3,11 @@ the datasets downloaded from their publishers (or a mirror), verified, unpacked 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
 from bench.api import DEFAULT_RESULTS
-from bench.cli.common import add_fetch_options
+from bench.cli.common import add_fetch_options, checksums_of, fetch_outcome
 from bench.errors import BenchError
 
 
@@ -39,18 +38,13 @@ def command(args: argparse.Namespace) -> int:
 
 def fetch(args: argparse.Namespace) -> int:
     """0 when every dataset named is in place and read; 1 when some must be fetched by hand (each said)."""
-    from bench.core.download import read_checksums
     from bench.data.fetch import fetch_datasets
     from bench.execution.preflight import resolve_data_root
 
     root = resolve_data_root(args.data_root)  # the datasets' readers only: no method or backbone is imported
     if root is None:
         raise BenchError("bench data fetch needs --data-root DIR (or $BENCH_DATA_ROOT): where to put the datasets")
-    checksums = read_checksums(args.checksums) if args.checksums else {}
-    by_hand = fetch_datasets(args.datasets, root, args.mirror, checksums)
-    if by_hand:
-        print(f"bench: {len(by_hand)} dataset(s) to fetch by hand first: {', '.join(by_hand)}", file=sys.stderr)
-    return 1 if by_hand else 0
+    return fetch_outcome(fetch_datasets(args.datasets, root, args.mirror, checksums_of(args)), "dataset(s)")
 
 
 def summary(args: argparse.Namespace, dataset: str) -> int:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import Any
 
-from bench.cli.common import add_fetch_options
+from bench.cli.common import add_fetch_options, checksums_of, fetch_outcome
 from bench.errors import BenchError
 
 
@@ -26,14 +25,9 @@ def add_parser(sub: Any) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """0 when every file named is in place; 1 when some must be downloaded by hand first (each said)."""
-    from bench.core.download import read_checksums
     from bench.features.weight_sources import fetch_weights
 
     folder = args.weights_dir or os.environ.get("BENCH_WEIGHTS_DIR")
     if not folder:
         raise BenchError("bench weights fetch needs --weights-dir DIR (or $BENCH_WEIGHTS_DIR): where to put the files")
-    checksums = read_checksums(args.checksums) if args.checksums else {}
-    by_hand = fetch_weights(args.backbones, folder, args.mirror, checksums)
-    if by_hand:
-        print(f"bench: {len(by_hand)} file(s) to fetch by hand first: {', '.join(by_hand)}", file=sys.stderr)
-    return 1 if by_hand else 0
+    return fetch_outcome(fetch_weights(args.backbones, folder, args.mirror, checksums_of(args)), "file(s)")

@@ -154,5 +154,10 @@ def gpu_of(device: Any) -> str:
     if getattr(device, "type", "cpu") != "cuda":
         return ""
     index = device.index or 0
-    names = [n.strip() for n in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if n.strip()]
+    names = cuda_visible_names()
     return names[index] if index < len(names) else str(index)
+
+
+def cuda_visible_names() -> list[str]:
+    """The GPUs `CUDA_VISIBLE_DEVICES` names, in its order (indices or UUIDs); empty where it is unset or empty."""
+    return [n.strip() for n in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if n.strip()]

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Sequence
 
+from bench.core.provenance import cuda_visible_names
 from bench.errors import BenchError
 
 VISIBLE = "CUDA_VISIBLE_DEVICES"
@@ -42,7 +43,7 @@ def visible_gpus() -> list[str]:
     import torch
 
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    named = [n.strip() for n in os.environ.get(VISIBLE, "").split(",") if n.strip()] if VISIBLE in os.environ else []
+    named = cuda_visible_names()
     return (named + [str(i) for i in range(len(named), count)])[:count]
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
 import submitit
 
@@ -143,9 +143,3 @@ def _job_id() -> str:
     except RuntimeError:  # not in a SLURM job (a test calling the pack in-process)
         return "local"
 
-
-def entries(members: Sequence[Sequence[RunSpec]], jobs: Sequence[Any], folder: str, grid: str,
-            now: str) -> list[Mapping[str, Any]]:
-    """The manifest's lines of packed tasks: one per run, naming its task."""
-    return [{"run_id": s.run_id, "job_id": j.job_id, "folder": folder.replace("%j", j.job_id), "grid": grid,
-             "submitted_at": now, "packed": True} for pack, j in zip(members, jobs) for s in pack]

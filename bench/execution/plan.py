@@ -27,10 +27,10 @@ def assumption(specs: Sequence[RunSpec]) -> str:
 
 def print_local(grid: str, specs: Sequence[RunSpec], done: Sequence[RunSpec], pending: Sequence[RunSpec],
                 workers: int | None, slots: Sequence[str]) -> None:
-    """`workers`: `--workers` (None: one per available core, as the pool sizes itself)."""
-    from bench.core.numerics import available_cores
+    """`workers`: `--workers` (None: one per available core); the pool's shape is the one `bench run` starts."""
+    from bench.execution.workers import pool_shape
 
-    workers = max(1, min(workers or available_cores(), len(pending)))
+    workers, slots = pool_shape(len(pending), workers, slots)
     where = (f"{len(slots)} worker(s) on GPU slot(s) {', '.join(slots)}" if slots else f"{workers} worker process(es)")
     hours = gpu_hours(pending)[0]
     print(f"grid {grid}: {len(specs)} runs, {len(done)} done, {len(pending)} would run on {where} "

@@ -91,9 +91,14 @@ def work(specs: Sequence[RunSpec], results: Path, *, retry_failed: bool = False,
     me, started = f"{socket.gethostname()}:{os.getpid()}", time.time()
     outcome, claimed = Work(), []
 
+    def failed(out: Path) -> bool:
+        """Failed, and not this worker's to retry (`retry_failed` retries what failed before it started)."""
+        error = out / ERROR
+        return error.exists() and not (retry_failed and error.stat().st_mtime < started)
+
     def claim(out: Path) -> None:
         error = out / ERROR
-        if error.exists() and not (retry_failed and error.stat().st_mtime < started):
+        if failed(out):
             raise NotClaimed("failed")  # in another worker since this one looked
         attempts = out / ATTEMPTS
         tries = len(attempts.read_text().splitlines()) if attempts.exists() else 0
@@ -110,9 +115,7 @@ def work(specs: Sequence[RunSpec], results: Path, *, retry_failed: bool = False,
     while True:
         held = 0
         for spec in specs:
-            out = run_dir(results, spec)
-            error = out / ERROR
-            if is_done(results, spec) or error.exists() and not (retry_failed and error.stat().st_mtime < started):
+            if is_done(results, spec) or failed(run_dir(results, spec)):
                 continue
             clock = time.monotonic()
             try:

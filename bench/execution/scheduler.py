@@ -18,8 +18,7 @@ import submitit
 from bench.protocol.runner import execute
 from bench.runs.rundir import RunBusy
 from bench.config.spec import RunSpec
-from bench.core.numerics import available_cores
-from bench.execution.workers import BUSY, CLUSTERS, failure_reason, run_pool
+from bench.execution.workers import BUSY, CLUSTERS, failure_reason, pool_shape, run_pool
 
 
 @dataclass
@@ -63,8 +62,7 @@ def run_specs(specs: list[RunSpec], results: Path, *, cluster: str, max_parallel
             progress(f"{head} FAILED  {spec.describe()}: {reason}")
 
     if cluster == "local":
-        slots = list(gpus)[: len(specs)]  # no idle worker holding a GPU
-        workers = len(slots) or max(1, min(max_parallel or available_cores(), len(specs)))
+        workers, slots = pool_shape(len(specs), max_parallel, gpus)
         run_pool(specs, Path(results), workers=workers, folder=folder, finished=finished, slots=slots)
         return outcome
     executor = submitit.AutoExecutor(folder=folder, cluster=cluster)

@@ -274,11 +274,10 @@ def submit(specs: Sequence[RunSpec], results: Path, profile: Profile, overrides:
                                    **params)
         jobs = _submit_array(executor, tasks, results, profile, params, packed=pack is not None)
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        if pack is None:
-            record(results, ({"run_id": s.run_id, "job_id": j.job_id, "folder": str(folder).replace("%j", j.job_id),
-                              "grid": grid, "submitted_at": now} for (s,), j in zip(tasks, jobs)))
-        else:
-            record(results, packing.entries(tasks, jobs, str(folder), grid, now))
+        # a line per run naming its task (`packed` where the task holds several: status and cancel read it)
+        record(results, ({"run_id": s.run_id, "job_id": j.job_id, "folder": str(folder).replace("%j", j.job_id),
+                          "grid": grid, "submitted_at": now, **({"packed": True} if pack is not None else {})}
+                         for task, j in zip(tasks, jobs) for s in task))
         arrays.append((jobs[0].job_id.split("_")[0], sum(map(len, tasks)), _summary(params), len(tasks)))
     return Submission(arrays, skipped_active=len(specs) - len(todo))
 

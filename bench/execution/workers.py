@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator, Sequence
 from bench.errors import first_line
 from bench.execution.gpus import take_slot
 from bench.execution.lifeline import die_with_parent, identity, watch
-from bench.core.numerics import available_cores  # noqa: F401  (sizes the pool; imported from here by callers)
+from bench.core.numerics import available_cores  # sizes the pool (`pool_shape`)
 from bench.config.spec import RunSpec
 
 CLUSTERS = ("local", "debug")  # what runs on this machine (bench.execution.scheduler); "slurm" is bench.execution.slurm's
@@ -170,6 +170,13 @@ def sweep_stale(pools: Path) -> list[Path]:
             (owner.parent / name).unlink(missing_ok=True)
         removed.append(owner.parent)
     return removed
+
+
+def pool_shape(runs: int, max_parallel: int | None, slots: Sequence[str]) -> tuple[int, list[str]]:
+    """How many workers a local pool of `runs` runs starts, and their GPU slots: one per slot, none idle holding
+    a GPU; without slots `max_parallel` (default one per available core), never more than the runs."""
+    used = list(slots)[:runs]
+    return len(used) or max(1, min(max_parallel or available_cores(), runs)), used
 
 
 def run_pool(specs: list[RunSpec], results: Path, *, workers: int, folder: Path,
