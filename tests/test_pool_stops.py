@@ -37,12 +37,18 @@ def started(results: Path) -> Iterator[subprocess.Popen]:
     """`bench run` in a session of its own (its pid is the session id its workers inherit), as a shell runs
     it; whatever the test did, nothing of that session outlives it."""
     proc = subprocess.Popen(bench(results), env=ENV, cwd=results, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True, preexec_fn=as_from_a_terminal)
     try:
         yield proc
     finally:
         kill_session(proc.pid)
         proc.kill()
+
+
+def as_from_a_terminal() -> None:
+    """SIGHUP as a shell's child has it: the suite itself may run under nohup, whose ignored SIGHUP bench would
+    inherit and rightly keep (workers.py: a pool started to outlive its terminal is not stopped by it)."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def started_runs(results: Path) -> set[str]:
