@@ -32,7 +32,7 @@ def imported_after(argv: list[str], tmp_path: Path) -> dict[str, bool]:
     ["run", "--dry-run", "--grid", "smoke"],  # tail methods on a timm ViT: its depth checked on the meta device
     ["status", "--grid", "demo", "--results", "{results}"],
     ["cache", "list", "--results", "{results}"],
-])
+], ids=["list-methods", "list-backbones", "list-grids", "dry-run-full", "dry-run-smoke", "status", "cache-list"])
 def test_commands_that_run_nothing_import_no_torch(argv, tmp_path):
     argv = [a.replace("{results}", str(tmp_path)) for a in argv]
     seen = imported_after(argv, tmp_path)
