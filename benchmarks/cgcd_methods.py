@@ -1,7 +1,7 @@
 """Time per stage of the mixed setting's methods that train the last block (continual SimGCD, Happy, PromptCCD)
 beside the frozen-feature baselines, and their cost on CIFAR-100 under the cost model's units.
 
-    python benchmarks/cgcd_methods.py [--recipe smoke|vitb16] [--images 4] [--tokens live|bank] [--throughput 3000]
+    python benchmarks/cgcd_methods.py [--recipe smoke|vitb16] [--images 4] [--tokens live|bank] [--throughput 7600]
 
 - `smoke`: the cgcd-smoke grid's recipe (tiny generated images, a tiny random ViT, its epochs), each method's
   wall-clock per stage (its `learn`), the mean over the 6 stages of happy-5-stage.
@@ -10,8 +10,8 @@ beside the frozen-feature baselines, and their cost on CIFAR-100 under the cost 
   feature bank and token bank are built before the clock starts (as a grid shares them).
 - The cost on CIFAR-100 (`happy-5-stage`: 20000 labelled images, then 5 stages of 5250..6250; Happy's epochs 100 +
   30 a stage, PromptCCD's 200 a stage on `promptccd-3-stage`'s 30450 + 5950 + 6550 + 7050) in block-forward units
-  (`benchmarks/cost_model.py`: a full ViT-B/16 forward is 12, a trained block's backward 2), turned into H100
-  hours at `--throughput` full forwards a second (3000: the cost model's assumption, not a measurement).
+  (`benchmarks/cost_model.py`: a full ViT-B/16 forward is 12, a trained block's backward 2), turned into GPU
+  hours at `--throughput` full forwards a second (default the cost model's 7600, measured on an H200).
 """
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.execution.cost import THROUGHPUT  # noqa: E402
 
 METHODS = ["NCM + k-means", "Gaussian per class", "SimGCD (continual)", "Happy", "PromptCCD"]
 FULL = 12  # block-forward units of one ViT-B/16 forward
@@ -92,12 +94,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recipe", choices=("smoke", "vitb16"), default="smoke")
     parser.add_argument("--images", type=int, default=4, help="training images a class (vitb16)")
-    parser.add_argument("--throughput", type=float, default=3000.0, help="ViT-B/16 full forwards a second on an H100")
+    parser.add_argument("--throughput", type=float, default=THROUGHPUT, help="ViT-B/16 full forwards a second")
     parser.add_argument("--methods", nargs="+", default=METHODS)
     parser.add_argument("--tokens", choices=("live", "bank"), default="live",
                         help="where the methods that train the last block read their tokens (features.tokens)")
     args = parser.parse_args()
-    print(f"{'method':<20} {'s/stage (labelled)':>19} {'s/stage (mean of the rest)':>27} {'H100 h, CIFAR-100':>18}  images")
+    print(f"{'method':<20} {'s/stage (labelled)':>19} {'s/stage (mean of the rest)':>27} {'GPU h, CIFAR-100':>18}  images")
     for method in args.methods:
         work = Path(tempfile.mkdtemp(prefix="bench-cgcd-"))
         try:

@@ -1,7 +1,7 @@
 """GPU-hours of the paper's full grid, the authors' protocol against bench's banks, and the memory of
 the banks per dataset.
 
-    python benchmarks/cost_model.py [--throughput 3000] [--measure]
+    python benchmarks/cost_model.py [--throughput 7600] [--measure]
 
 The grid: the eleven methods (each at one epoch count per stage: 200 for the heads, 100 + 100 for EwC,
 LwF and DER; DER's own scripts, its `code` default, run 35 to 80 + the same, so its share here is an
@@ -17,10 +17,11 @@ out), and a trained block's backward costs twice its forward.
   epochs cost nothing against that); the methods that train the last blocks read the token bank
   (the prefix once per stored view) and run only the trained blocks every epoch, teachers included.
 
-Units become GPU-hours through a ViT-B/16 throughput in full forwards per second (`--throughput`;
-3000 img/s, an assumption for an H100 in bf16, to be replaced by a measured value). `--measure`
-checks the "every block costs the same" premise on this machine: a 12-block ViT's full forward
-against one block's forward on its tokens.
+Units become GPU-hours through a ViT-B/16 throughput in full forwards per second (`--throughput`; by default
+the cost model's, `bench.execution.cost.THROUGHPUT`: 7600 img/s, bench's bf16 extraction measured on an H200;
+`benchmarks/gpu_throughput.py` measures it, and the two premises, on another GPU). `--measure` checks the
+"every block costs the same" premise on this machine: a 12-block ViT's full forward against one block's
+forward on its tokens.
 """
 from __future__ import annotations
 
@@ -111,7 +112,7 @@ def measure() -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--throughput", type=float, default=3000.0, help="ViT-B/16 full forwards per second")
+    parser.add_argument("--throughput", type=float, default=cost.THROUGHPUT, help="ViT-B/16 full forwards per second")
     parser.add_argument("--measure", action="store_true")
     args = parser.parse_args()
     full = float(DEPTH)
@@ -120,7 +121,7 @@ def main() -> None:
         full = measure()
     hours = 1 / (args.throughput * full) / 3600  # GPU-hours per unit: `throughput` full forwards a second
     print(f"The paper's full grid: {len(METHODS)} methods × 5 datasets × 2 splits × {SEEDS} seeds, ViT-B/16 at 224, "
-          f"{args.throughput:.0f} img/s assumed\n")
+          f"{args.throughput:.0f} img/s\n")
     print(f"{'method':<18}{'authors GPU-h':>15}{'bench GPU-h':>14}{'ratio':>8}")
     total_a = total_b = 0.0
     for method in METHODS:

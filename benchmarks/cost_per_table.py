@@ -1,11 +1,11 @@
 """GPU-hours of each block of the `paper` grid (one seed), modelled with cost_model.py's counts.
 
-    python benchmarks/cost_per_table.py [--throughput 3000]
+    python benchmarks/cost_per_table.py [--throughput 7600]
 
 Per block of registries/grids/paper.py (Tab. 5, 2, 3, 4 and the appendix's CaSSLe table): the authors'
 protocol, bench's default for the paper grid (frozen-backbone methods on the feature bank, the methods
 that train the last blocks on fresh views: `features.tokens=live`) and bench with `features.tokens=bank`.
-A model, not a measurement: the throughput is an assumption (see cost_model.py). Tab. 4 is counted for
+A model: block counts turned into hours at a throughput measured on an H200 (see cost_model.py). Tab. 4 is counted for
 ViT-B/16 only (its ResNet-50 and CLIP rows are Baseline on the feature bank as well). A run in several
 blocks is counted in each; the banks are built once per dataset (last line).
 """
@@ -28,7 +28,7 @@ LIVE = set(c.TAIL) | {"CaSSLe"}  # what trains blocks on fresh views under the d
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--throughput", type=float, default=3000.0, help="ViT-B/16 full forwards per second")
+    parser.add_argument("--throughput", type=float, default=c.cost.THROUGHPUT, help="ViT-B/16 full forwards per second")
     hours = 1 / (parser.parse_args().throughput * c.DEPTH) / 3600
     print(f"{'block':<8}{'authors GPU-h':>15}{'bench default':>15}{'tokens=bank':>13}")
     for name, (methods, datasets, splits) in BLOCKS.items():

@@ -41,12 +41,13 @@ def test_auto_packs_fill_the_target_length_by_the_cost_model():
 
 def test_the_cost_model_prices_the_papers_runs():
     """One EwC run on CIFAR-100, 2-step, ViT-B/16, by hand: 100 epochs × 2 views × 50,000 images through one
-    block, plus 100 × 2 × 50,000 × 3 (a trained block's forward and backward), no extra term, at 3000 full
-    (12-block) forwards a second."""
+    block, plus 100 × 2 × 50,000 × 3 (a trained block's forward and backward), no extra term, at the model's
+    full (12-block) forwards a second."""
     (spec,) = tiny_specs(methods=["EwC"], backbone="timm:vit_tiny_patch16_224")
     paper = spec.__class__(**{**spec.__dict__, "dataset": "cifar100", "backbone": "dino-vitb16"})
     units = 100 * 2 * 50000 * 1 + 100 * 2 * 50000 * 3
-    assert cost.run_seconds(paper) == pytest.approx(cost.FLOOR_S + units / (3000 * 12), rel=1e-9)
+    assert cost.run_seconds(paper) == pytest.approx(cost.FLOOR_S + units / (cost.THROUGHPUT * 12), rel=1e-9)
+    assert cost.run_seconds(paper, throughput=1000.0) == pytest.approx(cost.FLOOR_S + units / 12000, rel=1e-9)
     assert cost.run_seconds(spec.__class__(**{**spec.__dict__, "dataset": "nowhere"})) is None
 
 

@@ -3,8 +3,11 @@ prices a grid in `bench run --dry-run` (`bench.execution.plan`). A model, not a 
 
 The unit is one transformer block's forward pass on one image of ViT-B/16 at 224; its twelve blocks cost the
 same, so a full forward is `DEPTH` units, and a trained block's backward twice its forward. Units become
-seconds through an assumed throughput, `THROUGHPUT` full ViT-B/16 forwards a second (an H100 in bf16: an
-assumption, stated wherever a number is printed); other backbones scale by their FLOPs against ViT-B/16.
+seconds through `THROUGHPUT`, full ViT-B/16 forwards a second in bf16, and other backbones scale by their time
+against ViT-B/16 (`BACKBONE_COST`). Measured on an NVIDIA H200 (docs/performance.md#measured-on-a-gpu):
+`benchmarks/gpu_throughput.py` gives 8719 bare forwards a second, a full forward 12.8 block forwards and a
+trained block's backward 2.08 times its forward (the premises above); `benchmarks/feature_bank.py` gives 7632
+images a second through bench's extraction, preprocessing included, which is the rate used.
 
 - A method on frozen features trains heads on the feature bank: next to no GPU time (`FLOOR_S`, the run's
   start, bank load and heads). The bank itself (V + 1 full forwards of every training image and one of
@@ -19,7 +22,7 @@ from typing import Any, Sequence
 
 DEPTH = 12  # ViT-B/16's blocks: a full forward in units
 VIEWS = 8  # the feature bank's stored views per training image (`features.views`' paper default)
-THROUGHPUT = 3000.0  # ViT-B/16 full forwards a second on an H100 in bf16: assumed, never measured here
+THROUGHPUT = 7600.0  # ViT-B/16 images a second through bench's extraction in bf16, measured on an H200 (7632)
 FLOOR_S = 60.0  # a run on the feature bank: the stack's start, the bank read, the heads' epochs
 # training images per task of each split (the paper's appendix) and evaluation images (test, plus CUB's and
 # Herbarium's held-out val, 20% of the official training images)
@@ -33,10 +36,13 @@ TASKS = {
 EVAL = {"cifar10": 10000, "cifar100": 10000, "tinyimagenet": 10000, "cub200": 5794 + 1199, "herbarium19": 2700 + 3415}
 # the training images of datasets the paper does not use (the mixed setting's, the demos'), cut evenly
 TRAIN = {"imagenet100": 128000, "aircraft": 6667, "cars": 8144, "digits": 1437, "synthetic": 600}
-# forward FLOPs against ViT-B/16 at 224 (published model cards); a backbone not listed counts as ViT-B/16
-BACKBONE_COST = {"dino-vitb16": 1.0, "sup21k-vitb16": 1.0, "dinov3-vitb16": 1.0, "clip-vitb16": 1.0,
-                 "dino-resnet50": 0.23, "dinov2-vits14": 0.31, "dinov2-vits14-reg4": 0.31, "dinov2-vitb14": 1.3,
-                 "dinov2-vitb14-reg4": 1.3, "dinov2-vitl14": 4.4, "dinov2-vitl14-reg4": 4.4, "clip-vitl14": 4.4,
+# a full bf16 forward's time against ViT-B/16's at 224: measured on the H200 for DINOv2-B/14 (1.47), DINOv3-B/16
+# (1.90: its rotary embedding costs time its FLOPs do not show) and CLIP-L/14 (4.27), and given to their variants
+# with 4 registers (1% more tokens); the others by forward FLOPs (published model cards). A backbone not listed
+# counts as ViT-B/16.
+BACKBONE_COST = {"dino-vitb16": 1.0, "sup21k-vitb16": 1.0, "dinov3-vitb16": 1.9, "clip-vitb16": 1.0,
+                 "dino-resnet50": 0.23, "dinov2-vits14": 0.31, "dinov2-vits14-reg4": 0.31, "dinov2-vitb14": 1.47,
+                 "dinov2-vitb14-reg4": 1.47, "dinov2-vitl14": 4.4, "dinov2-vitl14-reg4": 4.4, "clip-vitl14": 4.27,
                  "pixels": 0.0}
 ON_FEATURES = ("K-means", "Baseline", "Baseline++", "Joint (frozen)")
 

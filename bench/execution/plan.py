@@ -20,8 +20,8 @@ def assumption(specs: Sequence[RunSpec]) -> str:
     """The line every estimate ends with: the banks' share and what the model assumes."""
     unknown = gpu_hours(specs)[1]
     sized = f"; {unknown} run(s) of datasets of unknown size counted at {cost.FLOOR_S:.0f} s" if unknown else ""
-    return (f"GPU-hours by bench's cost model (bench.execution.cost): {cost.THROUGHPUT:.0f} ViT-B/16 forwards/s "
-            f"assumed (an H100 in bf16, not measured), other backbones by FLOPs; the banks they read "
+    return (f"GPU-hours by bench's cost model (bench.execution.cost): {cost.THROUGHPUT:.0f} ViT-B/16 images/s "
+            f"(measured on an H200 in bf16), other backbones by their measured time or FLOPs; the banks they read "
             f"{cost.bank_seconds(specs) / 3600:.1f} GPU-h more, once per dataset and backbone{sized}")
 
 
