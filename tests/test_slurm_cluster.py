@@ -57,6 +57,7 @@ def wait_for(predicate, timeout: float, what: str) -> None:
         time.sleep(0.5)
 
 
+@pytest.mark.scale  # 40 s on two cores, every method of the smoke grid through SLURM: .ci/run's `pytest -m scale` stage
 def test_smoke_grid_runs_as_a_job_array(capsys, tmp_path):
     code, out = bench(capsys, "run", "--grid", "smoke", "--cluster", "slurm", "--profile", "local", "--wait",
                       "--results", str(tmp_path), "--cfg-options", *TINY)
