@@ -88,7 +88,6 @@ def measure(name: str, device: torch.device, batch: int, size: int, seconds: flo
     out["full / block"] = out["block fwd"] / out["full bf16"]
     out["bwd / fwd"] = out["block fwd"] / out["block fwd+bwd"] - 1  # (t_fwd+bwd - t_fwd) / t_fwd
     out["blocks"] = float(len(model.blocks))
-    del backbone, block, tokens
     return out
 
 
