@@ -121,7 +121,7 @@ def main() -> None:
               f"{cost.BACKBONE_COST.get(name, 1.0):>6.2f}   {r['full fp32 GiB']:.1f}, {r['full bf16 GiB']:.1f}, "
               f"{r['block fwd GiB']:.1f}, {r['block fwd+bwd GiB']:.1f}")
     if base:
-        print(f"\nViT-B/16 full forwards a second in bf16: {base:.0f} measured; the cost model assumes "
+        print(f"\nViT-B/16 full forwards a second in bf16: {base:.0f} measured; the cost model uses "
               f"{cost.THROUGHPUT:.0f}")
 
 
