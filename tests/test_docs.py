@@ -223,7 +223,8 @@ def environment(tmp: Path) -> dict[str, str]:
 # Each page runs its bench commands end to end: adding-a-method.md a dozen (two conformance kits, four grids: 75 s on
 # two cores), getting-started.md the demo grid, its reports and the cache (34 s). .ci/run's `pytest -m scale` stage
 # runs them, which keeps the README's test command within its 10 minutes.
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.scale) for n in RUN_PAGES])
+@pytest.mark.scale
+@pytest.mark.parametrize("name", RUN_PAGES)
 def test_page_commands_run(name, tmp_path):
     page = DOCS / name
     assert page.exists(), f"docs/{name} is missing: its commands must run in the suite"
