@@ -24,10 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.execution.cost import THROUGHPUT  # noqa: E402
+from bench.execution.cost import DEPTH as FULL, THROUGHPUT  # noqa: E402  (FULL: a ViT-B/16 forward in block units)
 
 METHODS = ["NCM + k-means", "Gaussian per class", "SimGCD (continual)", "Happy", "PromptCCD"]
-FULL = 12  # block-forward units of one ViT-B/16 forward
 SIZES: list[int] = []  # the training images of each stage timed (the last method's)
 
 
