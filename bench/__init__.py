@@ -10,23 +10,14 @@ pandas: the commands that run nothing rely on it):
 - the registries they register in: `METHODS`, `DATASETS`, `BACKBONES`;
 - `RunSpec` (one run), `BenchError` (every user-facing error), `method_slug`, `resolve_method`.
 
-Imports from: bench.core, bench._moved (the public names above are imported on first use, by their module's name).
+Imports from: bench.core (the public names above are imported on first use, by their module's name).
 """
 from __future__ import annotations
 
 from importlib import import_module
 from typing import Any
 
-from bench import _moved
-from bench.core.resources import VERSION as __version__, checkout_root
-
-_moved.install()  # the modules' names before bench/ was grouped by concern still import (`bench._moved`)
-
-# A source checkout keeps `methods/` and `registries/` beside `bench/`; an install maps them to
-# `bench.methods` and `bench.registries`. A checkout imported without installing (PYTHONPATH) does the
-# same here, so that it imports its own copies and never an installed checkout's.
-if checkout_root() is not None:
-    __path__.append(str(checkout_root()))  # noqa: F821 (a package's __path__)
+from bench.core.resources import VERSION as __version__
 
 # public name -> the module that defines it
 _PUBLIC: dict[str, str] = {

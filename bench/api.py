@@ -8,7 +8,7 @@ the same `BenchError` for bad input; the commands are these functions behind an 
 
 Importing this module imports nothing heavy: each call imports what it needs.
 
-Imports from: bench.errors, bench.core, bench.registries, bench.data, bench.config, bench.features, bench.runs,
+Imports from: bench.errors, bench.core, bench.splits, bench.registries, bench.data, bench.config, bench.features, bench.runs,
 bench.protocol, bench.reporting, bench.execution.
 """
 from __future__ import annotations

@@ -103,7 +103,7 @@ def time_evaluation(name: str, dataset: str, steps: int, dim: int, reread: bool,
                     seed: int = 0) -> tuple[float, float, int, Any]:
     """Wall and CPU seconds of every step's `evaluate` of one generated run, the val passes it made, and what it
     gave."""
-    from bench.data.layout import TaskLayout
+    from bench.splits.layout import TaskLayout
     from bench.features.views import FeatureViews
     from bench.protocol.class_incd import ClassIncrementalStages
     from bench.protocol.feeding import Feed, FeatureInputs
@@ -151,7 +151,7 @@ def time_evaluation(name: str, dataset: str, steps: int, dim: int, reread: bool,
 def time_pass(name: str, dim: int, repeat: int, images: int = 10000) -> float:
     """Seconds of one task head's pass over `images` mapping images' features (task 0 of a C100 5-step run;
     its argmax, as the evaluation takes it), the best of `repeat`."""
-    from bench.data.layout import TaskLayout
+    from bench.splits.layout import TaskLayout
 
     gen = torch.Generator().manual_seed(0)
     method, state = generated_method(name, TaskLayout.contiguous(100, 5), dim, gen)

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from report_site import generate  # noqa: E402
 
-from bench.data.layout import TaskLayout  # noqa: E402
+from bench.splits.layout import TaskLayout  # noqa: E402
 
 DATASETS = {"cifar10": (10, 10000), "cifar100": (100, 10000), "tinyimagenet": (200, 10000), "cub200": (200, 5794),
             "herbarium19": (683, 2679)}  # classes, test images

@@ -277,7 +277,7 @@ def test_a_mixed_run_trains_on_the_whole_official_training_set_unless_told(roots
     """Herbarium's reader holds images of each class out for validation (here 1 of 7): the mixed setting gives them
     back (the peers read the whole training set, and a mixed run scores nothing on them) unless
     `setting.whole_train=false`."""
-    from bench.config.manifests import Manifest
+    from bench.splits.manifests import Manifest
 
     extra = [] if whole else ["setting.whole_train=false"]
     run, _ = mixed_kmeans_run(roots, tmp_path, capsys, "herbarium19", "dataset.num_classes=10",
@@ -354,9 +354,9 @@ def test_cars_numbers_the_annotations_class_minus_one(tmp_path):
 def test_a_run_holds_happys_images_with_its_draw(roots, tmp_path, capsys):
     """`setting.draw=happy` on CIFAR-100 (the fixture's 2 images a class): the run's split is Happy's draw of the
     dataset's training labels, relabelled in Happy's arrival order, and its results say so."""
-    from bench.config.happy_draw import happy_draw
-    from bench.config.manifests import Manifest
-    from bench.config.settings import arrival_order, protocol_for
+    from bench.splits.happy_draw import happy_draw
+    from bench.splits.manifests import Manifest
+    from bench.splits.settings import arrival_order, protocol_for
 
     run, out = mixed_kmeans_run(roots, tmp_path, capsys, "cifar100", "setting.draw=happy", "setting.arrival=happy")
     spec = json.loads((run / "spec.json").read_text())

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from bench.protocol.epoch_selection import EpochSelection
-from bench.config.manifests import Manifest, draw, hold_out
+from bench.splits.manifests import Manifest, draw, hold_out
 from bench.protocol.recompute import replay
 from bench.protocol.runner import execute
-from bench.config.settings import protocol_for
+from bench.splits.settings import protocol_for
 from tests.helpers import tiny_specs
 
 MIXED = {"dataset.num_classes": 12, "dataset.train_per_class": 20, "dataset.test_per_class": 4}

@@ -1,4 +1,4 @@
-"""Happy's images (bench/config/happy_draw.py, `setting.draw=happy`): bench's replay of Happy-CGCD's draw gives the
+"""Happy's images (bench/splits/happy_draw.py, `setting.draw=happy`): bench's replay of Happy-CGCD's draw gives the
 very images Happy's code gives, on a training set of CIFAR-100's shape (500 images of each of 100 classes, in the
 mixed order of its files) and of ImageNet-100's (classes of fewer images than a session asks for)."""
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.config.happy_draw import happy_draw
-from bench.config.settings import arrival_order, mixed_setting, protocol_for
+from bench.splits.happy_draw import happy_draw
+from bench.splits.settings import arrival_order, mixed_setting, protocol_for
 from bench.errors import BenchError
 
 
@@ -86,7 +86,7 @@ def test_happys_imagenet100_draw_takes_every_image_of_a_small_class():
 
 
 def test_happys_draw_is_refused_where_it_cannot_be_happys(tmp_path):
-    from bench.config.settings import check_setting
+    from bench.splits.settings import check_setting
     from tests.helpers import tiny_specs
 
     with pytest.raises(BenchError, match="bad setting.draw='happy': Happy's draw replays Happy's code: it takes a "
@@ -102,7 +102,7 @@ def test_happys_draw_is_refused_where_it_cannot_be_happys(tmp_path):
 def test_happys_cub_draw_over_the_whole_training_set_in_official_order():
     """Happy's data/cub.py: the SSB known classes labelled, in their file's order, absolute counts 5/5/25, classes
     of 29 or 30 images grouped as CUB's images.txt lists them."""
-    from bench.config.peer_splits import SSB_KNOWN
+    from bench.splits.peer_splits import SSB_KNOWN
 
     sizes = np.where(np.arange(200) % 7 == 0, 29, 30)
     targets = np.repeat(np.arange(200), sizes)

@@ -1,16 +1,12 @@
 """bench's house: the package is laid out by concern, each subpackage a layer that imports only the layers its
-docstring names (`Imports from:`), with no import cycle; the modules keep to a readable length; the module
-paths from before the layout still import, as the same modules (`bench._moved`)."""
+docstring names (`Imports from:`), with no import cycle; the modules keep to a readable length; the package is
+exactly the folders it ships, and nothing else imports as part of it."""
 from __future__ import annotations
 
-import importlib
 import subprocess
 import sys
-import warnings
+import tomllib
 
-import pytest
-
-from bench._moved import MOVED
 from tests.import_graph import ROOT, allowed_imports, cycles, read_graph, upward_imports
 
 GRAPH = read_graph()
@@ -47,37 +43,35 @@ def test_the_layers_stack_without_a_cycle():
 
 def test_the_top_level_holds_the_public_face_and_modules_stay_short():
     top = sorted(p.name for p in (ROOT / "bench").glob("*.py"))
-    assert top == ["__init__.py", "_moved.py", "api.py", "errors.py"]
+    assert top == ["__init__.py", "api.py", "errors.py"]
     long = {str(p.relative_to(ROOT)): n for p in GRAPH.files.values()
             if (n := len(p.read_text().splitlines())) > LONGEST}
     assert long == {}
 
 
-@pytest.mark.parametrize("old, now", sorted(MOVED.items()))
-def test_a_modules_name_from_before_the_layout_imports_the_same_module(old, now):
-    first = f"bench.{old}" not in sys.modules  # the warning comes with the first import in a process
-    with warnings.catch_warnings(record=True) as said:
-        warnings.simplefilter("always")
-        module = importlib.import_module(f"bench.{old}")
-    assert module is importlib.import_module(f"bench.{now}")
-    assert module.__spec__.name == f"bench.{now}"  # the module keeps its own spec
-    if first:
-        assert [str(w.message) for w in said if issubclass(w.category, DeprecationWarning)] == \
-            [f"bench.{old} moved to bench.{now}: import it from there"]
+def test_the_package_ships_exactly_its_folders():
+    """pyproject's packages are the folders of bench/ that hold an `__init__.py`, with the charter folders it maps
+    in (`methods/`, `registries/`, the paper's tables, the SLURM profiles): a subpackage added without being
+    listed would be missing from the wheel."""
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    mapped = tool["package-dir"]
+    folders = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "bench").rglob("__init__.py")}
+    assert set(tool["packages"]) == folders | (set(mapped) - {"bench"})
+    assert all((ROOT / folder).is_dir() for folder in mapped.values())
 
 
-def test_an_old_name_imports_in_a_fresh_process_from_a_folder_of_the_checkout_named_like_it():
-    """`bench.slurm` (now `bench.execution.slurm`) beside the checkout's `slurm/` folder: the module, never
-    the folder as a namespace package; its names and the old `bench.features` names import too."""
-    code = ("import warnings; warnings.simplefilter('error')\n"
-            "try:\n    import bench.slurm\nexcept DeprecationWarning as w:\n    print('warned:', w)\n"
-            "warnings.simplefilter('ignore')\n"
-            "import bench.slurm, bench.execution.slurm\n"
-            "from bench.spec import RunSpec; from bench.features import FeatureViews; from bench.plugins import load\n"
-            "print(bench.slurm is bench.execution.slurm, RunSpec.__module__, FeatureViews.__module__)")
+def test_only_what_the_package_ships_imports_as_bench():
+    """In a fresh process from the checkout: the module paths from before the layout (`bench.spec`) and the
+    checkout's other folders (`bench.tests`, `bench.docs`) do not import as part of bench; the public names and
+    the mapped folders do."""
+    code = ("import importlib, bench\n"
+            "for name in ('bench.spec', 'bench.slurm', 'bench.tests', 'bench.docs', 'bench.config.settings'):\n"
+            "    try:\n        importlib.import_module(name)\n        print('imports', name)\n"
+            "    except ModuleNotFoundError:\n        pass\n"
+            "import bench.methods.base, bench.registries\n"
+            "print(bench.RunSpec.__module__, bench.Method.__module__, bench.methods.base.__file__.startswith(bench.__path__[0]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
-    assert out.stdout.splitlines() == ["warned: bench.slurm moved to bench.execution.slurm: import it from there",
-                                       "True bench.config.spec bench.features.views"], out.stderr
+    assert out.stdout.splitlines() == ["bench.config.spec bench.methods.base False"], out.stderr
 
 
 def test_the_drawing_of_docs_architecture_is_the_codes():

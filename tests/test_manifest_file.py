@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from bench.errors import BenchError
-from bench.config.manifests import Manifest
+from bench.splits.manifests import Manifest
 from bench.protocol.runner import execute
 from tests.helpers import tiny_specs
 

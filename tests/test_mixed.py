@@ -1,4 +1,4 @@
-"""The mixed setting's pieces (bench.config.manifests): a protocol read from Happy's split file has exactly that
+"""The mixed setting's pieces (bench.splits.manifests): a protocol read from Happy's split file has exactly that
 file's counts, a drawn manifest has exactly the protocol's, and a manifest reads back as written."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bench.errors import BenchError
-from bench.config.manifests import Manifest, draw, labelled_count, protocol_counts, read_happy
+from bench.splits.manifests import Manifest, draw, labelled_count, protocol_counts, read_happy
 
 
 def happy_file(path, order, stages=5, unseen=400, old=25, seen=25):

@@ -1,4 +1,4 @@
-"""The mixed setting end to end (bench/config/settings.py, bench/protocol/mixed.py): labels reach a method only in the
+"""The mixed setting end to end (bench/splits/settings.py, bench/protocol/mixed.py): labels reach a method only in the
 labelled stage, each stage holds exactly its manifest's images, the split is written with the run and read
 back, every metric is recomputable from the stored predictions, a method that cannot run the setting is
 refused before anything runs, and the setting is part of the run id."""
@@ -18,10 +18,10 @@ from bench.cli import main
 from bench.data import build_dataset
 from bench.errors import BenchError
 from bench.features.views import Encoder, extract
-from bench.config.manifests import Manifest, draw
+from bench.splits.manifests import Manifest, draw
 from bench.protocol.recompute import replay
 from bench.protocol.runner import execute
-from bench.config.settings import protocol_for
+from bench.splits.settings import protocol_for
 from tests.helpers import tiny_specs
 # K-means that records every Step it is handed, seeing only its own stage (registered as "_Spy")
 from tests.test_protocol import SEEN, registered  # noqa: F401  (registered: an autouse fixture)
@@ -167,7 +167,7 @@ def test_a_grid_block_carries_its_own_cfg_and_the_report_has_the_settings_table(
 
 
 def test_the_registered_protocols_are_happys_and_promptccds_cifar100_splits():
-    from bench.config.settings import mixed_setting
+    from bench.splits.settings import mixed_setting
 
     labels = np.repeat(np.arange(100), 500)  # CIFAR-100's shape: 100 classes of 500 training images
     happy = protocol_for(mixed_setting("happy-5-stage"), 100, labels)
@@ -206,7 +206,7 @@ HAPPY_CIFAR100_SESSIONS = [
 
 
 def test_happys_arrival_order_on_cifar100_is_its_logs():
-    from bench.config.settings import arrival_order, mixed_setting
+    from bench.splits.settings import arrival_order, mixed_setting
 
     setting = {**mixed_setting("happy-5-stage"), "arrival": "happy"}
     order = arrival_order(setting, 100)
@@ -216,7 +216,7 @@ def test_happys_arrival_order_on_cifar100_is_its_logs():
 
 
 def test_a_run_with_happys_arrival_brings_the_new_classes_in_that_order(tmp_path):
-    from bench.config.peer_splits import happy_arrival_order
+    from bench.splits.peer_splits import happy_arrival_order
 
     (canonical,) = tiny_specs(methods=["_Spy"], splits=["happy-5-stage"], **MIXED)
     (spec,) = tiny_specs(methods=["_Spy"], splits=["happy-5-stage"], **MIXED, **{"setting.arrival": "happy"})
@@ -244,8 +244,8 @@ HAPPY_CUB_SESSIONS = [
 
 
 def test_happys_cub_split_labels_the_ssb_known_classes_and_has_its_stage_sizes():
-    from bench.config.peer_splits import SSB_KNOWN
-    from bench.config.settings import arrival_order, mixed_setting
+    from bench.splits.peer_splits import SSB_KNOWN
+    from bench.splits.settings import arrival_order, mixed_setting
 
     setting = mixed_setting("happy-cub-5-stage")
     order = arrival_order(setting, 200, "cub200")
@@ -284,7 +284,7 @@ def test_a_protocol_on_the_whole_training_set_gets_the_val_partition_back():
 def test_happys_arrival_order_on_tinyimagenet_is_its_logs():
     """logs/tiny_continual_dataset_dict.txt: 100 labelled classes, then 5 sessions of 20 (its class indices, the
     sorted wnids, as bench's reader numbers them)."""
-    from bench.config.settings import arrival_order, mixed_setting
+    from bench.splits.settings import arrival_order, mixed_setting
 
     sessions = [
         [126, 186, 102, 155, 175, 193, 116, 173, 154, 195, 153, 192, 178, 113, 107, 130, 122, 124, 133, 108],
@@ -301,8 +301,8 @@ def test_happys_imagenet100_split_is_its_logs_counts_and_order():
     """logs/in100_continual_dataset_dict.txt: 50 labelled classes, 5 sessions of 10 in its shuffled order; per
     session 60 images of each earlier class and 1000 of each arriving one, all of a class with fewer (its
     data/imagenet.py), on ImageNet-100's shape (1300 training images per class, a few with fewer)."""
-    from bench.config.manifests import draw
-    from bench.config.settings import arrival_order, mixed_setting, stage_sizes
+    from bench.splits.manifests import draw
+    from bench.splits.settings import arrival_order, mixed_setting, stage_sizes
 
     setting = mixed_setting("happy-in100-5-stage")
     order = arrival_order(setting, 100)
@@ -330,7 +330,7 @@ def test_promptccds_split_on_cub_and_imagenet100_shapes_is_its_configs():
     labelled; on CUB it reads the whole official training set (30 images a class, most of them) in official id
     order, as bench's mixed setting does. Its cuts by hand, per class of 30: labelled int(30·0.87) = 26, then 2, 1,
     1; arriving at stage 1: 21, 6, 3; at stage 2: 27, 3; at stage 3: 30."""
-    from bench.config.settings import mixed_setting, stage_sizes
+    from bench.splits.settings import mixed_setting, stage_sizes
 
     cub = protocol_for(mixed_setting("promptccd-3-stage"), 200, np.repeat(np.arange(200), 30))
     assert set(cub.labelled_counts) == set(range(140)) and set(cub.labelled_counts.values()) == {26}
@@ -342,8 +342,8 @@ def test_promptccds_split_on_cub_and_imagenet100_shapes_is_its_configs():
 
 @pytest.mark.parametrize("dataset, classes, known", [("aircraft", 100, 50), ("cars", 196, 98)])
 def test_the_ssb_known_classes_of_aircraft_and_cars_are_labelled_with_happy_ssb(dataset, classes, known):
-    from bench.config.peer_splits import SSB_KNOWN
-    from bench.config.settings import arrival_order, mixed_setting
+    from bench.splits.peer_splits import SSB_KNOWN
+    from bench.splits.settings import arrival_order, mixed_setting
 
     setting = {**mixed_setting("happy-5-stage"), "arrival": "happy-ssb", "labelled_classes": known}
     order = arrival_order(setting, classes, dataset)

@@ -39,7 +39,7 @@ def test_every_row_parses_cites_its_source_and_is_a_percentage(path):
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_every_mapped_cell_is_named_as_bench_names_it(path):
-    from bench.config.settings import EVALUATIONS, K_SOURCES, MIXED_SPLITS
+    from bench.splits.settings import EVALUATIONS, K_SOURCES, MIXED_SPLITS
     from bench.registries import DATASETS, load_all
 
     load_all()

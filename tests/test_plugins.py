@@ -191,7 +191,7 @@ def test_a_plugin_never_takes_a_name_of_benchs(capsys, tmp_path):
     # that imports no part of bench's backbones takes the name of one
     (folder / "pixels.py").write_text("from bench.registries import BACKBONES\n\n"
                                       "BACKBONES.register_module(name='pixels', module=type('Mine', (), {}))\n")
-    code = (f"from bench import plugins; plugins.use([{str(folder)!r}]); from bench.data import reader_class; "
+    code = (f"from bench.registries import plugins; plugins.use([{str(folder)!r}]); from bench.data import reader_class; "
             "reader_class('nowhere'); from bench.registries import BACKBONES; print(BACKBONES.get('pixels').__module__)")
     out = bench_in_subprocess(code, {"PYTHONPATH": str(ROOT)}, tmp_path)
     assert out.splitlines()[-1] == "bench.features.backbones"

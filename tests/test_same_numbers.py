@@ -133,7 +133,7 @@ def test_every_thread_pool_a_run_can_reach_is_limited_even_where_it_loads_later(
     import subprocess
     import sys
 
-    code = ("import torch, threadpoolctl; from bench import numerics; numerics.fix(1, torch.device('cpu')); "
+    code = ("import torch, threadpoolctl; from bench.core import numerics; numerics.fix(1, torch.device('cpu')); "
             "import sklearn.cluster, scipy.linalg; "
             "print(sorted({(p['internal_api'], p['num_threads']) for p in threadpoolctl.threadpool_info()}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout

@@ -1,4 +1,4 @@
-"""Other codebases' split files (bench.config.peer_splits), each written here in its real on-disk format: a
+"""Other codebases' split files (bench.splits.peer_splits), each written here in its real on-disk format: a
 PromptCCD split gives exactly the stages its files and rule give, and an SSB split pickle is read
 without running anything it asks for."""
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from bench.errors import BenchError
-from bench.config.manifests import draw
-from bench.config.peer_splits import (PromptCCDConfig, happy_arrival_order, promptccd_protocol, read_promptccd,
+from bench.splits.manifests import draw
+from bench.splits.peer_splits import (PromptCCDConfig, happy_arrival_order, promptccd_protocol, read_promptccd,
                                read_ssb_splits)
 
 RATIOS = "[[0.87, 0.54, 0.5, 1.0], [0.7, 0.67, 1.0], [0.9, 1.0], [1.0]]"
@@ -186,8 +186,8 @@ def test_a_pickle_that_asks_for_any_global_is_refused_and_nothing_runs(tmp_path,
     ("image_list", "a PromptCCD image list"), ("ssb", "an SSB split file")])
 @pytest.mark.parametrize("broken", ["missing", "binary", "directory"])
 def test_every_peer_file_reader_names_a_file_it_cannot_read(tmp_path, reader, what, broken):
-    from bench.config.manifests import read_happy
-    from bench.config.peer_splits import read_class_dict, read_image_list, read_promptccd_config
+    from bench.splits.manifests import read_happy
+    from bench.splits.peer_splits import read_class_dict, read_image_list, read_promptccd_config
 
     path = tmp_path / "file"
     if broken == "binary":

@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bench.config.manifests import Manifest
+from bench.splits.manifests import Manifest
 from bench.errors import BenchError
 from bench.protocol.epoch_selection import EpochSelection
 from bench.protocol.evaluate import clustering_accuracy, old_new_accuracies

@@ -5,7 +5,7 @@ Each command parses its options and calls the Python API (`bench.api`) or the li
 before anything runs live there (`bench.execution.preflight`), so the command line and the API refuse the same
 input with the same one-line error.
 
-Imports from: bench.errors, bench.core, bench.registries, bench.data, bench.config, bench.features, bench.runs,
+Imports from: bench.errors, bench.core, bench.splits, bench.registries, bench.data, bench.config, bench.features, bench.runs,
 bench.protocol, bench.reporting, bench.kit, bench.execution, bench.api.
 """
 from bench.cli.main import build_parser, main

@@ -35,7 +35,7 @@ def command(args: argparse.Namespace) -> int:
         for name, cls in sorted(DATASETS.module_dict.items()):
             print(f"{name:<14} {_first_doc_line(cls)}")
     elif args.kind == "splits":
-        from bench.config.settings import MIXED_SPLITS
+        from bench.splits.settings import MIXED_SPLITS
 
         for name, n in SPLITS.items():
             print(f"{name:<17} class-iNCD: {n} tasks of contiguous classes in the dataset's canonical order")

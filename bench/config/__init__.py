@@ -3,10 +3,9 @@
 - `spec`: `RunSpec` (one run; its canonical JSON hashes to the run id), method names, slugs and labels;
 - `presets`: a method's presets (`code`, `equations`, variants), overrides and the resolved config;
 - `grids`: grids of blocks, their files (bench's and the plugins') and their expansion into run specs;
-- `validate`: every config value checked against its default, range and choices;
-- `settings`: the settings (class-iNCD, the mixed setting of continual category discovery), their splits
-  and defaults; `manifests`: a mixed run's split (the counts a protocol asks for, drawn or given per image);
-  `peer_splits`: the peers' split files (PromptCCD's configs and lists, the SSB splits Happy reads).
+- `validate`: every config value checked against its default, range and choices.
 
-Imports from: bench.errors, bench.core, bench.registries, bench.data.
+The settings and their splits (how a run's classes and images are cut into steps) are `bench.splits`.
+
+Imports from: bench.errors, bench.core, bench.splits, bench.registries, bench.data.
 """

@@ -205,7 +205,7 @@ def check_config(method: str, dataset: str, config: Mapping[str, Any], n_steps: 
 def _check_setting(method: str, config: Mapping[str, Any], runs_on: RunsOn) -> None:
     """The setting follows the split (a mixed protocol's split, or a class-iNCD one), and the method
     must declare it (`RunsOn.settings`)."""
-    from bench.config.settings import MIXED_SPLITS, SETTINGS, check_setting
+    from bench.splits.settings import MIXED_SPLITS, SETTINGS, check_setting
 
     setting = config.get("setting", {})
     name = setting.get("name", "incd")
@@ -229,14 +229,14 @@ def _check_setting(method: str, config: Mapping[str, Any], runs_on: RunsOn) -> N
 def _check_arrival(dataset: str, config: Mapping[str, Any]) -> None:
     """A split that labels a dataset's SSB known classes runs only on a dataset bench has them for; a peer's
     arrival order names the dataset's own classes, so it takes no permuted class order."""
-    from bench.config.peer_splits import SSB_KNOWN
+    from bench.splits.peer_splits import SSB_KNOWN
 
     setting = config.get("setting", {})
     if setting.get("arrival", "canonical") != "canonical" and config.get("split", {}).get("class_order_seed") is not None:
         raise BenchError(f"setting.arrival={setting['arrival']} orders the dataset's own classes as the peer does; "
                          f"leave split.class_order_seed unset with it")
     if setting.get("draw", "bench") == "happy":
-        from bench.config.happy_draw import HAPPY_ORDERED
+        from bench.splits.happy_draw import HAPPY_ORDERED
 
         if dataset not in HAPPY_ORDERED:
             raise BenchError(f"setting.draw=happy replays Happy's draw over a training set in the order its code "

@@ -125,7 +125,7 @@ def resolve_config(method: str, preset: str, dataset: str, split: str,
     params, overrides = load_preset(method, preset)
     params.update(_matching_overrides(overrides, dataset, split))
     config = {"method": params, **copy.deepcopy(DEFAULT_SECTIONS)}
-    from bench.config.settings import MIXED_SPLITS, mixed_setting
+    from bench.splits.settings import MIXED_SPLITS, mixed_setting
 
     if split in MIXED_SPLITS:  # the split names the setting: its section starts from the protocol's defaults
         from bench.data import draws_partition
@@ -137,7 +137,7 @@ def resolve_config(method: str, preset: str, dataset: str, split: str,
                     if not (k.startswith("method.") and k.split(".")[1] not in params)}
         config = apply_options(config, relevant, allow_new=("dataset",))
     if split in MIXED_SPLITS:
-        from bench.config.settings import with_manifest_file
+        from bench.splits.settings import with_manifest_file
 
         config["setting"] = with_manifest_file(config["setting"])
     return config

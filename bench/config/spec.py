@@ -12,7 +12,7 @@ A run's configuration has these sections (resolved by `bench.config.presets`, ch
   stored views, shared across run seeds), `batch_size` for extraction and `policy` (`paper`: the
   paper's SimCLR-like views; `code`: the authors' per-dataset policies of docs/methods.md#views);
 - `precision`: `tails` (`fp32` or `bf16`: what the trained blocks of tail methods compute in on CUDA);
-- `split` (`class_order_seed`) and `setting` (class-iNCD or the mixed setting, `bench.config.settings`).
+- `split` (`class_order_seed`) and `setting` (class-iNCD or the mixed setting, `bench.splits.settings`).
 """
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ DEFAULT_SECTIONS: dict[str, dict[str, Any]] = {
     # before they are cut into tasks (a protocol axis: results over several orders)
     "split": {"class_order_seed": None},
     "precision": {"tails": "fp32"},
-    # "incd" (the paper's setting) or "mixed", whose split names its protocol (`bench.config.settings`): a mixed
+    # "incd" (the paper's setting) or "mixed", whose split names its protocol (`bench.splits.settings`): a mixed
     # run's section then holds the protocol's counts, the seed of its draw and how K is known
     "setting": {"name": "incd"},
 }
@@ -169,7 +169,7 @@ class RunSpec:
         order = self.config.get("split", {}).get("class_order_seed")
         split = self.split
         if self.config.get("setting", {}).get("name", "incd") != "incd":
-            from bench.config.settings import describe
+            from bench.splits.settings import describe
 
             split = describe(self.split, self.config)
         return split if order is None else f"{split} · order {order}"
@@ -180,7 +180,7 @@ class RunSpec:
 
 def n_steps_of(split: str) -> int:
     """A split's steps: a class-iNCD split's, or a mixed protocol's labelled stage and its unlabelled ones."""
-    from bench.config.settings import MIXED_SPLITS
+    from bench.splits.settings import MIXED_SPLITS
 
     if split in MIXED_SPLITS:
         return MIXED_SPLITS[split].stages + 1

@@ -23,11 +23,6 @@ def resource_dir(name: str) -> Path:
     return installed if installed.is_dir() else HERE.parent / CHECKOUT_PLACES[name]
 
 
-def checkout_root() -> Path | None:
-    """The source checkout bench runs from, or None for an install that copied it (wheel, `pip install .`)."""
-    return None if (HERE / "methods").is_dir() else HERE.parent
-
-
 def _version() -> str:
     try:
         return version("bench")

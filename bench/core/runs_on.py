@@ -37,7 +37,7 @@ class RunsOn:
     # A tail method whose head warm-up reads frozen features (`step.train`) before its blocks train
     # (Joint (unfrozen)): the runner then builds the feature bank for it too.
     warms_up_on_features: bool = False
-    # The settings it can run (`bench.config.settings.SETTINGS`): "incd", the paper's class-iNCD (every step
+    # The settings it can run (`bench.splits.settings.SETTINGS`): "incd", the paper's class-iNCD (every step
     # unlabelled images of new classes only), and "mixed", continual category discovery (a labelled first
     # stage, then unlabelled stages mixing known and new classes: `step.labels` in the labelled stage).
     # A run of a setting its method does not list is refused before anything runs.

@@ -3,7 +3,7 @@
 A reader is a class built with its options (`root` for on-disk datasets) whose `load()` returns a
 `LoadedDataset`. `build_dataset` is the one place that turns a name and options into data.
 
-Imports from: bench.errors, bench.core, bench.registries.
+Imports from: bench.errors, bench.core, bench.splits, bench.registries.
 """
 from __future__ import annotations
 

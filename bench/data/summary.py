@@ -6,7 +6,7 @@ from typing import Sequence
 import numpy as np
 from tabulate import tabulate
 
-from bench.data.layout import TaskLayout
+from bench.splits.layout import TaskLayout
 
 
 def task_counts(train_per_class: Sequence[int], test_per_class: Sequence[int], n_steps: int) -> list[dict]:

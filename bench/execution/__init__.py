@@ -6,6 +6,6 @@
   with bench), `scheduler` (runs to workers, in-process or SLURM);
 - `slurm`: job arrays through submitit, profiles, status and cancel.
 
-Imports from: bench.errors, bench.core, bench.registries, bench.data, bench.config, bench.features, bench.runs,
+Imports from: bench.errors, bench.core, bench.splits, bench.registries, bench.data, bench.config, bench.features, bench.runs,
 bench.protocol.
 """

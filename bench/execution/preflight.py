@@ -43,8 +43,8 @@ def check_splits(specs: Sequence[Any]) -> None:
     """A split the dataset's classes cannot fill (more tasks than classes, or an empty last task
     under the authors' ceil(K/T) rule) is refused before anything runs."""
     from bench.data import declared_num_classes
-    from bench.protocol.evaluate import TaskLayout
-    from bench.config.settings import class_groups, setting_of
+    from bench.splits.layout import TaskLayout
+    from bench.splits.settings import class_groups, setting_of
 
     for spec in specs:
         n = declared_num_classes(spec.dataset, spec.config["dataset"])
@@ -173,7 +173,7 @@ def _check_manifest_fits(spec: Any, manifest_file: str) -> None:
     """A given split manifest (`setting.manifest_file`, whose form `read_manifest_file` checked when the run was
     planned) against the dataset it splits: every index one of its training images, every stage bringing new
     classes. The dataset is read (its labels), once per dataset and file."""
-    from bench.config.manifests import class_order_of, read_manifest_file
+    from bench.splits.manifests import class_order_of, read_manifest_file
     from bench.data import build_dataset
 
     manifest, _ = read_manifest_file(manifest_file, spec.n_steps - 1)

@@ -10,19 +10,5 @@ prefix and the trainable tails' inputs, augmented views.
 - `tokens` (the prefix/tail split of a ViT and the live token source) and `token_bank` (stored tokens);
 - `augment`: training-view policies by name.
 
-Imports from: bench.errors, bench.core, bench.registries, bench.data, bench.config.
+Imports from: bench.errors, bench.core, bench.splits, bench.registries, bench.data, bench.config.
 """
-from __future__ import annotations
-
-from importlib import import_module
-from typing import Any
-
-# `bench.features` was one module before the package (`bench.features.views` now): its names still import
-# from here, on first use, so that `import bench.features.weights` stays light (no torch).
-_VIEWS = ("Encoder", "FeatureViews", "LiveViews", "extract", "autocast_for", "autocast_args")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _VIEWS:
-        return getattr(import_module("bench.features.views"), name)
-    raise AttributeError(f"module 'bench.features' has no attribute {name!r}")

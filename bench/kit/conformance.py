@@ -118,7 +118,7 @@ def _override_targets(cfg: Mapping[str, Any], presets: list[str], default: str =
     """(preset, dataset, split) of every per-dataset/split override a preset file has (keys `dataset`,
     `dataset/split` or `*/split`), for the datasets registered now (another's reader may not be loaded)."""
     from bench.data import reader_class
-    from bench.config.settings import MIXED_SPLITS
+    from bench.splits.settings import MIXED_SPLITS
     from bench.config.spec import SPLITS
 
     targets = []

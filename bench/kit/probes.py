@@ -167,7 +167,7 @@ def relabelled(build: Callable[..., Any], n_steps: int) -> Callable[..., Any]:
     shift within each step's classes): the same images in the same steps, every label wrong. A
     method that reads no label cannot tell."""
     from bench.data.base import ImageSet
-    from bench.protocol.evaluate import TaskLayout
+    from bench.splits.layout import TaskLayout
 
     def build_relabelled(*args: Any, **kwargs: Any) -> Any:
         data = build(*args, **kwargs)

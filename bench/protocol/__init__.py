@@ -13,5 +13,5 @@
 - `transductive`: PromptCCD's evaluation and selection (semi-supervised k-means over a method's representation);
 - `recompute`: a finished run's metrics again from its stored predictions, with no training.
 
-Imports from: bench.errors, bench.core, bench.registries, bench.data, bench.config, bench.features, bench.runs.
+Imports from: bench.errors, bench.core, bench.splits, bench.registries, bench.data, bench.config, bench.features, bench.runs.
 """

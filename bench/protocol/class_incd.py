@@ -12,7 +12,7 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 import torch
 
-from bench.data.layout import TaskLayout
+from bench.splits.layout import TaskLayout
 from bench.protocol.evaluate import Evaluator
 from bench.protocol.feeding import Feed
 from bench.protocol.outputs import checked

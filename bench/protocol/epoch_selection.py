@@ -27,7 +27,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import torch
 
-from bench.config.settings import SELECTIONS
+from bench.splits.settings import SELECTIONS
 
 Logits = Callable[[torch.Tensor], torch.Tensor]
 Score = Callable[[Logits], float]

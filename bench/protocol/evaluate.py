@@ -60,7 +60,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.data.layout import TaskLayout
+from bench.splits.layout import TaskLayout
 from bench.runs.rows import MetricRow
 
 __all__ = ["Evaluator", "MetricRow", "TaskLayout"]  # the last two live below the protocol; imported from here too

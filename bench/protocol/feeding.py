@@ -18,7 +18,7 @@ import torch
 from bench.config.spec import FEATURE_MODES, RunSpec
 from bench.core.progress import LoggedProgress
 from bench.data import ImageSet
-from bench.data.layout import TaskLayout
+from bench.splits.layout import TaskLayout
 from bench.errors import BenchError
 from bench.features.bank import default_cache_dir, load_or_build, weights_identity
 from bench.features.tokens import LiveTokens, Prefix

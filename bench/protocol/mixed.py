@@ -1,4 +1,4 @@
-"""The stages of the `mixed` setting (continual category discovery, `bench.config.settings`) for the one stage
+"""The stages of the `mixed` setting (continual category discovery, `bench.splits.settings`) for the one stage
 loop (`bench.protocol.runner`): the split is drawn once into a manifest (`split.json`, written with the run and
 read back on resume); stage t hands the method the stage's images (with their labels in the labelled stage
 only), and is evaluated on the test images of every class seen so far.
@@ -30,11 +30,11 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import torch
 
-from bench.config.manifests import Manifest, MixedProtocol, draw, hold_out
-from bench.config.settings import TEST_SELECTIONS
+from bench.splits.manifests import Manifest, MixedProtocol, draw, hold_out
+from bench.splits.settings import TEST_SELECTIONS
 from bench.errors import BenchError
 from bench.core.storage import write_atomic
-from bench.data.layout import TaskLayout
+from bench.splits.layout import TaskLayout
 from bench.protocol.epoch_selection import LAST, EpochSelection
 from bench.protocol.evaluate import clustering_accuracy, old_new_accuracies
 from bench.protocol.feeding import Feed, step_order
@@ -57,15 +57,15 @@ def manifest_of(out: Path, protocol: MixedProtocol, train_labels: np.ndarray, se
                 happy: bool | None = None) -> Manifest:
     """The run's split: read back from its `split.json` (a resumed run), else the `given` one
     (`setting.manifest_file`), or Happy's draw replayed (`happy`: whether its classes arrive shuffled;
-    `bench.config.happy_draw`), or one drawn with `seed`, and written; with `validation`, that fraction of
-    each labelled class's stage-0 images is held out (`bench.config.manifests.hold_out`)."""
+    `bench.splits.happy_draw`), or one drawn with `seed`, and written; with `validation`, that fraction of
+    each labelled class's stage-0 images is held out (`bench.splits.manifests.hold_out`)."""
     path = out / SPLIT_FILE
     if path.exists():
         return Manifest.from_json(path.read_text())
     if given is not None:
         manifest = given
     elif happy is not None:
-        from bench.config.happy_draw import happy_draw
+        from bench.splits.happy_draw import happy_draw
 
         manifest = happy_draw(protocol, train_labels, shuffled=happy)
     else:

@@ -17,8 +17,8 @@ from bench.core import numerics
 from bench.features.backbones import build_backbone
 from bench.data import ImageSet, build_dataset
 from bench.errors import BenchError
-from bench.protocol.evaluate import TaskLayout
-from bench.config.settings import arrival_order, protocol_for, setting_of, stage_sizes
+from bench.splits.layout import TaskLayout
+from bench.splits.settings import arrival_order, protocol_for, setting_of, stage_sizes
 from bench.config.spec import RunSpec
 
 Log = Callable[[str], None]
@@ -57,7 +57,7 @@ class Parts:
     method: Any
     val_images: ImageSet
     mapping_images: str
-    protocol: Any = None  # the mixed setting's protocol (`bench.config.settings`); None in class-iNCD
+    protocol: Any = None  # the mixed setting's protocol (`bench.splits.settings`); None in class-iNCD
     manifest: Any = None  # a mixed run's given split (`setting.manifest_file`); None: drawn by the run
 
 
@@ -117,7 +117,7 @@ def assemble(spec: RunSpec, out: Path, device: torch.device, log: Log) -> Parts:
 def _from_manifest_file(spec: RunSpec, data: Any, log: Log) -> tuple[Any, Any, Any]:
     """A mixed run that holds a given split (`setting.manifest_file`): the dataset in the class order its
     stages make, the manifest, and its counts as the run's protocol."""
-    from bench.config.manifests import class_order_of, protocol_of, read_manifest_file
+    from bench.splits.manifests import class_order_of, protocol_of, read_manifest_file
 
     setting = spec.config["setting"]
     manifest, digest = read_manifest_file(setting["manifest_file"], spec.n_steps - 1)

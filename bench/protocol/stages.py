@@ -10,8 +10,8 @@ from typing import Any, Callable, Mapping, Protocol
 
 import numpy as np
 
-from bench.config.settings import setting_of
-from bench.data.layout import TaskLayout
+from bench.splits.settings import setting_of
+from bench.splits.layout import TaskLayout
 from bench.protocol import class_incd, mixed
 from bench.protocol.feeding import Feed
 from bench.protocol.step import Step

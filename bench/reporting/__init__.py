@@ -8,7 +8,7 @@
   `site/` (the html report), `outcomes` (what a command says about finished runs: the leaderboard, failures, version
   warnings).
 
-Imports from: bench.errors, bench.core, bench.registries, bench.data, bench.config, bench.features,
+Imports from: bench.errors, bench.core, bench.splits, bench.registries, bench.data, bench.config, bench.features,
 bench.runs, bench.protocol.
 """
 from __future__ import annotations

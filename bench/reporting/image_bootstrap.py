@@ -18,7 +18,7 @@ from typing import Mapping
 import numpy as np
 
 from bench.protocol.evaluate import Evaluator
-from bench.data.layout import TaskLayout
+from bench.splits.layout import TaskLayout
 
 CHUNK = 128  # resamples per matrix: 128 × 10,000 images of float64 is 10 MB
 # `bench.protocol.mixed.MIXED_MARK`, named here: importing that module imports torch, which a report never needs

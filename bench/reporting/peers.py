@@ -69,7 +69,7 @@ def mapped(reference: pd.DataFrame) -> pd.Series:
 
 
 def split_parts(split: str) -> tuple[str, str, str]:
-    """(protocol, K, evaluation) of a mixed run's split label (`bench.config.settings.describe`):
+    """(protocol, K, evaluation) of a mixed run's split label (`bench.splits.settings.describe`):
     `happy-5-stage · draw 0 · K silhouette · transductive` → (happy-5-stage, silhouette, transductive)."""
     parts = str(split).split(" · ")
     k = next((p[2:] for p in parts[1:] if p.startswith("K ")), "known")

@@ -11,5 +11,5 @@
 
 Storage knows nothing of the protocol: how rows are computed from predictions is `bench.protocol`.
 
-Imports from: bench.errors, bench.core, bench.registries, bench.data, bench.config.
+Imports from: bench.errors, bench.core, bench.splits, bench.registries, bench.data, bench.config.
 """

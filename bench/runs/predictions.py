@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.errors import BenchError
-from bench.data.layout import TaskLayout
+from bench.splits.layout import TaskLayout
 from bench.core.storage import atomic_path
 
 PREDICTIONS = "predictions.npz"

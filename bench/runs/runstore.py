@@ -16,7 +16,7 @@ import pandas as pd
 
 from bench.core.provenance import utc_now
 from bench.core.storage import write_atomic
-from bench.data.layout import TaskLayout
+from bench.splits.layout import TaskLayout
 from bench.runs import predictions
 from bench.runs.metrics_file import write_metrics
 from bench.runs.provenance_file import provenance_of, write_provenance

@@ -5,7 +5,7 @@ A `MixedProtocol` says, per stage, how many training images of which class it ho
 into a `Manifest` (which image goes to which stage, labelled or not) for a dataset's training labels
 and a seed. A manifest is what a run would record and can be written and read back (`to_json`,
 `from_json`, versioned); `read_happy` imports the split file Happy (NeurIPS'24) ships, so that the
-counts are exactly that file's (PromptCCD's files and Happy's SSB class splits: `bench.config.peer_splits`).
+counts are exactly that file's (PromptCCD's files and Happy's SSB class splits: `bench.splits.peer_splits`).
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ class MixedProtocol:
     """Stage 0: `labelled_fraction` of every image of each class in `labelled_classes`, with labels.
     Stage s >= 1: `stages[s - 1]`, a map class -> number of unlabelled images.
 
-    Two fields only PromptCCD's rule (bench.config.peer_splits) needs, off by default (Happy's way):
+    Two fields only PromptCCD's rule (bench.splits.peer_splits) needs, off by default (Happy's way):
     `labelled_counts`, the labelled images per class when a rule fixes them (PromptCCD floors
     `n * fraction`, where `labelled_fraction` would round); `disjoint`, every image in at most one stage
     (PromptCCD partitions each class's images among the stages, where Happy draws each stage afresh)."""
@@ -275,7 +275,7 @@ def read_manifest_file(path: str | Path, stages: int) -> tuple[Manifest, str]:
         raise BenchError(f"setting.manifest_file {path}: {err}") from None
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as err:
         raise BenchError(f"setting.manifest_file {path}: not a readable split manifest ({type(err).__name__}: "
-                         f"{err}); give a run's split.json or one in its format (bench.config.manifests.Manifest)") from None
+                         f"{err}); give a run's split.json or one in its format (bench.splits.manifests.Manifest)") from None
     if len(manifest.stages) != stages + 1 or manifest.labelled != (True,) + (False,) * stages:
         raise BenchError(f"setting.manifest_file {path}: {len(manifest.stages)} stages labelled {list(manifest.labelled)}; "
                          f"the split has a labelled stage then {stages} unlabelled ones")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.config.manifests import Manifest, MixedProtocol
+from bench.splits.manifests import Manifest, MixedProtocol
 from bench.errors import BenchError
 
 # the datasets whose training images bench's readers give in the order Happy's readers do (CUB's: its whole

@@ -1,5 +1,5 @@
 """Split files that other continual category discovery code ships, read as data into bench's
-`MixedProtocol` and `Manifest` (bench.config.manifests), so that a run can hold exactly their stages. Nothing a
+`MixedProtocol` and `Manifest` (bench.splits.manifests), so that a run can hold exactly their stages. Nothing a
 file holds is ever run: text is parsed as literals, a pickle through an unpickler that imports nothing.
 
 PromptCCD (Cendra et al., ECCV'24; github.com/Visual-AI/PromptCCD) ships under `config/`:
@@ -16,7 +16,7 @@ counts (a `MixedProtocol`) can be PromptCCD's.
 
 Happy (Ma et al., NeurIPS'24; github.com/mashijie1028/Happy-CGCD) takes CUB's classes from the Semantic
 Shift Benchmark's `ssb_splits/cub_osr_splits.pkl` (`read_ssb_splits`); its stage counts are in the
-file `bench.config.manifests.read_happy` reads.
+file `bench.splits.manifests.read_happy` reads.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from bench.errors import BenchError, first_line
-from bench.config.manifests import Manifest, MixedProtocol, read_text
+from bench.splits.manifests import Manifest, MixedProtocol, read_text
 
 # -- PromptCCD --------------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ A mixed protocol is a rule, so that it applies to any dataset. Happy's (`happy-5
 stage, and stage s holds, per class, `old_seen` images of each labelled class (from the images the labelled
 stage left), `novel_seen` of each class that arrived in an earlier stage and `novel_unseen` of each class
 arriving now. A count below 1 is a fraction of the class's training images (at least one image).
-PromptCCD's (`promptccd-3-stage`) is `bench.config.peer_splits.promptccd_protocol` with the section's ratios.
+PromptCCD's (`promptccd-3-stage`) is `bench.splits.peer_splits.promptccd_protocol` with the section's ratios.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from bench.errors import BenchError, closest, suggestion
-from bench.config.manifests import MixedProtocol
+from bench.splits.manifests import MixedProtocol
 
 SETTINGS: dict[str, str] = {
     "incd": "class-iNCD (the paper's): each step holds unlabelled images of its new classes only",
@@ -42,7 +42,7 @@ SELECTIONS: dict[str, str] = {
 TEST_SELECTIONS = ("oracle", "happy", "promptccd")  # the rules that read the test labels: every result of theirs is marked
 ORACLE_MARK = "oracle on test"
 # setting.arrival: "canonical", the new classes in the class order; "happy", in the order Happy's runs
-# (`--shuffle_classes --seed 0`) shuffle them (`bench.config.peer_splits.happy_arrival_order`); "happy-ssb", the
+# (`--shuffle_classes --seed 0`) shuffle them (`bench.splits.peer_splits.happy_arrival_order`); "happy-ssb", the
 # dataset's SSB known classes labelled (Happy's `--use_ssb_splits`, on by default) and the others in Happy's order
 ARRIVALS = ("canonical", "happy", "happy-ssb")
 # setting.evaluation: what a stage is scored on (`bench.protocol.mixed`, `bench.protocol.transductive`)
@@ -51,7 +51,7 @@ EVALUATIONS: dict[str, str] = {
     "transductive": "semi-supervised k-means at known K over the method's representation of the stage's own "
                     "training images (PromptCCD's)",
 }
-# setting.draw: which images each stage holds (`bench.config.manifests.draw`, `bench.config.happy_draw`)
+# setting.draw: which images each stage holds (`bench.splits.manifests.draw`, `bench.splits.happy_draw`)
 DRAWS: dict[str, str] = {
     "bench": "bench's draw, seeded with setting.manifest_seed",
     "happy": "Happy's code's draw, replayed: its very images (CIFAR, TinyImageNet, ImageNet-100, CUB-200)",
@@ -62,7 +62,7 @@ K_SOURCES = ("known", "silhouette", "brent")  # setting.k: the new classes' coun
 @dataclass(frozen=True)
 class MixedSplit:
     """A registered mixed protocol: its unlabelled stages, the rule that cuts them (`happy`: the counts
-    below; `promptccd`: `bench.config.peer_splits.promptccd_protocol`) and the defaults of its `setting` section."""
+    below; `promptccd`: `bench.splits.peer_splits.promptccd_protocol`) and the defaults of its `setting` section."""
 
     stages: int
     source: str
@@ -119,7 +119,7 @@ def with_manifest_file(setting: dict[str, Any]) -> dict[str, Any]:
     """The section with the sha256 of its `manifest_file`, read and checked now (before anything runs)."""
     if not setting.get("manifest_file"):
         return setting
-    from bench.config.manifests import read_manifest_file
+    from bench.splits.manifests import read_manifest_file
 
     if not isinstance(setting["manifest_file"], str):
         raise BenchError(f"bad setting.manifest_file={setting['manifest_file']!r}: the path of a split manifest")
@@ -222,7 +222,7 @@ def arrival_order(setting: Mapping[str, Any], num_classes: int, dataset: str = "
     arrival = setting.get("arrival", "canonical")
     if arrival == "canonical":
         return None
-    from bench.config.peer_splits import SSB_KNOWN, happy_arrival_order
+    from bench.splits.peer_splits import SSB_KNOWN, happy_arrival_order
 
     if arrival == "happy-ssb":
         if dataset not in SSB_KNOWN:
@@ -240,7 +240,7 @@ def arrival_order(setting: Mapping[str, Any], num_classes: int, dataset: str = "
 
 
 def _promptccd_config(setting: Mapping[str, Any], num_classes: int) -> Any:
-    from bench.config.peer_splits import PromptCCDConfig
+    from bench.splits.peer_splits import PromptCCDConfig
 
     ratios = setting["ccd_split_ratio"]
     if not isinstance(ratios, (list, tuple)) or not all(isinstance(r, (list, tuple)) for r in ratios):
@@ -257,7 +257,7 @@ def protocol_for(setting: Mapping[str, Any], num_classes: int, train_labels: np.
     labelled, per_stage = class_groups(setting, num_classes)
     sizes = np.bincount(np.asarray(train_labels, dtype=np.int64), minlength=num_classes)
     if MIXED_SPLITS[setting["protocol"]].rule == "promptccd":
-        from bench.config.peer_splits import promptccd_protocol
+        from bench.splits.peer_splits import promptccd_protocol
 
         return promptccd_protocol(sizes.tolist(), _promptccd_config(setting, num_classes))
     arrivals = [range(labelled + s * per_stage, labelled + (s + 1) * per_stage) for s in range(stages)]
