@@ -65,7 +65,7 @@ class Happy(ContinualSimGCD):
             loss = loss + hp["kd_weight"] * feature_distillation(z, before)
         return loss
 
-    def end_stage(self, step: Step) -> None:
+    def end_step(self, step: Step) -> None:
         z = self._features(step)
         if step.labels is not None:
             labels = step.labels.to(z.device)

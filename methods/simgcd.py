@@ -53,7 +53,7 @@ class ContinualSimGCD(OneTail):
         """More terms of an unlabelled stage's loss, on the batch's two views' tokens and their features z (2B × D)."""
         return z.new_zeros(())
 
-    def end_stage(self, step: Step) -> None:
+    def end_step(self, step: Step) -> None:
         """After a stage's training (and its epoch selection)."""
 
     # --- the procedure -----------------------------------------------------------------------------------
@@ -106,7 +106,7 @@ class ContinualSimGCD(OneTail):
                          lr_at=lambda e: cosine_after_epoch(e, epochs, lr, lr * hp["eta_min_ratio"]),
                          on_epoch=on_epoch, read_ahead=[step.tokens], after_epoch=after_epoch)
         tail.eval(), head.eval()
-        self.end_stage(step)
+        self.end_step(step)
 
     @torch.no_grad()
     def logits(self, x: torch.Tensor) -> torch.Tensor:
