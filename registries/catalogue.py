@@ -24,7 +24,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Mapping
 
-from bench.errors import BenchError
+from bench.errors import BenchError, unknown
 from bench.core.runs_on import RunsOn
 from bench.core.storage import write_atomic
 
@@ -176,6 +176,15 @@ def method_info(name: str) -> MethodInfo | None:
     return MethodInfo(RunsOn.from_dict(entry["runs_on"]), entry["preset_file"],
                       {k: tuple(v) for k, v in entry["hparam_choices"].items()}, entry.get("preset_dir"),
                       tuple(entry.get("source_files", ())))
+
+
+def known_method(name: str) -> MethodInfo:
+    """A registered method's catalogue entry, for a name already checked (or that must be one): an unknown name
+    is the one-line error that lists the registered methods."""
+    info = method_info(name)
+    if info is None:
+        raise unknown("method", name, method_names())
+    return info
 
 
 def method_names() -> list[str]:

@@ -16,7 +16,7 @@ def command(args: argparse.Namespace) -> int:
     from bench.config.spec import SPLITS
     from bench.config.grids import grid_names, load_grid
     from bench.registries import DATASETS
-    from bench.registries.catalogue import catalogue, method_info, method_names
+    from bench.registries.catalogue import catalogue, known_method, method_names
 
     if args.kind == "methods":
         from bench.config.spec import method_slug, method_slugs
@@ -24,7 +24,7 @@ def command(args: argparse.Namespace) -> int:
 
         method_slugs()  # two methods with one slug: an error naming both, before anything is listed
         for name in method_names():
-            info = method_info(name)
+            info = known_method(name)
             role = "reference, sees past steps" if info.sees_past_steps else "incremental"
             presets = preset_names(_read_config(str(info.preset_path())))
             settings = "+".join(info.runs_on.settings)  # incd: class-iNCD; mixed: continual category discovery

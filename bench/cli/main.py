@@ -125,7 +125,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     except OSError as err:
         if err.errno == errno.ENAMETOOLONG:  # a path option, or a path built from one, beyond the file system's limits
             print(f"bench: error: a path is too long for the file system ({err.strerror}): "
-                  f"{shortened(err.filename or err)}; give shorter paths", file=sys.stderr)
+                  f"{shortened(str(err.filename or err))}; give shorter paths", file=sys.stderr)
             return 2
         if not disk_full(err):
             raise

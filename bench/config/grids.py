@@ -192,9 +192,9 @@ def check_config(method: str, dataset: str, config: Mapping[str, Any], n_steps: 
     keys typed by its `equations` dict (every key), the shared sections by `DEFAULT_SECTIONS`, the dataset's by its reader."""
     from bench.data import reader_class
     from bench.config.validate import check_dataset_options, check_method, check_sections
-    from bench.registries.catalogue import method_info
+    from bench.registries.catalogue import known_method
 
-    info = method_info(method)
+    info = known_method(method)
     check_method(config["method"], load_preset(method, EQUATIONS)[0], info.hparam_choices, n_steps)
     check_sections(config, DEFAULT_SECTIONS, SECTION_CHOICES)
     _check_setting(method, config, info.runs_on)

@@ -122,7 +122,7 @@ def check_sections(config: Mapping[str, Any], defaults: Mapping[str, Mapping[str
 
 def check_dataset_options(reader: type, options: Mapping[str, Any]) -> None:
     """Dataset options against the reader's keyword defaults (`synthetic`'s `num_classes` ...)."""
-    params = inspect.signature(reader.__init__).parameters
+    params = inspect.signature(reader).parameters
     for key, value in options.items():
         if key == "root" or key not in params:
             continue  # unknown names are the reader's to refuse, with its valid options

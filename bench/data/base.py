@@ -43,23 +43,26 @@ class ImageSet:
     def load(self, index: np.ndarray | slice) -> np.ndarray:
         """uint8 N×H×W×C images at `index`: sliced from memory, or decoded from their files in
         parallel threads (shorter side resized to 256 and centre-cropped, the authors' 256 stage)."""
-        if self.in_memory:
-            return self.images[index]
-        chosen = self.images[index] if isinstance(index, slice) else [self.images[i] for i in np.asarray(index)]
+        images = self.images
+        if isinstance(images, np.ndarray):
+            return images[index]
+        chosen = images[index] if isinstance(index, slice) else [images[i] for i in np.asarray(index)]
         return decode(chosen)
 
     @property
     def image_shape(self) -> tuple[int, int, int]:
         """H×W×C of the images as `load` returns them."""
-        return tuple(self.load(np.arange(1))[0].shape)  # type: ignore[return-value]
+        height, width, channels = self.load(np.arange(1))[0].shape
+        return height, width, channels
 
     def subset(self, selection: np.ndarray) -> "ImageSet":
         """The images at a boolean mask or an index array (in that order)."""
         selection = np.asarray(selection)
         index = np.flatnonzero(selection) if selection.dtype == bool else selection.astype(np.int64)
-        if self.in_memory:
-            return ImageSet(self.images[index], self.labels[index])
-        return ImageSet([self.images[i] for i in index], self.labels[index])
+        images = self.images
+        if isinstance(images, np.ndarray):
+            return ImageSet(images[index], self.labels[index])
+        return ImageSet([images[i] for i in index], self.labels[index])
 
 
 @dataclass
@@ -119,11 +122,11 @@ class LoadedDataset:
         new_id = np.empty_like(order)
         new_id[order] = np.arange(self.num_classes)
 
-        def relabel(images: ImageSet | None) -> ImageSet | None:
-            return None if images is None else ImageSet(images.images, new_id[images.labels])
+        def relabel(images: ImageSet) -> ImageSet:
+            return ImageSet(images.images, new_id[images.labels])
 
         return replace(self, class_names=[self.class_names[c] for c in order], train=relabel(self.train),
-                       test=relabel(self.test), val=relabel(self.val), extra={**self.extra, "class_order": order.tolist()})
+                       test=relabel(self.test), val=None if self.val is None else relabel(self.val), extra={**self.extra, "class_order": order.tolist()})
 
 
 @runtime_checkable

@@ -55,7 +55,7 @@ def open_resized(path: Path, short: int) -> Image.Image:
             img = img.convert("RGB")
             w, h = img.size
             scale = short / min(w, h)
-            return img.resize((max(short, round(w * scale)), max(short, round(h * scale))), Image.BICUBIC)
+            return img.resize((max(short, round(w * scale)), max(short, round(h * scale))), Image.Resampling.BICUBIC)
     except (OSError, UnidentifiedImageError, ValueError) as err:
         raise DatasetError(f"unreadable image {path}: {err}") from None
 

@@ -116,7 +116,7 @@ class SlurmPack(submitit.helpers.Checkpointable):
         marker.parent.mkdir(parents=True, exist_ok=True)
         specs = [RunSpec.from_json(text) for text in spec_jsons]
         for i, spec in enumerate(specs):
-            if spec.run_id in self.failed or spec.run_id in skipped(Path(results), job_id) or is_done(results, spec):
+            if spec.run_id in self.failed or spec.run_id in skipped(Path(results), job_id) or is_done(Path(results), spec):
                 continue
             marker.write_text(spec.run_id)
             print(f"bench pack {job_id}: run {i + 1}/{len(specs)} {spec.run_id} ({spec.describe()})", flush=True)

@@ -64,11 +64,11 @@ def check_tail_backbones(specs: Sequence[Any]) -> None:
     it unfreezes, is refused before anything runs."""
     from bench.config.spec import first_trainable_block
     from bench.features.weights import REGISTERED_BACKBONES
-    from bench.registries.catalogue import backbone_depth, method_info
+    from bench.registries.catalogue import backbone_depth, known_method
 
     depths: dict[str, int] = {}
     for spec in specs:
-        if not method_info(spec.method).runs_on.trains_blocks:
+        if not known_method(spec.method).runs_on.trains_blocks:
             continue
         key = f"{spec.backbone} {sorted(spec.config['backbone']['kwargs'].items())}"
         if key not in depths:
@@ -190,12 +190,12 @@ def check_caches(results: Path, specs: Sequence[Any]) -> None:
     from bench.features.bank import default_cache_dir, list_banks
     from bench.features.bank_space import (DATASET_IMAGES, FEATURE_DIMS, TOKEN_COUNTS, TOKENS, bank_bytes_bound,
                                            cache_fits, check_cache)
-    from bench.registries.catalogue import method_info
+    from bench.registries.catalogue import known_method
 
     needed: dict[Path, dict[tuple[Any, ...], int]] = {}
     for spec in specs:
         feat, data = spec.config["features"], spec.config["dataset"]
-        tokens = method_info(spec.method).inputs == "tokens"
+        tokens = known_method(spec.method).inputs == "tokens"
         if tokens and not (feat["mode"] == "bank" and feat.get("tokens") == "bank"):
             continue  # live tokens: no bank
         views = feat["views"] if feat["mode"] == "bank" else 0
@@ -208,7 +208,7 @@ def check_caches(results: Path, specs: Sequence[Any]) -> None:
         needed.setdefault(cache, {})[what] = bank_bytes_bound(images, views, dim,
                                                                    TOKEN_COUNTS.get(spec.backbone, TOKENS) if tokens else 1)
     spec_of = {(s.dataset, s.backbone, s.config["features"]["views"] if s.config["features"]["mode"] == "bank" else 0,
-                method_info(s.method).inputs == "tokens", json.dumps(s.config["dataset"], sort_keys=True, default=str)): s
+                known_method(s.method).inputs == "tokens", json.dumps(s.config["dataset"], sort_keys=True, default=str)): s
                for s in specs}
     for cache, banks in needed.items():
         present = {(b.fields.get("dataset"), b.fields.get("backbone"), b.fields.get("views"), b.kind == "token bank",
@@ -258,7 +258,7 @@ def check_report_dir(out: Path) -> None:
     if err is None or disk_full(err):  # a full disk: the writes say so in their own line, naming the file
         return
     why = {errno.EEXIST: "a file of that name exists", errno.ENOTDIR: "a part of the path is a file"}.get(
-        err.errno, err.strerror)
+        err.errno or 0, err.strerror or str(err))
     raise BenchError(f"cannot write the report to {shortened(out)} ({why}); choose another directory with --out DIR")
 
 

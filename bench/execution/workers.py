@@ -203,7 +203,8 @@ def run_pool(specs: list[RunSpec], results: Path, *, workers: int, folder: Path,
 
 def _run_pool(specs: list[RunSpec], results: Path, workers: int, inflight: Path,
               finished: Callable[[RunSpec, str, float, str], None], slots: tuple[str, ...]) -> None:
-    queue, alone, idle_breaks = list(specs), [], 0
+    queue, idle_breaks = list(specs), 0
+    alone: list[RunSpec] = []
     while queue or alone:
         batch, size = ([alone.pop(0)], 1) if alone else (queue, workers)
         # a lone run takes the first slot (its pool has one worker); a full pass, one worker per slot

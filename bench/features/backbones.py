@@ -71,9 +71,9 @@ class TimmBackbone(Backbone):
         if not timm.is_model(model_name.split(".")[0]):
             raise BenchError(f"unknown timm model {model_name!r}; see timm.list_models() for valid names")
         self.model = _create_timm(model_name, pretrained, kwargs)
-        self.feature_dim = int(self.model.num_features if getattr(self.model, "num_classes", 0) == 0
-                               else self.model.num_classes)
-        size = self.model.pretrained_cfg.get("input_size", (3, 224, 224))[-1]
+        model: Any = self.model  # timm's models share these attributes by convention, not by a declared type
+        self.feature_dim = int(model.num_features if getattr(model, "num_classes", 0) == 0 else model.num_classes)
+        size = model.pretrained_cfg.get("input_size", (3, 224, 224))[-1]
         # `input_size` sets the resolution of models without an img_size argument (the authors feed
         # DINO ResNet-50 64×64 images: backbone.kwargs.input_size=64 reproduces that)
         self.input_size = int(kwargs.get("img_size", self._input_size or size))

@@ -239,9 +239,9 @@ class BankTokens:
         the order the run draws)."""
         if not self.reads_ahead:
             return
-        index = _numpy(index)  # rows × V × T × D on the host: the batch's two views are picked from it
-        self._ahead = [*self._ahead[-1:], (index, _reader().submit(_take_sorted, self.arrays["train_views"],
-                                                                   self.rows[index]))]
+        rows = _numpy(index)  # rows × V × T × D on the host: the batch's two views are picked from it
+        self._ahead = [*self._ahead[-1:], (rows, _reader().submit(_take_sorted, self.arrays["train_views"],
+                                                                  self.rows[rows]))]
 
     def end_read_ahead(self) -> None:
         """Drop the blocks read ahead (a loop's end: they are V batches' worth of tokens)."""
@@ -326,8 +326,9 @@ def resident_copy(arrays: Mapping[str, np.ndarray], device: torch.device, fracti
     if sum(a.nbytes for a in arrays.values()) > fraction * free:
         return {}
     for array in arrays.values():  # copied whole: every chunk verified first (a large bank)
-        if getattr(array, "bench_chunks", None) is not None:
-            array.bench_chunks.check_all()
+        chunks = getattr(array, "bench_chunks", None)  # a large bank's file, read in verified chunks
+        if chunks is not None:
+            chunks.check_all()
     return {name: torch.from_numpy(np.ascontiguousarray(a)).to(device) for name, a in arrays.items()}
 
 

@@ -102,14 +102,15 @@ SHOWN_NAMES: dict[str, str] = {
     "clip-vitl14": "ViT-L/14-CLIP", "sup21k-vitb16": "ViT-B/16-IN21k",
 }
 
-IMAGENET_MEAN_STD = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
-OPENAI_CLIP_MEAN_STD = ((0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711))
-INCEPTION_MEAN_STD = ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
-NORMALISATION_NAMES = {IMAGENET_MEAN_STD: "ImageNet's", OPENAI_CLIP_MEAN_STD: "OpenAI CLIP's",
+MeanStd = tuple[tuple[float, ...], tuple[float, ...]]  # per-channel mean and std
+IMAGENET_MEAN_STD: MeanStd = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+OPENAI_CLIP_MEAN_STD: MeanStd = ((0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711))
+INCEPTION_MEAN_STD: MeanStd = ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
+NORMALISATION_NAMES: dict[MeanStd, str] = {IMAGENET_MEAN_STD: "ImageNet's", OPENAI_CLIP_MEAN_STD: "OpenAI CLIP's",
                        INCEPTION_MEAN_STD: "0.5/0.5 (AugReg's)"}
 # The mean and std each field backbone's authors normalise with. The paper's three keep the dataset's
 # (the authors' code normalises with CIFAR's statistics for DINO and CLIP alike: discrepancy 12).
-FEATURE_NORMALISATION: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
+FEATURE_NORMALISATION: dict[str, MeanStd] = {
     **{name: IMAGENET_MEAN_STD for name in FIELD_BACKBONES if name.startswith("dino")},
     "clip-vitl14": OPENAI_CLIP_MEAN_STD,
     "sup21k-vitb16": INCEPTION_MEAN_STD,
@@ -236,7 +237,7 @@ def load_backbone_weights(model: nn.Module, path: str | Path, name: str) -> None
     state = backbone_state(read_checkpoint(path))
     _check_patch_size(state, model, path, name)
     state = _timm_filter(state, model)
-    classifier = model.pretrained_cfg.get("classifier") if hasattr(model, "pretrained_cfg") else None
+    classifier = (getattr(model, "pretrained_cfg", None) or {}).get("classifier")  # a timm model's, where it has one
     if classifier and getattr(model, "num_classes", 1) == 0:
         state = {k: v for k, v in state.items() if not k.startswith(f"{classifier}.")}
     expected = model.state_dict()

@@ -100,9 +100,9 @@ def short_options(method: str) -> dict[str, Any]:
 
 def split_of(method: str) -> str:
     """The split the kit runs `method` on: class-iNCD's, or a mixed one for a method that runs only that setting."""
-    from bench.registries.catalogue import method_info
+    from bench.registries.catalogue import known_method
 
-    return SPLIT if "incd" in method_info(method).runs_on.settings else MIXED_SPLIT
+    return SPLIT if "incd" in known_method(method).runs_on.settings else MIXED_SPLIT
 
 
 def _specs(method: str, preset: str | None = None, options: Mapping[str, Any] | None = None,
@@ -133,14 +133,14 @@ def _override_targets(cfg: Mapping[str, Any], presets: list[str], default: str =
 
 def check_presets(method: str) -> Check:
     """Every preset of the method's file resolves and validates on the kit's run."""
-    from bench.registries.catalogue import method_info
+    from bench.registries.catalogue import known_method
     from bench.config.grids import check_config
     from bench.config.presets import _read_config, preset_names, resolve_config
     from bench.config.spec import DEFAULT_PRESET, EQUATIONS, n_steps_of
 
     name = "presets validate"
     try:
-        info = method_info(method)
+        info = known_method(method)
         path = info.preset_path()
         if not path.is_file():
             return Check(name, False, f"no preset file {path}")
@@ -260,7 +260,7 @@ def run_checks(method: str, workdir: Path | None = None, cache: Path | None = No
         yield from (Check(name, False, "not run: its presets do not validate") for name in dependent)
         return
     own = workdir is None
-    work = Path(tempfile.mkdtemp(prefix="bench-check-")) if own else Path(workdir)
+    work = Path(tempfile.mkdtemp(prefix="bench-check-")) if workdir is None else Path(workdir)
     try:
         # one feature bank for every run of the kit (`cache_dir` is a location: the run ids stay the same)
         mixed = split_of(method) == MIXED_SPLIT

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from bench.errors import first_line
+from bench.protocol.hooks import MethodHooks
 
 
 @contextmanager
@@ -41,7 +42,7 @@ class StepSpy:
     """Wraps the method class's `learn` for one run: records what every Step carried and, after each
     step, checks that the method's state round-trips into a fresh instance."""
 
-    cls: type
+    cls: type[MethodHooks]
     kill_at: int | None = None  # the step (0-based) as which the run is killed
     label_fields: list[str] = field(default_factory=list)
     past_fields: list[str] = field(default_factory=list)

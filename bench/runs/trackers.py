@@ -235,7 +235,10 @@ class MLflow:
         try:
             return self.client.create_experiment(name)
         except MlflowException:  # another worker created it first
-            return self.client.get_experiment_by_name(name).experiment_id
+            made = self.client.get_experiment_by_name(name)
+            if made is None:  # not made by another after all: the error is the server's
+                raise
+            return made.experiment_id
 
     def _metrics(self, points: Iterable[tuple[str, float, int]]) -> None:
         from mlflow.entities import Metric
@@ -342,7 +345,7 @@ def final_numbers(frame: Any) -> tuple[int, dict[str, float], dict[str, Any]]:
     return int(summary["step"].max()), values, provenance_of(frame)
 
 
-class _Unknown:
+class _Unknown(Tracker):
     """A tracker named in a spec.json that this bench does not know (checked before a run starts, so only edited
     files have one): its start fails, into the run's log."""
 
@@ -351,3 +354,16 @@ class _Unknown:
 
     def start(self, run: TrackedRun) -> None:
         raise unknown("tracker", self.name, TRACKERS)
+
+    # a tracker whose start failed is dropped (`Tracking._call`): nothing to send, nothing to close
+    def log_epoch_losses(self, step: int, losses: Sequence[Sequence[float]]) -> None:
+        return None
+
+    def log_step_metrics(self, step: int, values: Mapping[str, float]) -> None:
+        return None
+
+    def log_final(self, step: int, values: Mapping[str, float], provenance: Mapping[str, Any]) -> None:
+        return None
+
+    def finish(self, status: str) -> None:
+        return None

@@ -26,7 +26,7 @@ import pickle
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Mapping, Sequence
+from typing import Mapping, Sequence, cast
 
 import numpy as np
 
@@ -93,7 +93,7 @@ def _pieces(config: PromptCCDConfig, c: int, n: int) -> list[tuple[int, int]]:
     return pieces
 
 
-def promptccd_protocol(class_counts: Sequence[int], config: PromptCCDConfig | None = None,
+def promptccd_protocol(class_counts: Sequence[int] | np.ndarray, config: PromptCCDConfig | None = None,
                        order: Sequence[int] | None = None) -> MixedProtocol:
     """PromptCCD's stages for a dataset whose class c (in PromptCCD's class order) has `class_counts[c]`
     training images; `config` defaults to its CIFAR-100 protocol on len(class_counts) classes, `order[c]`
@@ -121,8 +121,8 @@ def promptccd_protocol(class_counts: Sequence[int], config: PromptCCDConfig | No
                          labelled_counts=labelled, disjoint=True)
 
 
-def promptccd_manifest(labels: Sequence[int], config: PromptCCDConfig,
-                       index: Sequence[int] | None = None) -> Manifest:
+def promptccd_manifest(labels: Sequence[int] | np.ndarray, config: PromptCCDConfig,
+                       index: Sequence[int] | np.ndarray | None = None) -> Manifest:
     """The very images PromptCCD puts in each stage when its training list, in its loader's order, has
     PromptCCD classes `labels` (its image i is image `index[i]` of bench's training set): for each class
     in index order, its images shuffled by numpy's legacy generator seeded once with `manual_seed`
@@ -166,10 +166,11 @@ def read_promptccd_config(path: str | Path) -> PromptCCDConfig:
         ints = [found[k] for k in _CONFIG_KEYS if k != "ccd_split_ratio"]
         if not all(type(v) is int for v in ints):
             raise TypeError("classes, labelled_data, n_stage and manual_seed must be integers")
-        ratios = tuple(tuple(float(x) for x in row) for row in found["ccd_split_ratio"])  # type: ignore[union-attr]
+        classes, labelled, n_stage, seed = cast("list[int]", ints)
+        ratios = tuple(tuple(float(x) for x in row) for row in cast("list[list[float]]", found["ccd_split_ratio"]))
     except (TypeError, ValueError) as err:
         raise BenchError(f"{path}: not a PromptCCD config ({first_line(err)})") from None
-    config = PromptCCDConfig(*ints[:3], ratios, ints[3])  # type: ignore[arg-type]
+    config = PromptCCDConfig(classes, labelled, n_stage, ratios, seed)
     config.check()
     return config
 
