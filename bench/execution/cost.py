@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from bench.config.spec import RunSpec
+
 DEPTH = 12  # ViT-B/16's blocks: a full forward in units
 VIEWS = 8  # the feature bank's stored views per training image (`features.views`' paper default)
 THROUGHPUT = 7600.0  # ViT-B/16 images a second through bench's extraction in bf16, measured on an H200 (7632)
@@ -83,7 +85,7 @@ def sizes_of(dataset: str, n_steps: int) -> list[int] | None:
     return None if total is None else [total // n_steps] * n_steps
 
 
-def run_seconds(spec: Any, throughput: float = THROUGHPUT) -> float | None:
+def run_seconds(spec: RunSpec, throughput: float = THROUGHPUT) -> float | None:
     """The GPU seconds one run is modelled to take (its share of the banks excluded), at `throughput`; None
     where its dataset's size is unknown."""
     sizes = sizes_of(spec.dataset, spec.n_steps)

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
+from bench.config.spec import RunSpec
 from bench.errors import BenchError, disk_full
 
 
@@ -159,7 +160,7 @@ def check_inputs(specs: Sequence[Any]) -> None:
                 _check_weights_load(spec)
 
 
-def _check_weights_load(spec: Any) -> None:
+def _check_weights_load(spec: RunSpec) -> None:
     """A weights file the grid's runs would load, loaded once now into its backbone: a file that cannot be read
     (truncated, empty, a pickle that asks for code) or is of another architecture is one line before any run,
     not a failure of every run after it starts. The backbone's shape does not depend on the images (the
@@ -169,7 +170,7 @@ def _check_weights_load(spec: Any) -> None:
     build_backbone(spec.backbone, spec.config["backbone"], (224, 224, 3), spec.location.get("weights_dir"))
 
 
-def _check_manifest_fits(spec: Any, manifest_file: str) -> None:
+def _check_manifest_fits(spec: RunSpec, manifest_file: str) -> None:
     """A given split manifest (`setting.manifest_file`, whose form `read_manifest_file` checked when the run was
     planned) against the dataset it splits: every index one of its training images, every stage bringing new
     classes. The dataset is read (its labels), once per dataset and file."""
@@ -227,7 +228,7 @@ def check_caches(results: Path, specs: Sequence[Any]) -> None:
         check_cache(cache, exact, f"{len(missing)} bank(s): {names}")
 
 
-def real_bank_bytes(spec: Any, views: int, tokens: bool) -> int:
+def real_bank_bytes(spec: RunSpec, views: int, tokens: bool) -> int:
     """At most what the bank of `spec`'s dataset and backbone holds, from the dataset's images (read) and the
     backbone's feature or token shape (built without weights: the shapes do not depend on them)."""
     import torch

@@ -44,6 +44,8 @@ from typing import Any, Callable, Iterator, Mapping
 import numpy as np
 
 from bench.errors import BenchError, first_line
+from bench.config.spec import RunSpec
+from bench.protocol.hooks import MethodHooks
 from bench.kit.probes import Killed, StepSpy, patched, relabelled
 
 # The run the kit makes: the smoke grid on even less data, two steps, one epoch of everything.
@@ -176,7 +178,7 @@ class _Run:
     error: str = ""
 
 
-def _run(spec: Any, results: Path, cls: type, *, kill_at: int | None = None,
+def _run(spec: RunSpec, results: Path, cls: type[MethodHooks], *, kill_at: int | None = None,
          relabel: bool = False) -> _Run:
     planning = _planning()
     spy = StepSpy(cls, kill_at=kill_at)

@@ -14,6 +14,7 @@ import torch
 
 from bench.errors import first_line
 from bench.protocol.hooks import MethodHooks
+from bench.protocol.step import Step
 
 
 @contextmanager
@@ -49,17 +50,19 @@ class StepSpy:
     roundtrip_errors: list[str] = field(default_factory=list)
     heads_asked: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)  # task: (probe, answer)
     moved_heads: list[str] = field(default_factory=list)
+    # what each instance was bound with (by id: the run's instances live as long as the spy), for a fresh one
+    bound_with: dict[int, tuple[torch.nn.Module, str]] = field(default_factory=dict)
 
     @contextmanager
     def installed(self) -> Iterator[None]:
         real_learn, real_bind = self.cls.learn, self.cls.bind
         spy = self
 
-        def bind(method: Any, backbone: Any, precision: str = "fp32") -> None:
-            method._kit_bound = (backbone, precision)  # what a fresh instance must be bound with too
+        def bind(method: MethodHooks, backbone: torch.nn.Module, precision: str = "fp32") -> None:
+            spy.bound_with[id(method)] = (backbone, precision)  # what a fresh instance must be bound with too
             real_bind(method, backbone, precision)
 
-        def learn(method: Any, step: Any) -> None:
+        def learn(method: MethodHooks, step: Step) -> None:
             if spy.kill_at is not None and step.index == spy.kill_at:
                 raise Killed(f"killed as step {step.index + 1} starts")
             spy.inspect(step)
@@ -80,14 +83,14 @@ class StepSpy:
             if getattr(step, name, None):
                 self.past_fields.append(f"step {step.index + 1}.{name} holds {len(getattr(step, name))} step(s)")
 
-    def roundtrip(self, method: Any, step: Any) -> None:
+    def roundtrip(self, method: MethodHooks, step: Step) -> None:
         """A fresh instance loaded with the trained one's `state_dict` must answer identically. Run
         under saved random states: the probe must not change what the run computes next."""
         with random_states_kept():
             try:
                 fresh = type(method)(method.feature_dim, method.seed, **copy.deepcopy(method.hparams))
-                if hasattr(method, "_kit_bound"):
-                    fresh.bind(*method._kit_bound)
+                if id(method) in self.bound_with:
+                    fresh.bind(*self.bound_with[id(method)])
                 fresh.load_state_dict(copy.deepcopy(method.state_dict()))
                 x = probe(step, self.cls.runs_on.inputs)
                 pairs = [("logits", method.logits(x), fresh.logits(x))]
@@ -103,7 +106,7 @@ class StepSpy:
                 self.roundtrip_errors.append(f"after step {step.index + 1}: {first_line(err)}")
 
 
-    def watch_heads(self, method: Any, step: Any) -> None:
+    def watch_heads(self, method: MethodHooks, step: Step) -> None:
         """For a method that declares `runs_on.frozen_task_heads` (class-iNCD then reuses each task head's answer
         from its own step): every earlier task's head must answer the probe it was asked after its own step
         exactly as then. Run under saved random states, as `roundtrip`."""

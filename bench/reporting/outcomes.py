@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from bench.config.spec import RunSpec
 from bench.core.provenance import VERSION_COLUMNS
 
 # a full disk: what was finished is kept (every write is atomic), so freeing space and running again is enough
@@ -31,7 +32,7 @@ def report_failures(results: Path, failed: Sequence[tuple[Any, str]]) -> int:
     return 1
 
 
-def error_line(results: Path, spec: Any) -> str:
+def error_line(results: Path, spec: RunSpec) -> str:
     """The first line of a failed run's error.txt (a SLURM job killed before writing one says where to look)."""
     from bench.runs.rundir import ERROR, run_dir
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pickle
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import numpy as np
 import torch
@@ -23,6 +23,12 @@ from bench.runs.rundir import CHECKPOINT, set_aside
 from bench.core.storage import atomic_path
 
 NUMPY = "__bench_numpy__"  # the tag of a numpy value stored as a tensor in a checkpoint
+
+
+class Stateful(Protocol):
+    """What a checkpoint keeps of a run's method and evaluator."""
+
+    def state_dict(self) -> dict[str, Any]: ...
 
 
 @dataclass
@@ -45,7 +51,7 @@ class Progress:
         return cls([MetricRow(**r) for r in state["rows"]], dict(state.get("predictions", {})), state["step"] + 1,
                    state["started_at"], state["duration_s"])
 
-    def state(self, step: int, method: Any, evaluator: Any, duration: float, threads: int) -> dict[str, Any]:
+    def state(self, step: int, method: Stateful, evaluator: Stateful, duration: float, threads: int) -> dict[str, Any]:
         """The checkpoint after `step` (`duration`: seconds this attempt has computed so far)."""
         return {"step": step, "method": method.state_dict(), "evaluator": evaluator.state_dict(),
                 "rows": [asdict(r) for r in self.rows], "predictions": self.stored, "started_at": self.started_at,
