@@ -3,6 +3,7 @@ forgetting per dataset, PNG and PDF, paper style."""
 from __future__ import annotations
 
 import math
+from typing import cast
 from pathlib import Path
 
 import matplotlib
@@ -10,6 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.projections.polar import PolarAxes  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from bench.core.storage import atomic_path  # noqa: E402
@@ -96,12 +98,13 @@ def radar_plot(scores: pd.DataFrame, splits: list[str], stem: Path) -> list[Path
             vals.append(100.0 - v if metric == "F" else v)
         values[label] = np.array(vals)
     angles = np.linspace(0, 2 * math.pi, len(axes), endpoint=False).tolist()
-    fig, ax = plt.subplots(figsize=(6.4, 6.4), subplot_kw={"projection": "polar"})
+    fig, axes_ = plt.subplots(figsize=(6.4, 6.4), subplot_kw={"projection": "polar"})
+    ax = cast(PolarAxes, axes_)
     ax.set_theta_offset(math.pi / 2)
     ax.set_theta_direction(-1)
     styles = figure_styles(labels)
-    for label, vals in values.items():
-        shown = np.clip(np.nan_to_num(vals, nan=0.0), 0, 100).tolist()
+    for label, measured in values.items():
+        shown = np.clip(np.nan_to_num(measured, nan=0.0), 0, 100).tolist()
         colour, style = styles[label]
         ax.plot(angles + angles[:1], shown + shown[:1], style, color=colour, linewidth=1.8, label=label)
         ax.fill(angles + angles[:1], shown + shown[:1], color=colour, alpha=0.08)

@@ -182,7 +182,7 @@ def wilcoxon_pairs(values: np.ndarray, correction: str = "holm") -> np.ndarray:
 def cliques(order: Sequence[str], pvalues: pd.DataFrame, alpha: float = ALPHA) -> list[list[str]]:
     """The maximal runs of consecutive methods (in rank order) no pair of which differs at `alpha`: the bars of a
     critical-difference diagram. Runs of one method are left out; a run inside another too."""
-    runs = []
+    runs: list[tuple[int, int]] = []
     for i in range(len(order)):
         j = i
         while j + 1 < len(order) and all(pvalues.loc[order[a], order[j + 1]] >= alpha for a in range(i, j + 1)):

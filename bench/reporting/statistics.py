@@ -10,7 +10,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -113,15 +113,16 @@ def comparisons(scores: pd.DataFrame, options: Options,
 
 
 def _bootstrap(frame: pd.DataFrame, scores: pd.DataFrame, runs: Mapping[str, Path],
-               options: Options) -> tuple[dict, list[str]]:
+               options: Options) -> tuple[dict[tuple[str, str, str], Any], list[str]]:
     """The image × seed bootstrap of A of every method against its block's best; and one line per kind of run
     left out (no stored predictions, a setting not bootstrapped)."""
     from bench.reporting.aggregate import reported_sources
-    from bench.reporting.image_bootstrap import NotBootstrapped, bootstrap_scores, load_scorer, paired
+    from bench.reporting.image_bootstrap import NotBootstrapped, Paired, bootstrap_scores, load_scorer, paired
 
     identity = reported_sources(frame).drop_duplicates("run_id")[["run_id", "split", "dataset", "label", "seed",
                                                                     "reported_A"]]
-    out, why = {}, {}
+    out: dict[tuple[str, str, str], Paired] = {}
+    why: dict[str, list[str]] = {}
     a = scores[scores["metric"] == "A"].dropna(subset=["mean"])
     cells = identity.groupby(["split", "dataset"], observed=True, sort=True)
     # about a minute for the `full` grid's 337 runs (docs/performance.md): a line on stderr every 10 s

@@ -103,7 +103,7 @@ def write_site(frame: pd.DataFrame, out: Path, *, title: str, runs: Sequence[tup
     firsts: dict[str, dict[str, Any]] = {}
     if len(frame):
         for run_id, *measure in zip(frame["run_id"].astype(str).tolist(), *(frame[c].tolist() for c in MEASURES)):
-            by_run[run_id].append(tuple(measure))  # type: ignore[arg-type]
+            by_run[run_id].append(tuple(measure))
         firsts = frame.drop(columns=MEASURES).drop_duplicates("run_id").set_index("run_id").to_dict("index")
     for run in all_runs:
         write_atomic(page_dir / f"{run.page}.html",

@@ -59,9 +59,9 @@ def _leaderboards(scores: pd.DataFrame, runs: Sequence[Run], references: Sequenc
         for key in mine:
             members, values = by_cell.get(key, []), stats.get(key, {})
             first = next(iter(values.values()), None)
-            run = members[0] if members else None
-            method = str(first["method"]) if first is not None and "method" in first else (run.method if run else key[2])
-            preset = str(first["preset"]) if first is not None and "preset" in first else (run.preset if run else "")
+            lead = members[0] if members else None
+            method = str(first["method"]) if first is not None and "method" in first else (lead.method if lead else key[2])
+            preset = str(first["preset"]) if first is not None and "preset" in first else (lead.preset if lead else "")
             label = e(key[2]) + (REFERENCE_MARK if key[2] in references else "")
             tds = [f'<td class="label" data-v="{e(key[2])}">{label}</td>', f"<td>{e(key[1])}</td>"]
             for metric in ("A", "F"):
