@@ -19,7 +19,8 @@ from torch import nn
 from bench.data.base import ImageSet
 from bench.errors import BenchError
 from bench.features.views import Encoder, cuda_bf16
-from bench.data.pipeline import policy_variant, view_input
+from bench.data.decode import view_input
+from bench.features.augment import policy_variant
 from bench.data.preprocess import to_tensor
 from bench.config.spec import first_trainable_block  # noqa: F401  (where tail methods look for it)
 
@@ -113,7 +114,7 @@ class LiveTokens:
 
     def two_views(self, index: torch.Tensor, gen: torch.Generator,
                   variants: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Two views; `variants` changes each view's policy (`bench.data.pipeline.policy_variant`),
+        """Two views; `variants` changes each view's policy (`bench.features.augment.policy_variant`),
         for methods whose two views are augmented differently (CaSSLe's BYOL)."""
         x = view_input(self.images, index.cpu().numpy()).to(self.encoder.device)
         first, second = ((policy_variant(self.encoder.policy, v) for v in variants) if variants

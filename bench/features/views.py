@@ -17,7 +17,7 @@ from bench.features.augment import get_policy
 from bench.data.preprocess import prepare
 from bench.features.backbones import Backbone
 from bench.data.base import ImageSet, LoadedDataset
-from bench.data.pipeline import batches, view_input
+from bench.data.decode import batches, view_input
 
 
 def autocast_args(device_type: str, precision: str) -> dict[str, Any]:
