@@ -4,7 +4,7 @@ prefix and the trainable tails' inputs, augmented views.
 - `backbones` (the registered backbones) and `weights` (their files, where they are published, checks),
   `weight_sources` (the files' URLs and checksums, and `bench weights fetch`);
 - `views`: the encoder (test transform + backbone), features and their augmented views (`FeatureViews`,
-  `LiveViews`), extraction, autocast;
+  `LiveViews`), extraction; `precision`: the autocast each forward runs under;
 - `bank`: the feature bank (fp16 features of a fixed set of views, shared by every seed and method), and
   `bank_space`: whether the banks a grid would build fit their cache;
 - `tokens` (the prefix/tail split of a ViT and the live token source) and `token_bank` (stored tokens);
@@ -18,12 +18,13 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-# `bench.features` was one module before the package (`bench.features.views` now): its names still import
-# from here, on first use, so that `import bench.features.weights` stays light (no torch).
-_VIEWS = ("Encoder", "FeatureViews", "LiveViews", "extract", "autocast_for", "autocast_args")
+# `bench.features` was one module before the package (`views` and `precision` now): its names still
+# import from here, on first use, so that `import bench.features.weights` stays light (no torch).
+_LAZY = {**dict.fromkeys(("Encoder", "FeatureViews", "LiveViews", "extract"), "bench.features.views"),
+         **dict.fromkeys(("autocast_for", "autocast_args"), "bench.features.precision")}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _VIEWS:
-        return getattr(import_module("bench.features.views"), name)
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'bench.features' has no attribute {name!r}")

@@ -18,7 +18,8 @@ from torch import nn
 
 from bench.data.base import ImageSet
 from bench.errors import BenchError
-from bench.features.views import Encoder, cuda_bf16
+from bench.features.precision import cuda_bf16
+from bench.features.views import Encoder
 from bench.data.decode import view_input
 from bench.features.augment import policy_variant
 from bench.data.preprocess import to_tensor
