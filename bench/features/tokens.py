@@ -105,9 +105,13 @@ class LiveTokens:
     def subset(self, index: np.ndarray) -> "LiveTokens":
         return LiveTokens(self.images.subset(np.asarray(index)), self.encoder, self.prefix)
 
+    def _tokens(self, x: torch.Tensor) -> torch.Tensor:
+        """The prefix's tokens of float images, augmented or plain: preprocessed as the encoder does."""
+        return self.prefix(self.encoder.preprocess(x))
+
     def _view(self, x: torch.Tensor, gen: torch.Generator, policy: Any = None) -> torch.Tensor:
         """Tokens of one augmented view of images on the device (the encoder's policy unless told)."""
-        return self.prefix(self.encoder.preprocess((policy or self.encoder.policy)(x, gen)))
+        return self._tokens((policy or self.encoder.policy)(x, gen))
 
     def one_view(self, index: np.ndarray, gen: torch.Generator) -> torch.Tensor:
         """Tokens of one augmented view of the indexed images (what a token bank stores V of)."""
@@ -129,7 +133,7 @@ class LiveTokens:
         return self._view(to_tensor(kept.numpy()).to(self.encoder.device), gen)
 
     def plain(self, index: np.ndarray) -> torch.Tensor:
-        return self.prefix(self.encoder.preprocess(to_tensor(self.images.load(np.asarray(index)))))
+        return self._tokens(to_tensor(self.images.load(np.asarray(index))))
 
     def batches(self, batch_size: int = 256) -> Iterator[torch.Tensor]:
         for start in range(0, len(self), batch_size):
