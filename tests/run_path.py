@@ -60,9 +60,14 @@ def _name(code: CodeType) -> str:
     return str(Path(code.co_filename).relative_to(ROOT))
 
 
+def _qualname(code: CodeType) -> str:
+    """`Class.method`; Python 3.10, which has no qualified names of code, gives the bare name."""
+    return getattr(code, "co_qualname", code.co_name)
+
+
 def _place(code: CodeType) -> str:
     """`file:function`, a nested function's or a comprehension's being its enclosing function's."""
-    return f"{_name(code)}:{code.co_qualname.split('.<locals>')[0]}"
+    return f"{_name(code)}:{_qualname(code).split('.<locals>')[0]}"
 
 
 def _caller(frame: FrameType) -> FrameType | None:
@@ -93,7 +98,7 @@ def measure(run: Callable[[], Any]) -> Entries:
         if caller is None or caller.f_code.co_filename == code.co_filename:
             return
         entries.calls[_name(code)] += 1
-        entries.places[_name(code)][_place(caller.f_code)].add(code.co_qualname)
+        entries.places[_name(code)][_place(caller.f_code)].add(_qualname(code))
 
     sys.setprofile(profile)
     try:
