@@ -28,7 +28,7 @@ import torch
 from bench.execution import cost
 from bench.features.backbones import build_backbone
 from bench.features.tokens import Prefix, rotary, run_block, vit_of
-from bench.features.views import autocast_for
+from bench.features.precision import autocast_for
 
 
 def timed(fn: Callable[[], object], device: torch.device, seconds: float) -> tuple[float, float]:

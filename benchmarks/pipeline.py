@@ -21,7 +21,7 @@ from PIL import Image
 from bench.features.augment import get_policy
 from bench.data.preprocess import prepare, to_tensor
 from bench.data.files import decode
-from bench.data.pipeline import decode_canvas
+from bench.data.decode import decode_canvas
 
 MEAN, STD = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
 

@@ -55,7 +55,7 @@ JITTER_P, GRAYSCALE_P, SOLARIZE_THRESHOLD = 0.8, 0.2, 128.0
 
 
 def byol_views(hp: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The two BYOL views' policy fields (`bench.data.pipeline.policy_variant`), cassle's CIFAR views:
+    """The two BYOL views' policy fields (`bench.features.augment.policy_variant`), cassle's CIFAR views:
     RandomResizedCrop(scale=(view_crop_min_scale, 1)) only (no padded RandomCrop), ColorJitter with the
     `view_*` strengths, grayscale, blur and solarisation with one probability per view, a flip; no
     equalisation. They replace every colour field of the dataset's policy, whichever preset it is."""

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench.features.views import autocast_for
+from bench.features.precision import autocast_for
 from bench.features.tokens import rotary, run_block, vit_of
 from bench.methods.base import REFITTED, RunsOn, Step
 from bench.methods.blocks import SWAP_REDUCTIONS, CosineHead, clustering_scale, swapped_loss

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from bench.features.views import autocast_for
+from bench.features.precision import autocast_for
 from bench.features.tokens import first_trainable_block, rotary, run_block, vit_of
 from bench.methods.base import Method, RunsOn
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-import bench.data.pipeline as P
+import bench.features.augment as A
 import bench.methods.cassle as cassle
 from bench.features.augment import get_policy
 from bench.data import build_dataset
@@ -111,13 +111,13 @@ def test_byol_views_are_cassles_cifar_views_whatever_the_datasets_policy(preset,
     with p 0.8 (saturation factors in [0.8, 1.2], the paper's policy has [0.6, 1.4]), grayscale 0.2,
     no equalisation, solarisation at PIL's threshold 128 on the second view only."""
     hp, _ = load_preset("CaSSLe", "code")
-    first, second = (P.policy_variant(get_policy("cifar", preset, size=224), v) for v in byol_views(hp))
+    first, second = (A.policy_variant(get_policy("cifar", preset, size=224), v) for v in byol_views(hp))
     areas, saturations = [], []
-    monkeypatch.setattr(P, "resample", lambda x, sizes, size, top, left, height, width, fh, fw, flip:
+    monkeypatch.setattr(A, "resample", lambda x, sizes, size, top, left, height, width, fh, fw, flip:
                         areas.append(height * width / (fh * fw)) or x.clone())  # the windows; no resampling
-    ops = list(P.JITTER_OPS)
-    ops[2] = lambda x, f: saturations.append(f) or P.saturation(x, f)
-    monkeypatch.setattr(P, "JITTER_OPS", tuple(ops))
+    ops = list(A.JITTER_OPS)
+    ops[2] = lambda x, f: saturations.append(f) or A.saturation(x, f)
+    monkeypatch.setattr(A, "JITTER_OPS", tuple(ops))
     n = 2000
     x = torch.rand(n, 3, 4, 4, generator=torch.Generator().manual_seed(0))
     first(x, torch.Generator().manual_seed(1))

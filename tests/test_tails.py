@@ -118,7 +118,7 @@ def test_a_tail_method_on_a_backbone_without_blocks_is_refused_before_anything_r
 
 def test_autocast_is_bf16_on_cuda_only_when_the_precision_says_so():
     """No GPU here: the choice of autocast, which `autocast_for` hands to `torch.autocast`."""
-    from bench.features.views import autocast_args
+    from bench.features.precision import autocast_args
 
     assert autocast_args("cuda", "fp32") == dict(device_type="cuda", dtype=torch.bfloat16, enabled=False)
     assert autocast_args("cuda", "bf16") == dict(device_type="cuda", dtype=torch.bfloat16, enabled=True)

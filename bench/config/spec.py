@@ -40,7 +40,7 @@ POLICY_PRESETS = ("paper", "code")  # features.policy: the paper's views or the 
 TOKEN_SOURCES = ("live", "bank")  # features.tokens: the prefix run on fresh views every epoch, or a token bank
 
 
-# precision.tails: what the trained blocks compute in on CUDA (`bench.features.views.autocast_for`): fp32, as the
+# precision.tails: what the trained blocks compute in on CUDA (`bench.features.precision.autocast_for`): fp32, as the
 # authors trained, or bf16 autocast (faster). The frozen prefix and feature extraction run in bf16 on CUDA.
 PRECISIONS = ("fp32", "bf16")
 

@@ -9,6 +9,7 @@
 - `runs_on`: what a method runs on (`RunsOn`), declared once per method class and read by every layer.
 - `download`: files fetched from their publisher or a mirror: resumed, verified, kept only whole, with
   progress on a terminal (`bench data fetch`, `bench weights fetch`).
+- `sizes`: byte counts as a person reads them (`size_text`: `1.5 MiB`).
 
 Imports from: bench.errors.
 """

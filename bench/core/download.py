@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, Iterator, Mapping
 
 from bench.core.resources import VERSION
+from bench.core.sizes import size_text
 from bench.errors import BenchError
 
 MIRROR_ENV = "BENCH_MIRROR"
@@ -89,14 +90,6 @@ def with_checksum(file: RemoteFile, checksums: Mapping[str, str]) -> RemoteFile:
     if digest is None:
         return file
     return replace(file, sha256=digest, md5=None) if len(digest) == 64 else replace(file, sha256=None, md5=digest)
-
-
-def size_text(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
 
 
 def _clock(seconds: float) -> str:

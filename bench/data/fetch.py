@@ -16,8 +16,8 @@ import zipfile
 from pathlib import Path
 from typing import IO, Mapping, Sequence
 
-from bench.core.download import (WORK_DIR, Progress, RemoteFile, download, held, mirror_from, size_text,
-                                 with_checksum)
+from bench.core.download import WORK_DIR, Progress, RemoteFile, download, held, mirror_from, with_checksum
+from bench.core.sizes import size_text
 from bench.data.base import DatasetError
 from bench.data.sources import DATASET_SOURCES, PAPER_DATASETS, DatasetSource
 from bench.errors import BenchError, unknown

@@ -18,8 +18,10 @@ from torch import nn
 
 from bench.data.base import ImageSet
 from bench.errors import BenchError
-from bench.features.views import Encoder, cuda_bf16
-from bench.data.pipeline import policy_variant, view_input
+from bench.features.precision import cuda_bf16
+from bench.features.views import Encoder
+from bench.data.decode import view_input
+from bench.features.augment import policy_variant
 from bench.data.preprocess import to_tensor
 from bench.config.spec import first_trainable_block  # noqa: F401  (where tail methods look for it)
 
@@ -103,9 +105,13 @@ class LiveTokens:
     def subset(self, index: np.ndarray) -> "LiveTokens":
         return LiveTokens(self.images.subset(np.asarray(index)), self.encoder, self.prefix)
 
+    def _tokens(self, x: torch.Tensor) -> torch.Tensor:
+        """The prefix's tokens of float images, augmented or plain: preprocessed as the encoder does."""
+        return self.prefix(self.encoder.preprocess(x))
+
     def _view(self, x: torch.Tensor, gen: torch.Generator, policy: Any = None) -> torch.Tensor:
         """Tokens of one augmented view of images on the device (the encoder's policy unless told)."""
-        return self.prefix(self.encoder.preprocess((policy or self.encoder.policy)(x, gen)))
+        return self._tokens((policy or self.encoder.policy)(x, gen))
 
     def one_view(self, index: np.ndarray, gen: torch.Generator) -> torch.Tensor:
         """Tokens of one augmented view of the indexed images (what a token bank stores V of)."""
@@ -113,7 +119,7 @@ class LiveTokens:
 
     def two_views(self, index: torch.Tensor, gen: torch.Generator,
                   variants: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Two views; `variants` changes each view's policy (`bench.data.pipeline.policy_variant`),
+        """Two views; `variants` changes each view's policy (`bench.features.augment.policy_variant`),
         for methods whose two views are augmented differently (CaSSLe's BYOL)."""
         x = view_input(self.images, index.cpu().numpy()).to(self.encoder.device)
         first, second = ((policy_variant(self.encoder.policy, v) for v in variants) if variants
@@ -127,7 +133,7 @@ class LiveTokens:
         return self._view(to_tensor(kept.numpy()).to(self.encoder.device), gen)
 
     def plain(self, index: np.ndarray) -> torch.Tensor:
-        return self.prefix(self.encoder.preprocess(to_tensor(self.images.load(np.asarray(index)))))
+        return self._tokens(to_tensor(self.images.load(np.asarray(index))))
 
     def batches(self, batch_size: int = 256) -> Iterator[torch.Tensor]:
         for start in range(0, len(self), batch_size):

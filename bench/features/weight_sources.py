@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 from typing import IO, Mapping, Sequence
 
-from bench.core.download import WORK_DIR, RemoteFile, download, held, mirror_from, mismatch, size_text, with_checksum
+from bench.core.download import WORK_DIR, RemoteFile, download, held, mirror_from, mismatch, with_checksum
+from bench.core.sizes import size_text
 from bench.errors import BenchError, unknown
 from bench.features.weights import PAPER_BACKBONES, PUBLISHED_FILES, RELEASES, resolve_pretrained
 

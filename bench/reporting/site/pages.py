@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 import pandas as pd
 
+from bench.core.sizes import size_text
 from bench.reporting.aggregate import flat_config
 from bench.reporting.site.html import _document, _kv_table, e
 from bench.reporting.site.runs import FAILED, Run, _run_links, _state_badge
@@ -200,18 +201,10 @@ def _files(directory: Path, page_dir: Path) -> str:
     for path in sorted(directory.iterdir()):
         if path.name.startswith("."):
             continue
-        size = "folder" if path.is_dir() else _size(path.stat().st_size)
+        size = "folder" if path.is_dir() else size_text(path.stat().st_size)
         items.append(f'<li><a href="{e(quote(os.path.relpath(path, page_dir)))}">{e(path.name)}</a> '
                      f'<span class="size">{e(size)}</span></li>')
     return f'<p class="path">{e(directory)}</p><ul class="files">{"".join(items)}</ul>'
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
 
 
 def _read_spec(run: Run) -> Any:
