@@ -71,24 +71,30 @@ def decode_canvas(paths: Sequence[Path], short: int = DECODE_SIZE, workers: int 
     return Canvas(torch.from_numpy(canvas).permute(0, 3, 1, 2), sizes)
 
 
-def view_input(images: ImageSet, index: np.ndarray | slice) -> torch.Tensor | Canvas:
+ViewInput = torch.Tensor | Canvas  # what a view policy cuts views from
+
+
+def view_input(images: ImageSet, index: np.ndarray | slice) -> ViewInput:
     """What the training views of `images[index]` are cut from: in-memory images as a float tensor
     in [0, 1] (N×C×H×W), file-backed ones decoded whole into a `Canvas`."""
-    if images.in_memory:
+    if isinstance(images.images, np.ndarray):
         return to_tensor(images.images[index])
-    chosen = images.images[index] if isinstance(index, slice) else [images.images[i] for i in np.asarray(index)]
-    return decode_canvas(chosen)
+    return decode_canvas(_files(images.images, index))
 
 
-def _load(images: ImageSet, index: slice, views: bool) -> tuple[np.ndarray, torch.Tensor | Canvas | None]:
-    if images.in_memory or not views:
+def _files(files: Sequence[Path], index: np.ndarray | slice) -> Sequence[Path]:
+    return files[index] if isinstance(index, slice) else [files[i] for i in np.asarray(index)]
+
+
+def _load(images: ImageSet, index: slice, views: bool) -> tuple[np.ndarray, ViewInput | None]:
+    if isinstance(images.images, np.ndarray) or not views:
         batch = images.load(index)
         return batch, (view_input(images, index) if views else None)
-    canvas = view_input(images, index)
+    canvas = decode_canvas(_files(images.images, index))
     return canvas.center_squares(), canvas  # one decode serves the plain image and the views
 
 
-def batches(images: ImageSet, batch_size: int, views: bool) -> Iterator[tuple[np.ndarray, torch.Tensor | Canvas | None]]:
+def batches(images: ImageSet, batch_size: int, views: bool) -> Iterator[tuple[np.ndarray, ViewInput | None]]:
     """Per batch, in order: the uint8 N×H×W×C images of the test transform's input and (with
     `views`) what the training views are cut from. File-backed batches are decoded by a background
     thread one batch ahead, so decoding overlaps the device's work on the previous batch."""

@@ -25,10 +25,10 @@ import torch
 import torch.nn.functional as F
 
 from bench.config.spec import POLICY_PRESETS
-from bench.data.decode import Canvas
-from bench.errors import unknown
+from bench.data.decode import Canvas, ViewInput
+from bench.errors import BenchError, unknown
 
-Policy = Callable[[torch.Tensor, torch.Generator], torch.Tensor]
+Policy = Callable[[ViewInput, torch.Generator], torch.Tensor]  # images (a tensor, or files' Canvas) -> views
 CROP_PCT = 0.875  # the authors' int(224 / 0.875) = 256 stage
 GRAY_WEIGHTS = (0.2989, 0.587, 0.114)  # torchvision's rgb_to_grayscale
 
@@ -290,9 +290,18 @@ def view_policy(name: str, preset: str, size: int | None) -> ViewPolicy:
 
 
 # ------------------------------------------------------------------------------------ toy datasets
-def random_shift(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+def _in_memory(x: ViewInput) -> torch.Tensor:
+    """The toy policies shift and flip small images held in memory; a dataset read from files needs a real one."""
+    if isinstance(x, Canvas):
+        raise BenchError(f"the toy augmentation policies ({', '.join(TOY_POLICIES)}) take images held in memory; "
+                         f"a dataset read from files declares one of {', '.join(CODE_POLICIES)}")
+    return x
+
+
+def random_shift(x: ViewInput, gen: torch.Generator) -> torch.Tensor:
     """Translate each image by up to 1/8 of its size (at least one pixel), filling with zeros:
     the small-image analogue of the authors' RandomCrop(size, padding)."""
+    x = _in_memory(x)
     n, _, h, w = x.shape
     pad = max(1, h // 8)
     padded = F.pad(x, (pad, pad, pad, pad))
@@ -304,7 +313,8 @@ def random_shift(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     return out.gather(3, cols)
 
 
-def random_flip(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+def random_flip(x: ViewInput, gen: torch.Generator) -> torch.Tensor:
+    x = _in_memory(x)
     flip = (torch.rand(x.shape[0], generator=gen) < 0.5).to(x.device)
     x = x.clone()
     x[flip] = x[flip].flip(-1)
@@ -313,7 +323,7 @@ def random_flip(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
 
 # The toy datasets keep their own policy under both presets.
 TOY_POLICIES: dict[str, Policy] = {
-    "none": lambda x, gen: x,
+    "none": lambda x, gen: _in_memory(x),
     "shift": random_shift,  # digits: a flipped digit is another digit, so no flip
     "shift_flip": lambda x, gen: random_flip(random_shift(x, gen), gen),
 }

@@ -20,13 +20,15 @@ from bench.data.base import ImageSet
 from bench.errors import BenchError
 from bench.features.precision import cuda_bf16
 from bench.features.views import Encoder
-from bench.data.decode import view_input
+from bench.data.decode import ViewInput, view_input
 from bench.features.augment import policy_variant
 from bench.data.preprocess import to_tensor
 from bench.config.spec import first_trainable_block  # noqa: F401  (where tail methods look for it)
 
 
-def vit_of(backbone: nn.Module) -> nn.Module:
+# A timm ViT or Eva is read by its attributes' names (`blocks`, `patch_embed`, `rope`...), which timm's models share by
+# convention, not by a declared type: `model: Any` below says so.
+def vit_of(backbone: nn.Module) -> Any:
     """The timm ViT inside a backbone, or a `BenchError` for backbones without transformer blocks."""
     model = getattr(backbone, "model", backbone)
     if not hasattr(model, "blocks"):
@@ -35,7 +37,7 @@ def vit_of(backbone: nn.Module) -> nn.Module:
     return model
 
 
-def embed(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+def embed(model: Any, x: torch.Tensor) -> torch.Tensor:
     """The tokens entering block 0 of a timm ViT or Eva: patch embedding, prefix tokens (class, registers,
     DINOv3's storage tokens) and absolute position embedding, as the model's own forward makes them."""
     out = model._pos_embed(model.patch_embed(x))
@@ -44,7 +46,7 @@ def embed(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return model.norm_pre(model.patch_drop(out))
 
 
-def rotary(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor | None:
+def rotary(model: Any, tokens: torch.Tensor) -> torch.Tensor | None:
     """The rotary position embedding an Eva's blocks take for `tokens` (None for a model without, as timm's
     ViT): it depends on the patch grid only, so it is made again from the token count (a square grid, as
     bench's preprocessing crops), never stored with the tokens."""
@@ -60,7 +62,7 @@ def rotary(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor | None:
     return rope.get_embed(shape=(side, side)).to(tokens.device)
 
 
-def run_block(model: nn.Module, index: int, block: nn.Module, x: torch.Tensor, rope: torch.Tensor | None) -> torch.Tensor:
+def run_block(model: Any, index: int, block: nn.Module, x: torch.Tensor, rope: torch.Tensor | None) -> torch.Tensor:
     """Block `index` of `model` (or a trainable copy of it) on `x`, with its rotary embedding where it has one."""
     if rope is None:
         return block(x)
@@ -109,7 +111,7 @@ class LiveTokens:
         """The prefix's tokens of float images, augmented or plain: preprocessed as the encoder does."""
         return self.prefix(self.encoder.preprocess(x))
 
-    def _view(self, x: torch.Tensor, gen: torch.Generator, policy: Any = None) -> torch.Tensor:
+    def _view(self, x: ViewInput, gen: torch.Generator, policy: Any = None) -> torch.Tensor:
         """Tokens of one augmented view of images on the device (the encoder's policy unless told)."""
         return self._tokens((policy or self.encoder.policy)(x, gen))
 

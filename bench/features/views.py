@@ -18,7 +18,7 @@ from bench.data.preprocess import prepare
 from bench.features.backbones import Backbone
 from bench.features.precision import cuda_bf16
 from bench.data.base import ImageSet, LoadedDataset
-from bench.data.decode import batches, view_input
+from bench.data.decode import ViewInput, batches, view_input
 
 
 @dataclass
@@ -84,7 +84,7 @@ class Encoder:
             return self.backbone(self.preprocess(x)).float()
 
     @torch.no_grad()
-    def augmented(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    def augmented(self, x: ViewInput, gen: torch.Generator) -> torch.Tensor:
         """One augmented view per image, augmented on the device; the policy's random draws come
         from the CPU generator, so the views are the same on every device."""
         return self(self.policy(x.to(self.device, non_blocking=True), gen))
@@ -98,8 +98,8 @@ def extract(encoder: Encoder, images: ImageSet, *, views: int, seed: int, batch_
     plain, augmented = [], []
     for batch, x in batches(images, batch_size, views=views > 0):
         plain.append(encoder.plain(batch).cpu())
-        augmented.append(torch.stack([encoder.augmented(x, gen).cpu() for _ in range(views)], 1) if views
-                         else torch.empty(len(batch), 0, plain[-1].shape[1]))
+        augmented.append(torch.stack([encoder.augmented(x, gen).cpu() for _ in range(views)], 1) if x is not None
+                         else torch.empty(len(batch), 0, plain[-1].shape[1]))  # x: the views' input, with views
         if progress is not None:
             progress.advance(len(batch))
     return FeatureViews(torch.cat(plain), torch.cat(augmented))
