@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
+from bench.core.storage import shortened, usable_path
 from bench.errors import BenchError, disk_full
 
 
@@ -19,24 +20,6 @@ def resolve_data_root(data_root: str | os.PathLike[str] | None) -> str | None:
     each run's spec); None leaves it to the config's per-dataset `dataset.root`."""
     root = data_root or os.environ.get("BENCH_DATA_ROOT")
     return str(usable_path(Path(root).expanduser().resolve(), "--data-root (or $BENCH_DATA_ROOT)")) if root else None
-
-
-def usable_path(path: Path, option: str) -> Path:
-    """`path`, or one line when the file system cannot even look it up (longer than its limits: 255
-    bytes a name, 4096 a path on Linux); whether it exists is checked where it is used."""
-    try:
-        os.stat(path)
-    except OSError as err:
-        if err.errno == errno.ENAMETOOLONG:
-            raise BenchError(f"{option} {shortened(path)} is too long for the file system ({len(str(path))} "
-                             f"characters; {err.strerror}); give a shorter path") from None
-    return path
-
-
-def shortened(path: Path | str, keep: int = 60) -> str:
-    """A path short enough for a one-line message."""
-    text = str(path)
-    return text if len(text) <= 2 * keep else f"{text[:keep]}…{text[-keep:]}"
 
 
 def check_splits(specs: Sequence[Any]) -> None:
