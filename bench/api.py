@@ -201,7 +201,7 @@ def _run_slurm(outcome: RunOutcome, grid: Any, profile_name: str, slurm_options:
     overrides = options_of(slurm_options)
     chunks = slurm.plan(pending, profile, overrides, pack=pack, pack_hours=pack_hours)
     if dry_run:
-        plan.print_slurm(grid.name, specs, pending, chunks, profile, time.monotonic() - started, pack, slurm._summary)
+        plan.print_slurm(grid.name, specs, pending, chunks, profile, time.monotonic() - started, pack, slurm.resources_line)
         return outcome
     check_writable(results)
     if not pending:
