@@ -8,7 +8,8 @@ pandas: the commands that run nothing rely on it):
 - the base classes of a plugin: `Method`, `Step` and `RunsOn` (a method and what it runs on),
   `DatasetReader` (a dataset reader), `Backbone` (a backbone);
 - the registries they register in: `METHODS`, `DATASETS`, `BACKBONES`;
-- `RunSpec` (one run), `BenchError` (every user-facing error), `method_slug`, `resolve_method`.
+- `RunSpec` (one run), `Selection` (the runs a call means, given whole in place of a grid), `BenchError` (every
+  user-facing error), `method_slug`, `resolve_method`.
 
 Imports from: bench.core (the public names above are imported on first use, by their module's name).
 """
@@ -22,7 +23,7 @@ from bench.core.resources import VERSION as __version__
 # public name -> the module that defines it
 _PUBLIC: dict[str, str] = {
     "run": "bench.api", "report": "bench.api", "RunOutcome": "bench.api", "ReportOutcome": "bench.api",
-    "results": "bench.api", "Results": "bench.api",
+    "results": "bench.api", "Results": "bench.api", "Selection": "bench.config.selection",
     "Method": "bench.methods.base", "Step": "bench.methods.base", "RunsOn": "bench.core.runs_on",
     "DatasetReader": "bench.data.base", "LoadedDataset": "bench.data.base", "ImageSet": "bench.data.base",
     "Backbone": "bench.features.backbones",

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from bench.config.grids import expand, load_grid
 from bench.execution import slurm
+from bench.config.selection import Selection
 from bench.execution.selection import expand_selection
 from bench.registries.catalogue import method_info
 
@@ -26,7 +27,7 @@ TINY = {"features.views": 2, "dataset.image_size": 8, "dataset.num_classes": 10,
 
 def frozen_block() -> list:
     """The `full` grid's frozen-feature runs, each on synthetic data of its own size."""
-    _, specs = expand_selection("full")
+    _, specs = expand_selection(Selection("full"))
     frozen = [s for s in specs if method_info(s.method).inputs == "features"]
     pairs = sorted({(s.dataset, s.backbone) for s in frozen})
     smoke = load_grid("smoke")

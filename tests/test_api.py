@@ -181,7 +181,64 @@ def test_the_api_refuses_what_it_would_coerce_in_one_bench_error(kwargs, said, t
 
 
 def test_cfg_options_read_python_literals_and_json_booleans():
-    from bench.execution.selection import parse_options
+    from bench.config.selection import parse_options
 
     assert parse_options(["a=3", "b=1e-4", "c=True", "d=false", "e=true", "f=[1,2]", "g=k-means++"]) == \
         {"a": 3, "b": 1e-4, "c": True, "d": False, "e": True, "f": [1, 2], "g": "k-means++"}
+
+
+def test_the_command_and_the_api_hand_on_the_same_selection_and_options(tmp_path, monkeypatch):
+    """One request, on the command line and through the API, reaches the run's and the report's one entry point
+    as equal objects: the same `Selection` and `RunOptions` (each option not at its default, so that one dropped on
+    either path fails here), the same `ReportOptions`; a `Selection` given whole to the API is the same again."""
+    from dataclasses import fields
+
+    from bench.config.selection import Selection
+    from bench.execution import launch as launching, selection as selecting
+    from bench.execution.launch import RunOptions, RunOutcome
+    from bench.reporting import pipeline
+
+    seen: list[tuple[str, object, object]] = []
+    monkeypatch.setattr(launching, "launch", lambda selection, options: seen.append(("run", selection, options))
+                        or RunOutcome("smoke", selection.results, (), (), ()))
+    monkeypatch.setattr(selecting, "runs_to_report", lambda selection: selection)
+    monkeypatch.setattr(pipeline, "write_reports", lambda selection, options: seen.append(("report", selection, options)))
+    results = tmp_path / "results"
+    chosen = ["--grid", "smoke", "--methods", "k-means", "Baseline:equations", "--datasets", "synthetic",
+              "--splits", "2-step", "--seeds", "0", "1", "--backbone", "pixels", "--results", str(results),
+              "--data-root", "data", "--cache-dir", "cache", "--cfg-options", "method.epochs=2", "features.mode=exact"]
+    selection = dict(methods=["k-means", "Baseline:equations"], datasets="synthetic", splits=["2-step"], seeds=[0, 1],
+                     backbones="pixels", results=str(results), data_root="data", cache_dir=Path("cache"),
+                     cfg_options={"method.epochs": 2, "features.mode": "exact"})
+    assert main(["run", *chosen, "--cluster", "slurm", "--workers", "2", "--gpus", "0,1", "--runs-per-gpu", "2",
+                 "--device", "cpu", "--threads", "2", "--read-ahead", "off", "--weights-dir", "w", "--force",
+                 "--retry-failed", "--dry-run", "--profile", "big", "--slurm-options", "mem_gb=16", "--wait",
+                 "--pack", "auto", "--pack-hours", "2", "--tracker", "tensorboard"]) == 0
+    run = dict(cluster="slurm", workers=2, gpus="0,1", runs_per_gpu=2, device="cpu", threads=2, read_ahead=False,
+               weights_dir="w", force=True, retry_failed=True, dry_run=True, profile="big", slurm_options=["mem_gb=16"],
+               wait=True, pack="auto", pack_hours=2.0, trackers=["tensorboard"])
+    bench.run("smoke", **selection, **run)
+    bench.run(Selection("smoke", **selection), **run)
+    (_, by_command, options), (_, by_api, api_options), (_, whole, _) = seen
+    assert by_command == by_api == whole == Selection(
+        "smoke", methods=("k-means", "Baseline:equations"), datasets=("synthetic",), splits=("2-step",), seeds=(0, 1),
+        backbones=("pixels",), results=results, data_root="data", cache_dir="cache",
+        cfg_options={"method.epochs": 2, "features.mode": "exact"})
+    assert options == api_options
+    assert [f.name for f in fields(RunOptions) if getattr(options, f.name) == f.default] == []
+    with pytest.raises(BenchError, match="methods given beside a Selection: give them in the Selection instead"):
+        bench.run(Selection("smoke"), methods=["k-means"])
+
+    seen.clear()
+    assert main(["report", *chosen, "--format", "markdown", "csv", "--out", str(tmp_path / "out"), "--pool-orders",
+                 "--by", "device", "--compare", "paper", "--posthoc", "wilcoxon-holm", "--correction", "bh",
+                 "--bootstrap", "50"]) == 0
+    bench.report("smoke", **selection, format=["markdown", "csv"], out=tmp_path / "out", pool_orders=True,
+                 by="device", compare="paper", statistics={"posthoc": "wilcoxon-holm", "correction": "bh",
+                                                           "resamples": 50})
+    assert main(["report", "--results", str(results)]) == 0
+    bench.report(results=results)
+    (_, by_command, options), (_, by_api, api_options), (_, every, default), (_, every_api, api_default) = seen
+    assert by_command == by_api and options == api_options and options.formats == ("markdown", "csv")
+    assert (options.compare, options.statistics.correction, options.statistics.resamples) == (("paper",), "bh", 50)
+    assert every == every_api == Selection(results=results) and default == api_default

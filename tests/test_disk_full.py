@@ -140,16 +140,18 @@ def test_a_cache_that_holds_the_real_banks_is_not_refused(tmp_path, monkeypatch,
     import shutil
 
     from bench.execution.preflight import real_bank_bytes
-    from bench.execution.selection import expand_selection, parse_options
+    from bench.config.selection import Selection
+    from bench.execution.selection import expand_selection
 
     results = tmp_path / "results"
     command = ["run", "--grid", grid, "--cluster", "debug", "--seeds", "0", "--results", str(results), *argv]
     assert main(command) == 0, capsys.readouterr().err
     banks = results / "cache" / "banks"
     built = sum(p.stat().st_size for p in banks.rglob("*") if p.is_file())
-    _, specs = expand_selection(grid, methods=argv[1:2], seeds=[0], datasets=["synthetic"] if grid == "smoke" else None,
-                                splits=["2-step"] if grid == "demo" else None, cache_dir=None,
-                                cfg_options=parse_options(argv[argv.index("--cfg-options") + 1:]) if "--cfg-options" in argv else {})
+    _, specs = expand_selection(Selection(grid, methods=argv[1:2], seeds=[0],
+                                          datasets=["synthetic"] if grid == "smoke" else None,
+                                          splits=["2-step"] if grid == "demo" else None,
+                                          cfg_options=argv[argv.index("--cfg-options") + 1:] if "--cfg-options" in argv else {}))
     tokens = grid == "smoke"
     bound = real_bank_bytes(specs[0], specs[0].config["features"]["views"], tokens)
     assert built <= bound <= 4 * built + 2 ** 20  # a bound, and a tight one (headers and metadata aside)

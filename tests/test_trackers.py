@@ -252,11 +252,13 @@ def test_a_resumed_run_goes_on_in_the_same_tracker_runs(tmp_path, monkeypatch, o
     from mlflow.tracking import MlflowClient
     from tensorboardX.proto.event_pb2 import Event
 
+    from bench.config.selection import Selection
     from bench.execution.selection import expand_selection
     from tests.helpers import killed_then_resumed
 
-    _, [spec] = expand_selection("smoke", methods=["baseline"], datasets=["synthetic"], splits=["2-step"], seeds=[0],
-                                 backbones=["pixels"], cfg_options=TINY, trackers=["tensorboard", "mlflow"])
+    _, [spec] = expand_selection(Selection("smoke", methods=["baseline"], datasets=["synthetic"], splits=["2-step"],
+                                           seeds=[0], backbones=["pixels"], cfg_options=TINY),
+                                 trackers=["tensorboard", "mlflow"])
     out = killed_then_resumed(spec, tmp_path, bench.METHODS.get("Baseline"), 1, monkeypatch)
     assert "trackers: tensorboard, mlflow started (resumed" in (out / "log.txt").read_text()
     folder = tmp_path / "tensorboard" / "smoke" / f"Baseline-{spec.run_id}"
@@ -273,11 +275,13 @@ def test_a_resumed_run_goes_on_in_the_same_tracker_runs(tmp_path, monkeypatch, o
 def test_a_tracker_whose_library_is_missing_where_the_run_runs_is_logged_and_the_run_finishes(tmp_path, monkeypatch):
     """The check is made where `bench run` runs; a SLURM node or a worker without the extra finds out at start."""
     pytest.importorskip("tensorboardX")
+    from bench.config.selection import Selection
     from bench.execution.selection import expand_selection
     from bench.protocol.runner import execute
 
-    _, [spec] = expand_selection("smoke", methods=["k-means"], datasets=["synthetic"], splits=["2-step"], seeds=[0],
-                                 backbones=["pixels"], cfg_options=TINY, trackers=["tensorboard"])
+    _, [spec] = expand_selection(Selection("smoke", methods=["k-means"], datasets=["synthetic"], splits=["2-step"],
+                                           seeds=[0], backbones=["pixels"], cfg_options=TINY),
+                                 trackers=["tensorboard"])
     monkeypatch.setitem(sys.modules, "tensorboardX", None)
     out = execute(spec, tmp_path)
     log = (out / "log.txt").read_text()

@@ -1,13 +1,14 @@
 """What several commands share: the selection options (`--grid`, `--methods` …, where the results and
-data are) and turning them into the keyword arguments of `bench.execution.selection` / `bench.api`; the options of
-the two `fetch` commands (`bench data fetch`, `bench weights fetch`)."""
+data are) and the one `Selection` they make (`bench.config.selection`), which `bench.api` and
+`bench.execution.selection` take whole; the options of the two `fetch` commands (`bench data fetch`,
+`bench weights fetch`)."""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 from typing import Any
 
-from bench.api import DEFAULT_RESULTS
+from bench.config.selection import DEFAULT_RESULTS, Selection
 
 
 def add_selection(p: argparse.ArgumentParser, grid_help: str = "default: demo") -> None:
@@ -27,22 +28,24 @@ def add_selection(p: argparse.ArgumentParser, grid_help: str = "default: demo") 
                    help="override config keys, e.g. method.epochs=10 features.views=4")
 
 
-def selection(args: argparse.Namespace) -> dict[str, Any]:
-    """The selection options as keyword arguments of `bench.api.run` / `report`; `--cfg-options` as the
-    `k=v` strings given, which the API parses where the command always has (after the cluster checks)."""
-    return {"methods": args.methods, "datasets": args.datasets, "splits": args.splits, "seeds": args.seeds,
-            "backbones": args.backbones, "data_root": args.data_root, "cache_dir": args.cache_dir,
-            "cfg_options": args.cfg_options}
+def selection(args: argparse.Namespace) -> Selection:
+    """The runs the selection options name, as `bench.run(...)` / `bench.report(...)` name them by keyword."""
+    return Selection(args.grid, methods=args.methods, datasets=args.datasets, splits=args.splits, seeds=args.seeds,
+                     backbones=args.backbones, results=args.results, data_root=args.data_root,
+                     cache_dir=args.cache_dir, cfg_options=args.cfg_options)
+
+
+def read_ahead(args: argparse.Namespace) -> bool | None:
+    """`--read-ahead on|off` as the API takes it; None where not given (or not an option of the command)."""
+    value = getattr(args, "read_ahead", None)
+    return None if value is None else value == "on"
 
 
 def expand(args: argparse.Namespace) -> tuple[Any, list[Any]]:
     """The grid and run specs the selection options of `bench run`, `status`, `cancel`, `metrics` name."""
-    from bench.execution.selection import expand_selection, parse_options
+    from bench.execution.selection import expand_selection
 
-    read_ahead = getattr(args, "read_ahead", None)
-    return expand_selection(args.grid, **{**selection(args), "cfg_options": parse_options(args.cfg_options)},
-                            device=getattr(args, "device", None),
-                            read_ahead=None if read_ahead is None else read_ahead == "on",
+    return expand_selection(selection(args), device=getattr(args, "device", None), read_ahead=read_ahead(args),
                             threads=getattr(args, "threads", None), weights_dir=getattr(args, "weights_dir", None),
                             trackers=getattr(args, "trackers", None))
 

@@ -53,7 +53,7 @@ def summary(args: argparse.Namespace, dataset: str) -> int:
     from bench.config.spec import n_steps_of
     from bench.execution.preflight import resolve_data_root
     from bench.registries import load_all
-    from bench.execution.selection import parse_options
+    from bench.config.selection import parse_options
 
     load_all()
     options = {}

@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 from bench.cli import cache, cancel, check, data, listing, metrics, new, report, run, status, weights, worker
 from bench.errors import BenchError, disk_full
 from bench.reporting.outcomes import DISK_FULL
-from bench.execution.preflight import shortened
+from bench.core.storage import shortened
 
 # in the order `bench --help` lists them; each module adds its parser and runs its command
 COMMANDS = {"run": run, "worker": worker, "status": status, "cancel": cancel, "list": listing, "data": data,

@@ -44,8 +44,7 @@ def add_parser(sub: Any) -> None:
 def command(args: argparse.Namespace) -> int:
     from bench.api import DEFAULT_REPORT_FORMATS, report
 
-    report(args.grid, **selection(args), results=args.results,
-           format=args.format or DEFAULT_REPORT_FORMATS, out=args.out,
-           pool_orders=args.pool_orders, by=args.by, compare=args.compare,
+    report(selection(args), format=args.format or DEFAULT_REPORT_FORMATS, out=args.out, pool_orders=args.pool_orders,
+           by=args.by, compare=args.compare,
            statistics=dict(posthoc=args.posthoc, correction=args.correction, resamples=args.bootstrap))
     return 0

@@ -1,10 +1,11 @@
-"""`bench run`: run a grid's runs not yet done (bench.api.run behind the options)."""
+"""`bench run`: run a grid's runs not yet done (bench.api.run behind the options: the selection's as one
+`Selection`, the run's under their `RunOptions` names)."""
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from bench.cli.common import add_selection, selection
+from bench.cli.common import add_selection, read_ahead, selection
 
 
 def add_parser(sub: Any) -> None:
@@ -52,12 +53,11 @@ def add_parser(sub: Any) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
+    from dataclasses import fields
+
     from bench.api import run
-    outcome = run(args.grid, **selection(args), results=args.results, cluster=args.cluster, workers=args.workers,
-                  device=args.device, threads=args.threads,
-                  read_ahead=None if args.read_ahead is None else args.read_ahead == "on",
-                  weights_dir=args.weights_dir, force=args.force, retry_failed=args.retry_failed,
-                  dry_run=args.dry_run, profile=args.profile, slurm_options=args.slurm_options,
-                  wait=args.wait, gpus=args.gpus, runs_per_gpu=args.runs_per_gpu, pack=args.pack,
-                  pack_hours=args.pack_hours, trackers=args.trackers)
-    return outcome.exit_code
+    from bench.execution.launch import RunOptions
+
+    # each option's destination is its RunOptions field: what the parser reads is handed on by name, not by hand
+    given = {f.name: getattr(args, f.name) for f in fields(RunOptions)}
+    return run(selection(args), **{**given, "read_ahead": read_ahead(args)}).exit_code

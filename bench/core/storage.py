@@ -1,5 +1,6 @@
 """Writing files so that nothing finished is ever half-written: atomic replacement and the one-line
-check that a directory can be written at all, before anything runs. Light on purpose (no torch, no
+checks that a directory can be written at all and that a path is one the file system can look up, before
+anything runs. Light on purpose (no torch, no
 mmengine): the catalogue and the light commands use it too."""
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Iterator
 
-from bench.errors import disk_full
+from bench.errors import BenchError, disk_full
 
 
 @contextlib.contextmanager
@@ -50,3 +51,21 @@ def unwritable(directory: Path) -> OSError | None:
         except OSError:  # not a directory, read-only: there is nothing to remove
             pass
     return None
+
+
+def usable_path(path: Path, option: str) -> Path:
+    """`path`, or one line when the file system cannot even look it up (longer than its limits: 255
+    bytes a name, 4096 a path on Linux); whether it exists is checked where it is used."""
+    try:
+        os.stat(path)
+    except OSError as err:
+        if err.errno == errno.ENAMETOOLONG:
+            raise BenchError(f"{option} {shortened(path)} is too long for the file system ({len(str(path))} "
+                             f"characters; {err.strerror}); give a shorter path") from None
+    return path
+
+
+def shortened(path: Path | str, keep: int = 60) -> str:
+    """A path short enough for a one-line message."""
+    text = str(path)
+    return text if len(text) <= 2 * keep else f"{text[:keep]}…{text[-keep:]}"

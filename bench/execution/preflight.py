@@ -1,18 +1,17 @@
 """What a grid's runs will need, checked once before anything is written, started or submitted.
 
-`bench run` and `bench.run(...)` (and `bench report` / `bench.report(...)` for the report's directory)
-share these checks, so that the command line and the Python API refuse the same input with the same
-one-line `BenchError` instead of every run starting, failing and writing its own error.
+`bench run` and `bench.run(...)` share these checks, so that the command line and the Python API refuse the same
+input with the same one-line `BenchError` instead of every run starting, failing and writing its own error.
 """
 from __future__ import annotations
 
-import errno
 import os
 from pathlib import Path
 from typing import Any, Sequence
 
 from bench.config.spec import RunSpec
-from bench.errors import BenchError, disk_full
+from bench.core.storage import usable_path
+from bench.errors import BenchError
 
 
 def resolve_data_root(data_root: str | os.PathLike[str] | None) -> str | None:
@@ -20,24 +19,6 @@ def resolve_data_root(data_root: str | os.PathLike[str] | None) -> str | None:
     each run's spec); None leaves it to the config's per-dataset `dataset.root`."""
     root = data_root or os.environ.get("BENCH_DATA_ROOT")
     return str(usable_path(Path(root).expanduser().resolve(), "--data-root (or $BENCH_DATA_ROOT)")) if root else None
-
-
-def usable_path(path: Path, option: str) -> Path:
-    """`path`, or one line when the file system cannot even look it up (longer than its limits: 255
-    bytes a name, 4096 a path on Linux); whether it exists is checked where it is used."""
-    try:
-        os.stat(path)
-    except OSError as err:
-        if err.errno == errno.ENAMETOOLONG:
-            raise BenchError(f"{option} {shortened(path)} is too long for the file system ({len(str(path))} "
-                             f"characters; {err.strerror}); give a shorter path") from None
-    return path
-
-
-def shortened(path: Path | str, keep: int = 60) -> str:
-    """A path short enough for a one-line message."""
-    text = str(path)
-    return text if len(text) <= 2 * keep else f"{text[:keep]}…{text[-keep:]}"
 
 
 def check_splits(specs: Sequence[Any]) -> None:
@@ -248,19 +229,6 @@ def real_bank_bytes(spec: RunSpec, views: int, tokens: bool) -> int:
     with torch.no_grad():
         shape = embed(vit_of(backbone), torch.zeros(1, 3, size, size)).shape
     return bank_bytes_bound(images, views, int(shape[2]), int(shape[1]))
-
-
-def check_report_dir(out: Path) -> None:
-    """One line, before anything is computed, when the report cannot be written to `out` (a read-only
-    mount, a file of that name, a file where a parent directory should be)."""
-    from bench.core.storage import unwritable
-
-    err = unwritable(usable_path(Path(out), "--out"))
-    if err is None or disk_full(err):  # a full disk: the writes say so in their own line, naming the file
-        return
-    why = {errno.EEXIST: "a file of that name exists", errno.ENOTDIR: "a part of the path is a file"}.get(
-        err.errno or 0, err.strerror or str(err))
-    raise BenchError(f"cannot write the report to {shortened(out)} ({why}); choose another directory with --out DIR")
 
 
 def check_cluster(cluster: str, workers: int | None, threads: int | None) -> None:

@@ -1,45 +1,22 @@
-"""Which runs a command or an API call means: a grid narrowed by methods, datasets, splits, seeds and
-backbones, with where things are (data root, cache, device), expanded into run specs.
+"""Which runs a command or an API call means: a `Selection` (`bench.config.selection`) with where things
+are (data root, cache, device) expanded into run specs; for a report, with the run directories it reads.
 
-The command line and `bench.run` / `bench.report` expand through here, so that both name the same runs.
+The command line and `bench.run` / `bench.report` / `bench.results` expand through here, so that both name the
+same runs.
 """
 from __future__ import annotations
 
-import numbers
 import os
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
+from bench.config.selection import Selected, Selection
 from bench.errors import BenchError
 from bench.execution.preflight import resolve_data_root
 
 
-def parse_options(pairs: Sequence[str], option: str = "--cfg-options") -> dict[str, Any]:
-    """`k=v` pairs; values parsed as Python literals where possible (`3`, `1e-4`, `True`, `[1,2]`); `true` and
-    `false` (as JSON and YAML write them) are booleans too."""
-    import ast
-
-    options: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise BenchError(f"bad {option} item {pair!r}: use section.key=value, e.g. method.epochs=10")
-        if raw in ("true", "false"):
-            options[key] = raw == "true"
-            continue
-        try:
-            options[key] = ast.literal_eval(raw)
-        except (ValueError, SyntaxError):
-            options[key] = raw
-    return options
-
-
-def expand_selection(grid: str, *, methods: Sequence[str] | None = None, datasets: Sequence[str] | None = None,
-                     splits: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
-                     backbones: Sequence[str] | None = None, cfg_options: Mapping[str, Any] | None = None,
-                     data_root: str | os.PathLike[str] | None = None, cache_dir: str | os.PathLike[str] | None = None,
-                     device: str | None = None, read_ahead: bool | None = None, threads: int | None = None,
-                     weights_dir: str | os.PathLike[str] | None = None,
+def expand_selection(selection: Selection, *, device: str | None = None, read_ahead: bool | None = None,
+                     threads: int | None = None, weights_dir: str | os.PathLike[str] | None = None,
                      trackers: Sequence[str] | None = None) -> tuple[Any, list[Any]]:
     """The grid and its run specs as selected. Where things are (data root, cache, device, threads,
     weights) goes into each spec's `location`, recorded but kept out of its run id; so do the trackers a run sends
@@ -47,11 +24,12 @@ def expand_selection(grid: str, *, methods: Sequence[str] | None = None, dataset
     name, which groups the runs there."""
     from bench.config.grids import expand, load_grid
 
-    loaded = load_grid(grid)
-    negative = [seed for seed in seeds or () if seed < 0]
+    loaded = load_grid(selection.grid)
+    negative = [seed for seed in selection.seeds or () if seed < 0]
     if negative:
         raise BenchError(f"--seeds {negative[0]}: a seed must be an integer >= 0")
-    location: dict[str, Any] = {"data_root": resolve_data_root(data_root),
+    cache_dir = selection.cache_dir
+    location: dict[str, Any] = {"data_root": resolve_data_root(selection.data_root),
                                 "cache_dir": str(Path(cache_dir).resolve()) if cache_dir else None}
     if device:
         location["device"] = device
@@ -68,15 +46,24 @@ def expand_selection(grid: str, *, methods: Sequence[str] | None = None, dataset
         chosen = check_trackers([*loaded.trackers, *trackers])  # unknown ones or missing extras refused here
         if chosen:
             location.update(trackers=chosen, grid=loaded.name)
-    specs = expand(loaded, methods=methods, datasets=datasets, splits=splits, seeds=seeds, backbones=backbones,
-                   options=dict(cfg_options or {}), location=location)
+    specs = expand(loaded, methods=selection.methods, datasets=selection.datasets, splits=selection.splits,
+                   seeds=selection.seeds, backbones=selection.backbones, options=dict(selection.cfg_options),
+                   location=location)
     return loaded, specs
 
 
-def finished_selection(results: Path, *, methods: Sequence[str] | None = None, datasets: Sequence[str] | None = None,
-                       splits: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
-                       backbones: Sequence[str] | None = None,
-                       cfg_options: Mapping[str, Any] | None = None) -> tuple[Any, list[Any], list[Path]]:
+def runs_to_report(selection: Selection) -> Selected:
+    """The runs a report of `selection` reads: its grid's runs and their directories, finished or not (the
+    report says how many are), or without a grid every finished run under the results root."""
+    from bench.runs.rundir import run_dir
+
+    if not selection.grid:
+        return finished_selection(selection)
+    loaded, specs = expand_selection(selection)
+    return Selected(selection, loaded, tuple(specs), tuple(run_dir(selection.results, s) for s in specs))
+
+
+def finished_selection(selection: Selection) -> Selected:
     """A report without a grid: every finished run under the results root (what the user just ran,
     whatever grid or options it came from), narrowed by methods, datasets, splits, seeds and backbones,
     as one grid named `all`; with the directories to read. A directory whose spec.json cannot be read is
@@ -87,7 +74,9 @@ def finished_selection(results: Path, *, methods: Sequence[str] | None = None, d
     from bench.config.spec import RunSpec
     from bench.config.grids import Block, Grid
 
-    if cfg_options:
+    results, methods, datasets, splits, seeds, backbones = (selection.results, selection.methods, selection.datasets,
+                                                            selection.splits, selection.seeds, selection.backbones)
+    if selection.cfg_options:
         raise BenchError("--cfg-options selects runs of a grid: name it with --grid (without --grid, bench report "
                          "reports every finished run under the results root)")
     selected = {_selected_method(entry) for entry in methods or ()}
@@ -113,7 +102,7 @@ def finished_selection(results: Path, *, methods: Sequence[str] | None = None, d
     print(f"no --grid given: reporting the {len(directories)} finished run(s) under {Path(results) / 'runs'}"
           + (f" ({', '.join(dict.fromkeys(s.label for s in specs))} on {', '.join(axis['dataset'])})" if specs else ""))
     grid = Grid(name="all", blocks=(block,), seeds=tuple(sorted({s.seed for s in specs})), cfg={})
-    return grid, specs, directories
+    return Selected(selection, grid, tuple(specs), tuple(directories))
 
 
 def _selected_method(entry: str) -> tuple[str, str]:
@@ -125,51 +114,3 @@ def _selected_method(entry: str) -> tuple[str, str]:
         return parse_method(entry)
     except BenchError:
         return split_method(entry)
-
-
-def default_backbone(backbones: Sequence[str] | None, grid: Any) -> str:
-    """The backbone whose rows need no backbone in their label: the first selected, else the grid's first."""
-    return (backbones or grid.backbones)[0]
-
-
-# -- the Python API's selection arguments, checked at its edge (the command line's are parsed by argparse) --
-
-def names_of(value: Any, what: str) -> list[str] | None:
-    """A selection as the API takes it: None (the grid's), one name, or a list of names; anything else is
-    refused in one line (a string is one name, never its characters)."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-        return list(value)
-    raise BenchError(f"bad {what}={value!r}: a name or a list of names (strings), e.g. {what}=['baseline', 'k-means']")
-
-
-def seeds_of(value: Any) -> list[int] | None:
-    """None (the grid's seeds), one integer or a list of integers; `1.5`, `True` or `"0"` are refused, not coerced
-    (two of them would name the run of seed 1)."""
-    if value is None:
-        return None
-    values = [value] if isinstance(value, numbers.Integral) else value
-    if isinstance(values, (list, tuple)) and all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
-                                                 for v in values):
-        return [int(v) for v in values]
-    raise BenchError(f"bad seeds={value!r}: an integer or a list of integers, e.g. seeds=[0, 1, 2]")
-
-
-def path_of(value: Any, what: str) -> Path:
-    if isinstance(value, (str, os.PathLike)):
-        return Path(value)
-    raise BenchError(f"bad {what}={value!r}: a path (a str or a pathlib.Path)")
-
-
-def options_of(options: Mapping[str, Any] | Sequence[str] | None, option: str = "--cfg-options") -> dict[str, Any]:
-    """`--cfg-options`-like settings as the API takes them: a dict, or a list of key=value strings."""
-    if options is None:
-        return {}
-    if isinstance(options, Mapping):
-        return dict(options)
-    if isinstance(options, str):
-        raise BenchError(f"{option}: give a dict or a list of key=value strings, not the string {options!r}")
-    return parse_options(options)

@@ -229,7 +229,8 @@ class Submission:
     skipped_active: int
 
 
-def _summary(params: Mapping[str, Any]) -> str:
+def resources_line(params: Mapping[str, Any]) -> str:
+    """A job array's resources in one line (`partition=gpu, gpus_per_node=1, …`), as submissions and plans say."""
     keys = ("slurm_partition", "gpus_per_node", "cpus_per_task", "mem_gb", "timeout_min")
     return ", ".join(f"{k.removeprefix('slurm_')}={params[k]}" for k in keys if k in params)
 
@@ -278,7 +279,7 @@ def submit(specs: Sequence[RunSpec], results: Path, profile: Profile, overrides:
         record(results, ({"run_id": s.run_id, "job_id": j.job_id, "folder": str(folder).replace("%j", j.job_id),
                           "grid": grid, "submitted_at": now, **({"packed": True} if pack is not None else {})}
                          for task, j in zip(tasks, jobs) for s in task))
-        arrays.append((jobs[0].job_id.split("_")[0], sum(map(len, tasks)), _summary(params), len(tasks)))
+        arrays.append((jobs[0].job_id.split("_")[0], sum(map(len, tasks)), resources_line(params), len(tasks)))
     return Submission(arrays, skipped_active=len(specs) - len(todo))
 
 
@@ -302,7 +303,7 @@ def _submit_array(executor: submitit.AutoExecutor, tasks: Sequence[Sequence[RunS
         said = [line.strip() for line in (str(err) or chatter.getvalue()).splitlines() if line.strip()]
         reason = (said[-1] if said else "no reason given").removeprefix("sbatch: error: ")
         raise BenchError(f"sbatch refused the job array: {reason}; profile {profile.name!r} asked for "
-                         f"{_summary(params) or 'its defaults'}; ask for what the cluster has with --profile NAME "
+                         f"{resources_line(params) or 'its defaults'}; ask for what the cluster has with --profile NAME "
                          f"or --slurm-options key=value (e.g. mem_gb=16 gpus_per_node=1 slurm_partition=NAME)") from None
 
 

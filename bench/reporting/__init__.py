@@ -1,5 +1,7 @@
 """`bench report`: load → aggregate → render. Pure functions over the long metrics table.
 
+- `pipeline`: the report from end to end behind one entry point (`write_reports`), and `results_of`, its cells as
+  pandas objects (`bench.results`);
 - `load` (the metrics files of a selection of runs), `aggregate` (seeds to cells), `stats` (intervals, tests),
   `layouts` (the paper's tables' rows and columns), `table` (rendering), `compare` (beside the paper), `peers`
   (beside a mixed-setting peer's published tables), `cgcd` (the mixed setting's table), `plots` (radar, curves,

@@ -38,8 +38,8 @@ from bench.reporting.site.runs import (DONE, FAILED, NOT_RUN, STATE_HELP, UNFINI
 from bench.reporting.site.tables import REFERENCE_MARK
 
 # the public names of the single module this package replaced: `site.X` keeps working for each of them
-# (`from bench.reporting.site import write_site` is how bench.api calls it; benchmarks/report_site.py
-# replaces `site.write_site` to time it, which bench.api's import at call time then picks up)
+# (`from bench.reporting.site import write_site` is how bench.reporting.pipeline calls it; benchmarks/report_site.py
+# replaces `site.write_site` to time it, which the pipeline's import at call time then picks up)
 __all__ = ["ASSETS", "DONE", "FAILED", "LOG_LINES", "MEASURES", "Measure", "NOT_RUN", "PROVENANCE",
            "REFERENCE_MARK", "Run", "STATE_HELP", "UNFINISHED", "UNREADABLE", "collect_runs", "e", "run_page",
            "svg_curves", "write_site"]
