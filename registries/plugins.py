@@ -69,7 +69,7 @@ _generation = 0  # counts the sets of folders this process was given (`use`): wh
 _first: list[Callable[[], None]] = []  # what imports bench's own entries, before any plugin (`import_first`)
 
 
-def resolve(include: Iterable[str | Path] = ()) -> tuple[Path, ...]:
+def resolve(include: Iterable[str | os.PathLike[str]] = ()) -> tuple[Path, ...]:
     """BENCH_INCLUDE's folders, then `include`'s, absolute and each once; a missing folder is an error."""
     raw = [p for p in os.environ.get(ENV, "").split(os.pathsep) if p] + [str(p) for p in include]
     dirs: list[Path] = []
@@ -94,7 +94,7 @@ def use(dirs: Iterable[str | Path], *, warn: bool = True) -> None:
     _generation += 1  # what was read of the registered classes for the old set is read again (the catalogue)
 
 
-def activate(include: Iterable[str | Path] = ()) -> tuple[Path, ...]:
+def activate(include: Iterable[str | os.PathLike[str]] = ()) -> tuple[Path, ...]:
     """Where a command starts: BENCH_INCLUDE plus `--include`, checked for names that would shadow bench's."""
     dirs = resolve(include)
     use(dirs)

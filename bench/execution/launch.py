@@ -93,7 +93,7 @@ def launch(selection: Selection, options: RunOptions) -> RunOutcome:
     slots = local_slots(o.cluster, o.gpus, o.runs_per_gpu, o.device, o.workers)
     pack = check_pack(o.cluster, o.pack, o.pack_hours)
     loaded, specs = expand_selection(selection, device=o.device, read_ahead=o.read_ahead, threads=o.threads,
-                                     weights_dir=o.weights_dir, trackers=list(o.trackers))
+                                     weights_dir=o.weights_dir, trackers=list(o.trackers or ()))
     check_splits(specs)
     check_tail_backbones(specs)
     check_timm_models(specs)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import sys
+import os
 from pathlib import Path
 from typing import Sequence
 
@@ -100,7 +101,7 @@ class SlurmPack(submitit.helpers.Checkpointable):
     """Several runs as one SLURM array task, one after another in this process. Requeued with the same
     arguments (and the runs that failed in this task so far, `failed`) on a time limit or a preemption."""
 
-    def __init__(self, include: Sequence[str] = ()) -> None:
+    def __init__(self, include: Sequence[str | os.PathLike[str]] = ()) -> None:
         self.include = tuple(str(d) for d in include)
         self.failed: list[str] = []  # run ids: pickled with the requeue, so a failure is not retried by it
 

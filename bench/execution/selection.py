@@ -24,6 +24,8 @@ def expand_selection(selection: Selection, *, device: str | None = None, read_ah
     name, which groups the runs there."""
     from bench.config.grids import expand, load_grid
 
+    if selection.grid is None:
+        raise BenchError("no grid to run: name one (--grid NAME; `bench list grids` lists them)")
     loaded = load_grid(selection.grid)
     negative = [seed for seed in selection.seeds or () if seed < 0]
     if negative:

@@ -17,6 +17,7 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timezone
+import os
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -102,7 +103,7 @@ class SlurmRun(submitit.helpers.Checkpointable):
     It carries the plugin folders of the command that submitted it (`include`, pickled with it and
     with a requeue) and imports them, and its environment's entry points, before the run."""
 
-    def __init__(self, include: Sequence[str] = ()) -> None:
+    def __init__(self, include: Sequence[str | os.PathLike[str]] = ()) -> None:
         self.include = tuple(str(d) for d in include)
 
     def __call__(self, spec_json: str, results: str) -> str:

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, cast
 
 import pandas as pd
 
 from bench.reporting.aggregate import accuracy_matrices, final_scores, step_curves, step_forgetting
-from bench.reporting.table import escape_latex, render_table
+from bench.reporting.table import TableFormat, escape_latex, render_table
 from bench.core.storage import write_atomic
 
 SUFFIX = {"latex": "tex", "markdown": "md", "csv": "csv"}
@@ -48,7 +48,7 @@ def write_report(frame: pd.DataFrame, out_dir: Path, fmt: str, title: str,
                + (f" ({escape_latex(', '.join(exclude_from_best))}: reference methods, never bold)."
                   if exclude_from_best else "."))
     table = out_dir / f"table.{SUFFIX[fmt]}"
-    write_atomic(table, render_table(scores, fmt, caption=caption, exclude_from_best=exclude_from_best,
+    write_atomic(table, render_table(scores, cast(TableFormat, fmt), caption=caption, exclude_from_best=exclude_from_best,
                                      correction=correction))
     paths = [table]
     from bench.reporting.cgcd import cgcd_table, render
@@ -121,7 +121,7 @@ def block_reports(frame: pd.DataFrame, out_dir: Path, formats: Sequence[str], ti
         name = plain_name(block.name)
         for fmt in formats:
             paths.append(Path(out_dir) / f"table_{name}.{SUFFIX[fmt]}")
-            write_atomic(paths[-1], render_table(scores, fmt, layout=block.layout, exclude_from_best=exclude_from_best,
+            write_atomic(paths[-1], render_table(scores, cast(TableFormat, fmt), layout=block.layout, exclude_from_best=exclude_from_best,
                                                  caption=f"{escape_latex(title)}, {escape_latex(block.name)}.",
                                                  correction=correction))
         tables.append((f"table_{name} ({block.layout} layout)", block.layout, scores))

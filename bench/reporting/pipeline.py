@@ -94,7 +94,7 @@ def write_reports(selected: Selected, options: ReportOptions) -> ReportOutcome:
 
     frame, unplaced = load_finished(selected, options.pool_orders)
     grid, specs, selection = selected.grid, selected.specs, selected.selection
-    out = options.out or selection.results / "reports" / grid.name
+    out = Path(options.out) if options.out is not None else selection.results / "reports" / grid.name
     check_report_dir(out)
     write_atomic(out / INCOMPLETE, "bench report was stopped while writing this folder: some files are of this "
                  "report, others of an earlier one or missing; run `bench report` again\n")
@@ -172,7 +172,7 @@ def check_report_dir(out: Path) -> None:
     if err is None or disk_full(err):  # a full disk: the writes say so in their own line, naming the file
         return
     why = {errno.EEXIST: "a file of that name exists", errno.ENOTDIR: "a part of the path is a file"}.get(
-        err.errno, err.strerror)
+        err.errno or 0, err.strerror or str(err))
     raise BenchError(f"cannot write the report to {shortened(out)} ({why}); choose another directory with --out DIR")
 
 

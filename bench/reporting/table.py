@@ -15,6 +15,8 @@ from tabulate import tabulate
 from bench.reporting.layouts import NO, YES, Shape, axes, shape_of
 from bench.reporting.stats import CORRECTION_NAMES, adjust, ci95_bounds, paired_pvalue
 
+TableFormat = Literal["latex", "markdown", "csv"]  # what `render_table` writes
+
 METRICS = ("F", "A")  # column order within a dataset, as in the paper
 LOWER_IS_BETTER = {"F"}
 LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
@@ -68,7 +70,7 @@ def _cells(scores: pd.DataFrame, exclude_from_best: Sequence[str],
     return cells, len(tested)
 
 
-def render_table(scores: pd.DataFrame, fmt: Literal["latex", "markdown", "csv"], caption: str = "",
+def render_table(scores: pd.DataFrame, fmt: TableFormat, caption: str = "",
                  exclude_from_best: Sequence[str] = (), layout: str = "comparison", correction: str = "holm") -> str:
     """The table as text, its rows in `layout` (see `layouts.BUILDERS`). `caption` is used by LaTeX
     only and must already be valid LaTeX. `correction` (holm or bh): how the daggers' tests are corrected

@@ -146,9 +146,10 @@ def _training_curves(directory: Path | None) -> str:
     from bench.reporting.plots import figure_styles
     from bench.reporting.site.charts import svg_curves
 
-    path = directory / "predictions.npz" if directory is not None else None
+    if directory is None:
+        return ""
     try:
-        with np.load(path) as stored:  # allow_pickle=False
+        with np.load(directory / "predictions.npz") as stored:  # allow_pickle=False
             losses = {k: stored[k] for k in stored.files if k.startswith("epoch_loss_")}
             scores = {k: stored[k] for k in stored.files if k.startswith("epoch_score_")}
     except (OSError, ValueError, TypeError):
