@@ -2,19 +2,30 @@
 (`bench.protocol.step`, imported from here too)."""
 from __future__ import annotations
 
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping, TypeVar
 
 import torch
 
 from bench.core.runs_on import RunsOn
 from bench.protocol.step import Step
 
-__all__ = ["Method", "REFITTED", "RunsOn", "Step"]
+__all__ = ["Method", "REFITTED", "RunsOn", "Step", "built"]
 
 
 # Where the paper's A and F of the methods whose testers re-fit every task's map come from
 # (`utils/*_testers.py::test_ind_cluster`; bench.protocol.evaluate's `wo_refit`).
 REFITTED: Mapping[str, tuple[str, str]] = {"A": ("wo_refit", "A"), "F": ("wo_refit", "F")}
+
+
+T = TypeVar("T")
+
+
+def built(part: T | None, what: str) -> T:
+    """`part` where the protocol guarantees it by now (a head the first step built, the backbone `bind` gave, a
+    labelled step's labels): a RuntimeError naming it if that guarantee was broken."""
+    if part is None:
+        raise RuntimeError(f"{what} is used before it exists")
+    return part
 
 
 class Method:

@@ -3,7 +3,7 @@ Sinkhorn-Knopp pseudo-labels, the swapped-prediction loss, head training and pro
 The epoch loop is `methods.loop`'s, the trainable tails `methods.tails`'."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -87,7 +87,15 @@ def swapped_prediction_loss(logits1: torch.Tensor, logits2: torch.Tensor, temper
     return 2 * mean if reduction == "sum" else mean  # both views hold B rows: the sum of their means
 
 
-def train_head_swapped(head: CosineHead, data: FeatureViews, hp: dict, *, epochs: int, batch_size: int,
+class TwoViews(Protocol):
+    """Items with two views drawn per index: stored features (`FeatureViews`) or features of fresh views."""
+
+    def __len__(self) -> int: ...
+
+    def two_views(self, index: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
+def train_head_swapped(head: CosineHead, data: FeatureViews | TwoViews, hp: dict, *, epochs: int, batch_size: int,
                        gen: torch.Generator, after_epoch: Callable[[int], None] | None = None) -> list[float]:
     """Train a cosine head with the swapped Sinkhorn loss on two views per item (Baseline's step):
     `hp` holds the optimiser keys (lr, momentum, weight_decay, eta_min) and the loss's (temperature,
@@ -197,7 +205,7 @@ class PrototypeStats:
         for k, n in per_class.items():
             if n == 0 or k not in self.means:
                 continue
-            sigma = sigma_bar if shared_std else self.stds[k]
+            sigma = sigma_bar if sigma_bar is not None else self.stds[k]
             noise = torch.randn(n, self.means[k].shape[0], generator=gen)
             xs.append(self.means[k] + noise * sigma)
             ys.append(torch.full((n,), k, dtype=torch.long))

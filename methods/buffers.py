@@ -5,6 +5,8 @@ from typing import Any
 
 import torch
 
+from bench.methods.base import built
+
 
 class ReservoirBuffer:
     """At most `size` (image, logits) pairs, a uniform sample of every pair ever offered (reservoir
@@ -35,11 +37,12 @@ class ReservoirBuffer:
 
     def store(self, slots: list[int], images: torch.Tensor, logits: torch.Tensor) -> None:
         """Put the kept pairs in their slots, in order (a later pair of the same batch wins a slot)."""
-        if self.images is None:
+        if self.images is None or self.logits is None:
             self.images = images.new_empty((self.size, *images.shape[1:]))
             self.logits = logits.new_empty((self.size, *logits.shape[1:]))
+        stored_images, stored_logits = self.images, self.logits
         for slot, image, logit in zip(slots, images, logits.detach()):
-            self.images[slot], self.logits[slot] = image, logit
+            stored_images[slot], stored_logits[slot] = image, logit
 
     def add(self, images: torch.Tensor, logits: torch.Tensor, gen: torch.Generator) -> None:
         positions, slots = self.offer(len(images), gen)
@@ -48,7 +51,8 @@ class ReservoirBuffer:
     def sample(self, n: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """`min(n, len)` distinct stored pairs, uniformly."""
         index = torch.randperm(len(self), generator=gen)[:n]
-        return self.images[index], self.logits[index.to(self.logits.device)]
+        images, logits = built(self.images, "the buffer"), built(self.logits, "the buffer")
+        return images[index], logits[index.to(logits.device)]
 
     def state_dict(self) -> dict[str, Any]:
         return {"size": self.size, "seen": self.seen,

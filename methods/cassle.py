@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -139,7 +139,7 @@ class CaSSLe(OneTailHeads):
 
     @property
     def tail(self) -> Tail:
-        return self.nets["online"].tail
+        return cast(Projected, self.nets["online"]).tail
 
     def learn(self, step: Step) -> None:
         self._self_supervised(step)
@@ -150,7 +150,7 @@ class CaSSLe(OneTailHeads):
         online, predictor, distiller, target = nets["online"], nets["predictor"], nets["distill_predictor"], nets["target"]
         # the model at the end of step t − 1; cassle's frozen copy and its EMA target run in train mode
         # (the projector's batch norm on batch statistics), as everything in its training step
-        teacher = online.frozen_copy().train() if step.index > 0 else None
+        teacher = cast(Projected, online).frozen_copy().train() if step.index > 0 else None
         gen = torch.Generator().manual_seed(self.seed * 1000 + 100 + step.index)
         variants = byol_views(hp)
         total = max(1, len(step.tokens) // hp["ssl_batch_size"]) * hp["ssl_epochs"]

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from bench.methods.base import RunsOn, Step
+from bench.methods.base import RunsOn, Step, built
 from bench.methods.blocks import SWAP_REDUCTIONS, CosineHead, PrototypeStats, clustering_scale, swapped_loss
 from bench.methods.loop import step_lr, train_epochs
 from bench.methods.rankstats import pairwise_bce, rank_pair_targets, sigmoid_rampup
@@ -99,7 +99,7 @@ class FRoST(PairedTails):
             loss = loss + scale * (ramp["w"] / hp["rampup_coefficient"] * hp["increment_coefficient"]
                            * F.cross_entropy(joint(z1), pseudo))
             with torch.no_grad():  # the previous backbone reads the student's tokens
-                old = previous(t1)
+                old = built(previous, "the previous step's tail")(t1)
             loss = loss + scale * hp["feature_kd_weight"] * feature_distance(old, z1)
             counts = self.prototypes.replay_counts(len(index[0]), hp["replay_per_class"], gen)
             replayed, classes = self.prototypes.sample(counts, hp["shared_std"], gen)

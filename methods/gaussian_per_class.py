@@ -42,7 +42,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.methods.anchored_kmeans import anchored_kmeans
-from bench.methods.base import Method, RunsOn, Step
+from bench.methods.base import Method, RunsOn, Step, built
 from bench.methods.ncm_kmeans import check_labels
 from bench.registries import METHODS
 
@@ -119,7 +119,7 @@ class GaussianPerClass(Method):
     def _labelled(self, z: torch.Tensor, step: Step) -> tuple[torch.Tensor, torch.Tensor]:
         if step.offset:
             raise ValueError("a labelled stage must be the first: its labels are the classes 0..n_classes-1")
-        resp = F.one_hot(check_labels(step.labels, step.n_classes).to(z.device), step.n_classes).to(z.dtype)
+        resp = F.one_hot(check_labels(built(step.labels, "a labelled step's labels"), step.n_classes).to(z.device), step.n_classes).to(z.dtype)
         empty = z.new_zeros(step.n_classes, z.shape[1]), z.new_zeros(step.n_classes, z.shape[1], z.shape[1])
         return self._fit(z, resp, *empty)
 

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from bench.methods.base import Step
+from bench.methods.base import Step, built
 from bench.methods.happy_parts import (Prototypes, class_means, clustered_rows, feature_distillation, shared_radius,
                                        soft_entropy)
 from bench.methods.simgcd import ContinualSimGCD
@@ -42,7 +42,7 @@ class Happy(ContinualSimGCD):
         self.previous = self.tail.frozen_copy()
         if not self.hparams["init_new_head"]:
             return None
-        old = self.head.weight[:step.offset].detach()
+        old = built(self.head, "the head").weight[:step.offset].detach()
         return clustered_rows(self._features(step), old, step.n_classes, self.seed * 1000 + step.index)
 
     def entropy_term(self, logits: torch.Tensor, step: Step) -> torch.Tensor:
@@ -58,10 +58,11 @@ class Happy(ContinualSimGCD):
         loss = z.new_zeros(())
         if hp["proto_weight"]:  # old classes' features drawn around their prototypes, hard ones more often
             x, y = self.prototypes.sample(hp["proto_samples"], hp["hardness_temperature"], hp["radius_scale"], gen)
-            loss = loss + hp["proto_weight"] * F.cross_entropy(self.head(x) / hp["student_temperature"], y)
+            loss = loss + hp["proto_weight"] * F.cross_entropy(built(self.head, "the head")(x) / hp["student_temperature"], y)
         if hp["kd_weight"]:  # the previous stage's tail on the same views' tokens
             with torch.no_grad():
-                before = torch.cat([self.previous(t) for t in views])
+                previous = built(self.previous, "the previous step's tail")
+                before = torch.cat([previous(t) for t in views])
             loss = loss + hp["kd_weight"] * feature_distillation(z, before)
         return loss
 
@@ -73,9 +74,10 @@ class Happy(ContinualSimGCD):
             self.prototypes.radius = shared_radius(z, labels)
             return
         with torch.no_grad():
-            predicted = self.head(z).argmax(1)
+            head = built(self.head, "the head")
+            predicted = head(z).argmax(1)
         new = range(step.offset, step.offset + step.n_classes)
-        self.prototypes.add(class_means(z, predicted, new, self.head.weight[step.offset:].detach()))
+        self.prototypes.add(class_means(z, predicted, new, head.weight[step.offset:].detach()))
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "prototypes": self.prototypes.state_dict()}

@@ -9,11 +9,12 @@ steps' images. The task-agnostic mapping of step s comes from its stage-1 pair.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
 
-from bench.methods.base import RunsOn, Step
+from bench.methods.base import RunsOn, Step, built
 from bench.methods.baseline import Baseline
 from bench.methods.blocks import CosineHead, concatenated_head, hard_cross_entropy, swapped_loss
 from bench.methods.loop import train_epochs
@@ -38,7 +39,7 @@ class JointUnfrozen(PairedTails, Baseline):
     def _model(self, key: Any) -> tuple[Tail, CosineHead]:
         """The (tail, head) pair of stage 1 of step `key`, or of stage 2 for key "joint"."""
         if key not in self._models:
-            blocks, weight = self.stage2 if key == "joint" else self.stage1[key]
+            blocks, weight = built(self.stage2, "stage 2's pair") if key == "joint" else self.stage1[key]
             self._models[key] = (self.new_tail(blocks).eval(), CosineHead.from_weight(weight.to(self.device)).eval())
         return self._models[key]
 
@@ -74,8 +75,11 @@ class JointUnfrozen(PairedTails, Baseline):
 
         # each step's images labelled by their own stage-1 pair, on the student's tokens (one prefix
         # pass per view; on a token bank each stored view is labelled once, here)
-        labelled = [TeacherLabels(source, lambda t, s=s: teachers[s][1](teachers[s][0](t)).argmax(1) + offsets[s],
-                                  hp["stage2_batch_size"]) for s, source in enumerate(sources)]
+        def label_of(t: torch.Tensor, s: int) -> torch.Tensor:  # step s's images by step s's own pair
+            return teachers[s][1](teachers[s][0](t)).argmax(1) + offsets[s]
+
+        labelled = [TeacherLabels(source, functools.partial(label_of, s=s), hp["stage2_batch_size"])
+                    for s, source in enumerate(sources)]
 
         def loss_of(index: list[torch.Tensor]) -> torch.Tensor:
             tokens, labels = [], []

@@ -36,11 +36,15 @@ def parameter_groups(modules: Sequence[nn.Module], weight_decay: float) -> list[
             {"params": [p for p in params if p.ndim <= 1], "weight_decay": 0.0}]
 
 
-def sgd(parameters: Iterable[nn.Parameter], hp: dict) -> torch.optim.SGD:
-    return torch.optim.SGD(list(parameters), lr=hp["lr"], momentum=hp["momentum"], weight_decay=hp["weight_decay"])
+Parameters = Iterable[nn.Parameter] | Iterable[dict[str, Any]]  # tensors, or groups with their own options
 
 
-def train_epochs(parameters: Iterable[nn.Parameter], hp: dict, *, epochs: int, sizes: Sequence[int], batch_size: int,
+def sgd(parameters: Parameters, hp: dict) -> torch.optim.SGD:
+    params: list[Any] = list(parameters)  # torch's own union of what an optimiser takes
+    return torch.optim.SGD(params, lr=hp["lr"], momentum=hp["momentum"], weight_decay=hp["weight_decay"])
+
+
+def train_epochs(parameters: Parameters, hp: dict, *, epochs: int, sizes: Sequence[int], batch_size: int,
                  gen: torch.Generator, loss_of: Callable[[list[torch.Tensor]], torch.Tensor],
                  lr_at: Callable[[int], float] | None = None,
                  on_epoch: Callable[[int], None] | None = None,

@@ -28,7 +28,7 @@ from bench.core.distances import squared_distances
 from bench.errors import BenchError
 from bench.features.tokens import vit_of
 from bench.methods.anchored_kmeans import anchored_kmeans
-from bench.methods.base import RunsOn, Step
+from bench.methods.base import RunsOn, Step, built
 from bench.methods.gcd_losses import NormedHead, Projector, info_nce, supcon
 from bench.methods.loop import cosine_after_epoch, train_epochs
 from bench.methods.prompt_pool import PromptPool, frozen_blocks, with_prompts
@@ -53,12 +53,13 @@ class PromptCCD(OneTail):
     @property
     def tail_first(self) -> int:
         """The first trained block: prompts enter at block 0, so the prefix is the embedding alone."""
-        return len(vit_of(self.backbone).blocks) - int(self.hparams["trainable_blocks"])
+        return len(vit_of(built(self.backbone, "the backbone (bind)")).blocks) - int(self.hparams["trainable_blocks"])
 
     def features(self, tokens: torch.Tensor, prompts: torch.Tensor | None = None) -> torch.Tensor:
         """f(x; P): the CLS feature of the block-0 tokens, prompted when `prompts` are given."""
-        x = tokens if prompts is None else with_prompts(self.backbone, tokens, prompts)
-        return self.tail(frozen_blocks(self.backbone, x, self.tail_first))
+        backbone = built(self.backbone, "the backbone (bind)")
+        x = tokens if prompts is None else with_prompts(backbone, tokens, prompts)
+        return self.tail(frozen_blocks(backbone, x, self.tail_first))
 
     def _plain(self, step: Step) -> torch.Tensor:
         with torch.no_grad():
@@ -77,7 +78,7 @@ class PromptCCD(OneTail):
         k = step.offset + step.n_classes
         k = k if labelled or not hp["half_k"] else max(1, k // 2)
         gen = torch.Generator().manual_seed(self.seed * 1000 + 500 + step.index)
-        labels = step.labels.to(self.device) if labelled else None
+        labels = step.labels.to(self.device) if step.labels is not None else None
         prompting = [False]
 
         def on_epoch(epoch: int) -> None:
@@ -137,7 +138,7 @@ class PromptCCD(OneTail):
         return self.features(x)
 
     def state_dict(self) -> dict[str, Any]:
-        head = {k: v.detach().cpu().clone() for k, v in self.head.state_dict().items()}
+        head = {k: v.detach().cpu().clone() for k, v in built(self.head, "the head").state_dict().items()}
         return {"tail": self.tail.trainable_state(), "head": head, "pool": self.pool.state_dict(),
                 "centroids": self.centroids.detach().cpu().clone()}
 

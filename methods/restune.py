@@ -24,7 +24,7 @@ Inference: head_mix^s on mix_s for every step s, concatenated.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -32,7 +32,7 @@ from torch import nn
 
 from bench.features.precision import autocast_for
 from bench.features.tokens import rotary, run_block, vit_of
-from bench.methods.base import REFITTED, RunsOn, Step
+from bench.methods.base import REFITTED, RunsOn, Step, built
 from bench.methods.blocks import SWAP_REDUCTIONS, CosineHead, clustering_scale, swapped_loss
 from bench.methods.loop import train_epochs
 from bench.methods.tails import SharesBackbone, Tail, TailMethod
@@ -80,8 +80,10 @@ class ResidualEncoder(nn.Module):
         return mixes, residuals
 
     def frozen_copy(self) -> "ResidualEncoder":
-        return ResidualEncoder(self.base.frozen_copy(),
-                               [copy.deepcopy(b).requires_grad_(False) for b in self.branches]).eval()
+        branches = [cast(ResidualBranch, copy.deepcopy(b)) for b in self.branches]
+        for branch in branches:
+            branch.requires_grad_(False)
+        return ResidualEncoder(self.base.frozen_copy(), branches).eval()
 
 
 def heads_swapped_loss(pairs: list[tuple[torch.Tensor, torch.Tensor]], hp: dict) -> torch.Tensor:
@@ -126,7 +128,7 @@ class ResTune(TailMethod):
         return self._encoder
 
     def _branch(self, state: dict[str, torch.Tensor] | None = None) -> ResidualBranch:
-        branch = ResidualBranch(self.backbone, self.precision)
+        branch = ResidualBranch(built(self.backbone, "the backbone (bind)"), self.precision)
         if state is not None:
             branch.load_state_dict(state)
         return branch.to(self.device)

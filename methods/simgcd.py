@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from bench.methods.base import RunsOn, Step
+from bench.methods.base import RunsOn, Step, built
 from bench.methods.gcd_losses import (NormedHead, Projector, distil, entropy_regulariser, info_nce, supcon,
                                       teacher_temperature)
 from bench.methods.loop import cosine_after_epoch, parameter_groups, train_epochs
@@ -75,7 +75,7 @@ class ContinualSimGCD(OneTail):
         warm, final, warm_epochs = ((hp["labelled_teacher_warmup"], hp["labelled_teacher"], hp["labelled_teacher_epochs"])
                                     if labelled else (hp["teacher"], hp["teacher"], 0))
         gen = torch.Generator().manual_seed(self.seed * 1000 + 300 + step.index)
-        labels = step.labels.to(self.device) if labelled else None
+        labels = step.labels.to(self.device) if step.labels is not None else None
         epoch_now = [0]
         tau_s, lam = hp["student_temperature"], hp["sup_weight"]
 
@@ -110,14 +110,14 @@ class ContinualSimGCD(OneTail):
 
     @torch.no_grad()
     def logits(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.tail(x))
+        return built(self.head, "the head")(self.tail(x))
 
     @torch.no_grad()
     def embed(self, x: torch.Tensor) -> torch.Tensor:
         return self.tail(x)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"tail": self.tail.trainable_state(), "head": self.head.weight.detach().cpu().clone()}
+        return {"tail": self.tail.trainable_state(), "head": built(self.head, "the head").weight.detach().cpu().clone()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.restore_tail(state["tail"])

@@ -18,14 +18,14 @@ from torch import nn
 
 from bench.features.precision import autocast_for
 from bench.features.tokens import first_trainable_block, rotary, run_block, vit_of
-from bench.methods.base import Method, RunsOn
+from bench.methods.base import Method, RunsOn, built
 
 
 class SharesBackbone(nn.Module):
     """A module that reads the frozen backbone through `self._finish` (a list, which keeps the backbone
     out of its parameters and state): its copies share that backbone, never copy it."""
 
-    _finish: list[nn.Module]
+    _finish: list[Any]  # the frozen ViT, read by its attributes' names (`bench.features.tokens`)
 
     def __deepcopy__(self, memo: dict) -> "SharesBackbone":
         memo[id(self._finish)] = self._finish
@@ -137,7 +137,8 @@ class TailMethod(Method):
     def new_tail(self, state: dict[str, torch.Tensor] | None = None, first: int | None = None) -> Tail:
         """A fresh copy of the pre-trained tail (from block `first`, default `first_trainable`), or one holding
         `state`, on the backbone's device."""
-        tail = Tail(self.backbone, self.first_trainable if first is None else first, self.precision)
+        tail = Tail(built(self.backbone, "the backbone (bind)"), self.first_trainable if first is None else first,
+                    self.precision)
         if state is not None:
             tail.load_trainable_state(state)
         return tail.to(self.device)
@@ -174,6 +175,11 @@ class OneTailHeads(TailMethod):
     current tail, then every step's head, concatenated; task k's head on that same tail."""
 
     heads: list[Any]
+
+    @property
+    def tail(self) -> Tail:
+        """The current tail (each subclass says where it keeps it)."""
+        raise NotImplementedError
 
     @torch.no_grad()
     def logits(self, x: torch.Tensor) -> torch.Tensor:

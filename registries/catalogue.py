@@ -159,7 +159,7 @@ def _catalogue(generation: int) -> dict[str, Any]:
     return data
 
 
-catalogue.cache_clear = _catalogue.cache_clear  # type: ignore[attr-defined]  (read again: the tests)
+catalogue.cache_clear = _catalogue.cache_clear  # type: ignore[attr-defined]  # read again: the tests
 
 
 def method_info(name: str) -> MethodInfo | None:

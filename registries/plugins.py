@@ -233,8 +233,8 @@ def sources() -> list[Path]:
         files += [p for kind in KINDS for p in sorted((folder / kind).glob("*.py"))]
         files += [p for package in sorted(folder.glob("*/__init__.py")) for p in sorted(package.parent.rglob("*.py"))]
     for ep in _entry_points():
-        folder, path = _package_dir(ep.module), _module_path(ep.module)
-        files += sorted(folder.rglob("*.py")) if folder is not None else [path] if path is not None else []
+        package, path = _package_dir(ep.module), _module_path(ep.module)
+        files += sorted(package.rglob("*.py")) if package is not None else [path] if path is not None else []
     return [p for p in dict.fromkeys(files) if p.is_file()]  # a directory named `x.py` holds no source
 
 
