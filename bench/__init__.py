@@ -18,7 +18,9 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from bench.core.resources import VERSION as __version__
+from bench.core.resources import VERSION
+
+__version__ = VERSION
 
 # public name -> the module that defines it
 _PUBLIC: dict[str, str] = {

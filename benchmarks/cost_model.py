@@ -44,7 +44,6 @@ def authors(method: str, sizes: list[int], full: float = DEPTH) -> float:
     n, t = sum(sizes), len(sizes)
     seen = sum(sum(sizes[: s + 1]) for s in range(t))  # images of tasks <= s, summed over steps
     later = n - sizes[0]  # images of steps >= 1
-    train1 = 1 + 2  # one trained block: forward + backward
     if method == "K-means":
         return n * full
     if method == "Baseline":

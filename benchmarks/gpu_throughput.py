@@ -62,7 +62,7 @@ def measure(name: str, device: torch.device, batch: int, size: int, seconds: flo
     with torch.no_grad():
         for precision in ("fp32", "bf16"):
             def full() -> object:
-                with autocast_for(device, precision):
+                with autocast_for(device, precision):  # noqa: B023 (timed within this iteration)
                     return backbone(x)
             s, peak = timed(full, device, seconds)
             out[f"full {precision}"], out[f"full {precision} GiB"] = batch / s, peak

@@ -93,7 +93,7 @@ def _lloyd(x: torch.Tensor, fixed: torch.Tensor, centroids: torch.Tensor, max_it
     d2 = squared_distances(x, torch.cat([fixed, centroids]))
     labels = d2.argmin(1)
     iterations = 0
-    for iterations in range(1, max_iter + 1):
+    for iterations in range(1, max_iter + 1):  # noqa: B007 (the count it stopped at is returned)
         centroids = _update(x, d2, labels, centroids, len(fixed))
         d2 = squared_distances(x, torch.cat([fixed, centroids]))
         new_labels = d2.argmin(1)

@@ -50,7 +50,6 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-import numpy as np
 import torch
 from sklearn.mixture import GaussianMixture
 

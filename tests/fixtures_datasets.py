@@ -65,7 +65,7 @@ def write_tinyimagenet(root: Path, per_class_train: int = 2, per_class_val: int 
         for j in range(per_class_train):
             _jpeg(out / "train" / wnid / "images" / f"{wnid}_{j}.JPEG", label, mode="L" if label == 3 and j == 0 else "RGB")
         (out / "train" / wnid / f"{wnid}_boxes.txt").write_text(f"{wnid}_0.JPEG\t0\t0\t63\t63\n")
-        for j in range(per_class_val):
+        for _ in range(per_class_val):
             name = f"val_{len(lines)}.JPEG"
             _jpeg(out / "val" / "images" / name, label)
             lines.append(f"{name}\t{wnid}\t0\t0\t63\t63")
@@ -110,7 +110,7 @@ def write_imagenet(root: Path, with_images: list[int], per_class_train: int = 2,
     the (sorted-wnid) indices `with_images` only; the wnids, sorted."""
     out = root / "imagenet"
     wnids = [f"n{7 * i + 1000:08d}" for i in range(1000)]
-    for i, wnid in enumerate(wnids):
+    for wnid in wnids:
         (out / "train" / wnid).mkdir(parents=True)
         (out / "val" / wnid).mkdir(parents=True)
     for label, i in enumerate(with_images):

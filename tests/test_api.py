@@ -44,7 +44,7 @@ def test_the_public_names_are_the_plugin_base_classes_and_registries():
     load_all()
     assert all(isinstance(cls.__new__(cls), DatasetReader) for cls in DATASETS.module_dict.values())
     with pytest.raises(AttributeError):
-        bench.no_such_name
+        _ = bench.no_such_name
 
 
 def test_run_then_report_on_the_tiny_grid(tmp_path, capsys):

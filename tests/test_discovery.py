@@ -10,10 +10,10 @@ import torch
 from torch import nn
 
 from bench.methods.blocks import CosineHead, PrototypeStats
-from bench.methods.frost import FRoST, feature_distance
+from bench.methods.frost import feature_distance
 from bench.methods.loop import step_lr, train_epochs
 from bench.methods.rankstats import pairwise_bce, rank_pair_targets, sigmoid_rampup
-from bench.methods.restune import BRANCH_NORM_EPS, ResTune, restune_kd
+from bench.methods.restune import BRANCH_NORM_EPS, restune_kd
 from bench.registries import METHODS
 from tests.test_incremental import tiny_vit_specs
 

@@ -286,8 +286,8 @@ def test_a_large_token_bank_verifies_each_chunk_when_a_read_first_touches_it(tmp
     monkeypatch.setattr(bank_module, "VERIFY_AT_OPEN_BYTES", 0)
     method, _, spec = bound("EwC")
     live = sources_of(method, spec)
-    build = lambda log: build_token_bank(tmp_path, FIELDS, live, views=2, seed=0, batch_size=16, dtype="float16",
-                                         log=log)
+    def build(log):
+        return build_token_bank(tmp_path, FIELDS, live, views=2, seed=0, batch_size=16, dtype="float16", log=log)
     first = np.array(build(lambda line: None)["train_views"])
     (bank,) = list_banks(tmp_path)
     path = bank.path / "train_views.npy"

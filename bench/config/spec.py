@@ -95,7 +95,10 @@ def method_label(method: str, preset: str) -> str:
     return method if preset == DEFAULT_PRESET else f"{method} [{preset}]"
 
 
-def features_protocol(config: Mapping[str, Any], runs_on: RunsOn = RunsOn()) -> str:
+DEFAULT_RUNS_ON = RunsOn()  # what a method that declares nothing runs on (frozen: one shared default)
+
+
+def features_protocol(config: Mapping[str, Any], runs_on: RunsOn = DEFAULT_RUNS_ON) -> str:
     """How a run's training views were computed, as reports state it: `bank V=8` (V stored views per
     training image, drawn from again every epoch), `exact` (fresh views every epoch, the paper's
     protocol), `plain features` (a method that trains on no views, K-means), or for methods that

@@ -143,7 +143,7 @@ def backbones(scores: pd.DataFrame, references: Sequence[str]) -> Shape:
     rank = {b: i for i, b in enumerate(BACKBONE_NAMES)}
     groups = []
     for split in splits:
-        def key(label: str) -> tuple[int, int, int]:
+        def key(label: str, split: str = split) -> tuple[int, int, int]:
             backbone = identity[label][2]
             return (methods.index(method_label(*identity[label][:2])), rank.get(backbone, len(rank)),
                     labels[split].index(label))  # unknown backbones after the paper's, in grid order

@@ -56,7 +56,7 @@ def _cells(scores: pd.DataFrame, exclude_from_best: Sequence[str],
         # shown precision are bold too, and each is tested against this one)
         rest = group.loc[eligible[eligible != best].dropna().index, "mean"]
         runner_up = None if rest.empty else (rest.idxmin() if metric in LOWER_IS_BETTER else rest.idxmax())
-        for (index, row), value in zip(group.iterrows(), shown):
+        for (_, row), value in zip(group.iterrows(), shown):
             std = "" if (row["n"] < 2 or math.isnan(row["std"])) else f"{row['std']:.1f}"
             is_best = best is not None and row["label"] not in exclude_from_best and value == best
             key = (split, row["label"], dataset, metric)

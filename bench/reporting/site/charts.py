@@ -96,10 +96,10 @@ def _curves(frame: pd.DataFrame, order: Mapping[str, Sequence[str]] | None, figu
         styles = figure_styles(labels)
 
         def colour(label: str) -> str:
-            return styles[label][0]
+            return styles[label][0]  # noqa: B023 (called within this iteration)
 
         def style(label: str) -> str:
-            return styles[label][1]
+            return styles[label][1]  # noqa: B023 (called within this iteration)
 
         legend = "".join(f'<li data-label="{e(l)}" title="click: hide or show its lines">'
                          f'<span class="swatch{" dashed" if style(l) != "-" else ""}" style="--c:{colour(l)}"></span>'

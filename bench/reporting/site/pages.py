@@ -165,8 +165,9 @@ def _training_curves(directory: Path | None) -> str:
         if frame.empty:
             continue
         styles = figure_styles(list(dict.fromkeys(frame["label"])))
-        panels.append(svg_curves(frame, f"step {t + 1}: training loss per epoch", "mean loss", lambda l: styles[l][0],
-                                 lambda l: styles[l][1], bounds=(float("-inf"), float("inf")), xlabel="epoch"))
+        panels.append(svg_curves(frame, f"step {t + 1}: training loss per epoch", "mean loss",
+                                 lambda l: styles[l][0], lambda l: styles[l][1],  # noqa: B023 (used right here)
+                                 bounds=(float("-inf"), float("inf")), xlabel="epoch"))
     for key in sorted(scores, key=lambda k: tuple(int(n) for n in k.split("_")[2:])):
         t, i = (int(n) for n in key.split("_")[2:])
         frame = pd.DataFrame([dict(label=f"loop {i + 1}", step=int(epoch), mean=float(score), std=0.0, n=1)
