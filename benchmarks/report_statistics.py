@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from report_site import generate  # noqa: E402
 
+from bench.runs.predictions import PREDICTIONS, SCHEMA_VERSION, Keys  # noqa: E402
 from bench.splits.layout import TaskLayout  # noqa: E402
 
 DATASETS = {"cifar10": (10, 10000), "cifar100": (100, 10000), "tinyimagenet": (200, 10000), "cub200": (200, 5794),
@@ -37,19 +38,20 @@ def predictions(spec: dict, rng: np.random.Generator) -> dict[str, np.ndarray]:
     classes, images = DATASETS[spec["dataset"]]
     layout = TaskLayout.contiguous(classes, spec["n_steps"])
     last = layout.n_steps - 1
-    out = {"offsets": np.asarray(layout.offsets), "sizes": np.asarray(layout.sizes), "run_id": np.asarray(spec["run_id"])}
+    out = {Keys.version: np.asarray(SCHEMA_VERSION, dtype=np.int16), Keys.offsets: np.asarray(layout.offsets),
+           Keys.sizes: np.asarray(layout.sizes), Keys.run_id: np.asarray(spec["run_id"])}
     for t in range(layout.n_steps):
         local = np.arange(layout.sizes[t])
-        out[f"val_labels_{t}"] = np.repeat(local + layout.offsets[t], 3)
-        out[f"val_pred_{t}"] = np.repeat(local, 3)
+        out[Keys.val_labels(t)] = np.repeat(local + layout.offsets[t], 3)
+        out[Keys.val_pred(t)] = np.repeat(local, 3)
     # one test set per dataset, as on real runs: every method and seed of a cell scored the same images
     labels = np.sort(np.random.default_rng(zlib.crc32(spec["dataset"].encode())).integers(0, classes, images))
     right = rng.random(images) < rng.uniform(0.4, 0.9)
-    out[f"test_labels_{last}"] = labels
-    out[f"unified_{last}"] = np.where(right, labels, rng.integers(0, classes, images))
-    out[f"refit_{last}"] = np.asarray([last])
+    out[Keys.test_labels(last)] = labels
+    out[Keys.unified(last)] = np.where(right, labels, rng.integers(0, classes, images))
+    out[Keys.refit(last)] = np.asarray([last])
     for s in range(last):
-        out[f"refit_pred_{last}_{s}"] = out[f"val_pred_{s}"]
+        out[Keys.refit_pred(last, s)] = out[Keys.val_pred(s)]
     return out
 
 
@@ -59,7 +61,7 @@ def add_predictions(results: Path) -> int:
         if (run / "DONE").exists():
             spec = json.loads((run / "spec.json").read_text())
             spec.setdefault("run_id", run.name)
-            np.savez_compressed(run / "predictions.npz", **predictions(spec, rng))
+            np.savez_compressed(run / PREDICTIONS, **predictions(spec, rng))
             n += 1
     return n
 

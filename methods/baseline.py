@@ -42,10 +42,10 @@ class Baseline(Method):
         with step.selection.over(head.parameters(), lambda x: torch.cat([h(x) for h in heads], 1),
                                  [head]) as after_epoch:
             if step.labels is None:
-                self.losses.append(train_head_swapped(head, step.train, hp, epochs=epochs,
+                self.losses.append(train_head_swapped(head, step.features, hp, epochs=epochs,
                                                       batch_size=hp["batch_size"], gen=gen, after_epoch=after_epoch))
             else:  # a labelled stage (the mixed setting): the same head, trained on the labels
-                self.losses.append(train_head_supervised(head, step.train, step.labels, hp, epochs=epochs,
+                self.losses.append(train_head_supervised(head, step.features, step.labels, hp, epochs=epochs,
                                                          batch_size=hp["batch_size"], gen=gen, after_epoch=after_epoch))
         self.heads.append(head)
 

@@ -63,10 +63,10 @@ class BaselinePlusPlus(WithStudent):
             self.student = self._ktrfr(step)
         head = self.heads[step.index]
         with torch.no_grad():  # a labelled stage's prototypes are its classes' (the mixed setting)
-            pseudo = (head(step.train.plain.float()).argmax(1).cpu() if step.labels is None
+            pseudo = (head(step.features.plain.float()).argmax(1).cpu() if step.labels is None
                       else step.labels.cpu()) + step.offset
         # `code`: the per-class variance ÷ (n − 1), as the code's torch.var; σ̄ is the mean of these σ
-        self.prototypes.add_step(step.train.plain.cpu(), pseudo, step.n_classes,
+        self.prototypes.add_step(step.features.plain.cpu(), pseudo, step.n_classes,
                                  unbiased=self.hparams["unbiased_variance"])
 
     def _init_student(self) -> CosineHead:
@@ -86,7 +86,7 @@ class BaselinePlusPlus(WithStudent):
         gen = torch.Generator().manual_seed(self.seed * 1000 + 500 + step.index)
 
         def loss_of(index: list[torch.Tensor]) -> torch.Tensor:
-            x1, x2 = step.train.two_views(index[0], gen)
+            x1, x2 = step.features.two_views(index[0], gen)
             with torch.no_grad():
                 y = torch.cat([teacher(x1).argmax(1), teacher(x2).argmax(1)]) + step.offset
             counts = self.prototypes.replay_counts(len(index[0]), hp["replay_per_class"], gen)
@@ -97,7 +97,7 @@ class BaselinePlusPlus(WithStudent):
 
         student.train()
         with step.selection.over(student.parameters(), student, [student]) as after_epoch:
-            train_epochs(student.parameters(), hp, epochs=hp["ktrfr_epochs"], sizes=[len(step.train)],
+            train_epochs(student.parameters(), hp, epochs=hp["ktrfr_epochs"], sizes=[len(step.features)],
                          batch_size=hp["ktrfr_batch_size"], gen=gen, loss_of=loss_of, after_epoch=after_epoch)
         return student.eval()
 

@@ -142,7 +142,7 @@ class GaussianPerClass(Method):
     def learn(self, step: Step) -> None:
         if step.offset != len(self.means):
             raise ValueError(f"step {step.index} starts at class {step.offset}, but {len(self.means)} are known")
-        z = self.features(step.train.plain)
+        z = self.features(step.features.plain)
         means, chols = self._labelled(z, step) if step.labels is not None else self._unlabelled(z, step)
         self.means = torch.cat([self.means, means.float().cpu()])
         self.chols = torch.cat([self.chols, chols.float().cpu()])

@@ -30,7 +30,7 @@ class JointFrozen(WithStudent):
     def _joint(self, step: Step) -> CosineHead:
         hp = self.hparams
         student = concatenated_head(self.heads, normalize_weights=True).to(step.device)
-        datasets = [*step.past, step.train]
+        datasets = [*step.past, step.features]
         offsets = torch.tensor([0] + [h.weight.shape[0] for h in self.heads]).cumsum(0).tolist()
         gen = torch.Generator().manual_seed(self.seed * 1000 + 700 + step.index)
 

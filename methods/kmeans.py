@@ -45,12 +45,12 @@ class KMeansReference(Method):
 
     def learn(self, step: Step) -> None:
         if step.labels is None:
-            self.task_centroids.append(self._fit(step.train.plain, step.n_classes, step.index))
+            self.task_centroids.append(self._fit(step.features.plain, step.n_classes, step.index))
         else:  # a labelled stage (the mixed setting): its classes' means; the joint k-means stays unsupervised
-            x = F.normalize(step.train.plain.float(), dim=1).cpu()
+            x = F.normalize(step.features.plain.float(), dim=1).cpu()
             labels = step.labels.cpu()
             self.task_centroids.append(torch.stack([x[labels == c].mean(0) for c in range(step.n_classes)]))
-        union = torch.cat([past.plain for past in step.past] + [step.train.plain])
+        union = torch.cat([past.plain for past in step.past] + [step.features.plain])
         k_total = step.offset + step.n_classes
         self.joint_centroids = self._fit(union, k_total, step.index)
 

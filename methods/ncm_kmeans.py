@@ -70,7 +70,7 @@ class NCMKMeans(Method):
     def learn(self, step: Step) -> None:
         if step.offset != len(self.prototypes):
             raise ValueError(f"step {step.index} starts at class {step.offset}, but {len(self.prototypes)} are known")
-        z = self.features(step.train.plain)
+        z = self.features(step.features.plain)
         if step.labels is not None:  # the labelled stage: nearest class mean
             if step.offset:
                 raise ValueError("a labelled stage must be the first: its labels are the classes 0..n_classes-1")

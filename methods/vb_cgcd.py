@@ -245,7 +245,7 @@ class VBCGCD(Method):
     def learn(self, step: Step) -> None:
         if step.offset != len(self.means):
             raise ValueError(f"step {step.index} starts at class {step.offset}, but {len(self.means)} are known")
-        x = step.train.plain.double()
+        x = step.features.plain.double()
         if not self.task_sizes:  # the first step fits the PCA (the code: the labelled stage's features)
             dim = min(self.hparams["pca_dim"], x.shape[0], x.shape[1])
             self.pca_mean, self.pca_axes = (t.float().cpu() for t in pca_fit(x, dim))

@@ -11,7 +11,7 @@ import pytest
 
 from bench.protocol.recompute import replay
 from bench.protocol.runner import execute
-from bench.runs.predictions import PREDICTIONS
+from bench.runs.predictions import PREDICTIONS, Keys, each, opened
 from tests.helpers import tiny_specs
 
 TINY_VIT = "timm:vit_tiny_patch16_224"
@@ -32,10 +32,10 @@ def run(method: str, tmp: Path, split: str = "happy-5-stage", **options) -> Path
     return execute(spec, tmp)
 
 
-def losses(out: Path) -> dict[str, np.ndarray]:
-    """Each stage's training loss per epoch, as the run stored it."""
-    with np.load(out / PREDICTIONS) as stored:
-        return {k: stored[k] for k in stored.files if k.startswith("epoch_loss_")}
+def losses(out: Path) -> dict[tuple[int, ...], np.ndarray]:
+    """Each stage's training loss per epoch, as the run stored it, by (stage, loop)."""
+    with opened(out / PREDICTIONS) as stored:
+        return each(stored, Keys.epoch_loss)
 
 
 @pytest.mark.parametrize("method", ["SimGCD (continual)", "Happy", "PromptCCD"])
@@ -58,8 +58,8 @@ def test_each_of_happys_parts_changes_what_it_learns(off, tmp_path):
     longer = {k: v for k, v in off.items() if k in ("method.lr", "method.epochs")}
     full = losses(run("Happy", tmp_path / "full", **longer))
     without = losses(run("Happy", tmp_path / "without", **off))
-    np.testing.assert_array_equal(full["epoch_loss_0_0"], without["epoch_loss_0_0"])  # the labelled stage: no part
-    assert not np.allclose(full["epoch_loss_1_0"], without["epoch_loss_1_0"], rtol=1e-6)
+    np.testing.assert_array_equal(full[(0, 0)], without[(0, 0)])  # the labelled stage: no part
+    assert not np.allclose(full[(1, 0)], without[(1, 0)], rtol=1e-6)
 
 
 def test_happy_without_its_parts_and_with_the_global_entropy_is_continual_simgcd(tmp_path):
@@ -67,11 +67,11 @@ def test_happy_without_its_parts_and_with_the_global_entropy_is_continual_simgcd
     simgcd = losses(run("SimGCD (continual)", tmp_path / "simgcd"))
     happy = losses(run("Happy", tmp_path / "happy", **off))
     # the same labelled stage; then they differ only in the entropy term (global, or Happy's soft one)
-    np.testing.assert_array_equal(simgcd["epoch_loss_0_0"], happy["epoch_loss_0_0"])
-    assert not np.allclose(simgcd["epoch_loss_1_0"], happy["epoch_loss_1_0"], rtol=1e-6)
+    np.testing.assert_array_equal(simgcd[(0, 0)], happy[(0, 0)])
+    assert not np.allclose(simgcd[(1, 0)], happy[(1, 0)], rtol=1e-6)
     soft = losses(run("Happy", tmp_path / "no-entropy", **off, **{"method.w_old_new": 0, "method.w_old_in": 0,
                                                                   "method.w_new_in": 0}))
-    assert not np.allclose(soft["epoch_loss_1_0"], happy["epoch_loss_1_0"], rtol=1e-6)
+    assert not np.allclose(soft[(1, 0)], happy[(1, 0)], rtol=1e-6)
 
 
 def test_k_is_estimated_on_its_own_representation(tmp_path):
@@ -88,8 +88,8 @@ def test_promptccd_runs_its_own_protocol_and_prompts_change_what_it_learns(tmp_p
     assert {"cgcd", "inductive"} <= set(frame.flavour)  # transductive rows, the test images' kept beside
     prompted = losses(run("PromptCCD", tmp_path / "prompted"))
     plain = losses(run("PromptCCD", tmp_path / "plain", **{"method.prompt_from": 99}))
-    np.testing.assert_array_equal(prompted["epoch_loss_0_0"][:1], plain["epoch_loss_0_0"][:1])  # no prompt yet
-    assert not np.allclose(prompted["epoch_loss_0_0"][1:], plain["epoch_loss_0_0"][1:], rtol=1e-6)
+    np.testing.assert_array_equal(prompted[(0, 0)][:1], plain[(0, 0)][:1])  # no prompt yet
+    assert not np.allclose(prompted[(0, 0)][1:], plain[(0, 0)][1:], rtol=1e-6)
 
 
 def test_promptccd_refuses_a_selection_that_would_score_centroids_it_has_not_made(tmp_path):

@@ -14,7 +14,7 @@ from bench.methods.baseline import Baseline
 from bench.protocol.feeding import Feed
 from bench.protocol.recompute import replay
 from bench.protocol.runner import execute
-from bench.runs.predictions import PREDICTIONS
+from bench.runs.predictions import PREDICTIONS, Keys
 from bench.runs.rundir import METRICS
 from tests.helpers import killed_then_resumed, tiny_specs
 
@@ -66,7 +66,7 @@ def test_frozen_task_heads_are_read_once_each_for_the_numbers_of_reading_them_ev
     assert sorted(a) == sorted(b) and all(np.array_equal(a[k], b[k]) for k in a), \
         [k for k in a if not np.array_equal(a[k], b[k])]
     for t in range(1, T):  # what the re-read gave is what each head gave at its own step
-        assert all(np.array_equal(b[f"refit_pred_{t}_{s}"], b[f"val_pred_{s}"]) for s in range(t))
+        assert all(np.array_equal(b[Keys.refit_pred(t, s)], b[Keys.val_pred(s)]) for s in range(t))
     frames = [pd.read_parquet(out / METRICS).sort_values(KEYS)[KEYS + ["value"]].reset_index(drop=True)
               for out in (skipped, reread)]
     pd.testing.assert_frame_equal(*frames)

@@ -89,11 +89,11 @@ def test_an_oracle_run_keeps_its_best_test_epoch_and_says_so(tmp_path):
     assert set(frames["oracle"].split) == {"happy-5-stage · draw 0 · ORACLE ON TEST"}
     assert "selected_epoch" not in set(frames["last"].group)
     # every epoch's score is kept with the predictions, and the kept epoch is one of the best scored
-    import numpy as np
-
     out = tmp_path / "runs" / oracle.run_id
-    with np.load(out / "predictions.npz") as stored:
-        scored = stored["epoch_score_0_0"]
+    from bench.runs.predictions import PREDICTIONS, Keys, opened
+
+    with opened(out / PREDICTIONS) as stored:
+        scored = stored[Keys.epoch_score(0, 0)]
     assert scored[:, 0].tolist() == [0, 1, 2, 3, 4, 5]
     kept = int(chosen[chosen.step == 0].value.iloc[0]) - 1
     assert scored[kept, 1] == scored[:, 1].max()

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from bench.cli import main
-from bench.protocol.feeding import step_order
+from bench.protocol.step import step_order
 from bench.protocol.runner import execute
 from bench.runs.rundir import METRICS, run_dir
 from tests.helpers import TINY, tiny_specs

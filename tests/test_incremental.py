@@ -284,7 +284,7 @@ def test_a_fine_tuned_methods_refitted_maps_are_read_through_the_moved_encoder_a
     import numpy as np
 
     from bench.protocol.recompute import replay
-    from bench.runs.predictions import PREDICTIONS
+    from bench.runs.predictions import PREDICTIONS, Keys
     from bench.methods.ewc import EwC
 
     events = []
@@ -299,7 +299,8 @@ def test_a_fine_tuned_methods_refitted_maps_are_read_through_the_moved_encoder_a
     frame = pd.read_parquet(out / METRICS)
     assert set(frame["reported_A"]) == {"wo_refit/A"} and set(frame["reported_F"]) == {"wo_refit/F"}
     with np.load(out / PREDICTIONS) as stored:
-        assert len(stored["refit_pred_1_0"]) == len(stored["val_pred_0"]) and "refit_pred_0_0" not in stored
+        assert len(stored[Keys.refit_pred(1, 0)]) == len(stored[Keys.val_pred(0)])
+        assert Keys.refit_pred(0, 0) not in stored
     now = {(r.step, r.group, r.flavour, r.metric): r.value for r in replay(out / PREDICTIONS)}
     recorded = frame.set_index(["step", "group", "flavour", "metric"])["value"].to_dict()
     assert {k for k in recorded if k[2] == "wo_refit"} and now.keys() == recorded.keys()

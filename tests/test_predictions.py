@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from bench.cli import main
-from bench.runs.predictions import PREDICTIONS
+from bench.runs.predictions import PREDICTIONS, Keys
 from bench.protocol.runner import execute
 from bench.runs.rundir import METRICS
 from tests.helpers import killed_then_resumed, tiny_specs
@@ -29,9 +29,11 @@ def values(run):
 def test_a_run_keeps_what_the_evaluator_was_given_and_recomputes_to_the_same_metrics(finished, tmp_path, capsys):
     for run in finished:
         with np.load(run / PREDICTIONS) as stored:
-            assert [int(s) for s in stored["sizes"]] == [2] * 5
-            assert stored["unified_4"].dtype == np.int8 and len(stored["unified_4"]) == len(stored["test_labels_4"])
-            assert set(np.unique(stored["test_labels_0"])) == {0, 1}  # step 1 is evaluated on task 1's classes only
+            assert [int(s) for s in stored[Keys.sizes]] == [2] * 5
+            unified, labels = stored[Keys.unified(4)], stored[Keys.test_labels(4)]
+            assert unified.dtype == np.int8 and len(unified) == len(labels)
+            # step 1 is evaluated on task 1's classes only
+            assert set(np.unique(stored[Keys.test_labels(0)])) == {0, 1}
     before = {run: (run / METRICS).read_bytes() for run in finished}
     capsys.readouterr()
     assert main(["metrics", "recompute", "--results", str(tmp_path)]) == 0

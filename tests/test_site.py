@@ -91,9 +91,11 @@ def test_the_site_has_a_page_per_run_and_shows_failed_and_missing_runs(site):
     # and its training curves: each loop's loss per epoch, as its predictions keep them
     import numpy as np
 
-    with np.load(site.out.parent.parent / "runs" / done / "predictions.npz") as stored:
-        loops = sorted(k for k in stored.files if k.startswith("epoch_loss_"))
-        assert loops and all(len(stored[k]) >= 1 and np.isfinite(stored[k]).all() for k in loops)
+    from bench.runs.predictions import PREDICTIONS, Keys, each, opened
+
+    with opened(site.out.parent.parent / "runs" / done / PREDICTIONS) as stored:
+        loops = each(stored, Keys.epoch_loss)
+        assert loops and all(len(v) >= 1 and np.isfinite(v).all() for v in loops.values())
     assert "step 1: training loss per epoch" in page and "step 2: training loss per epoch" in page
     # and the confusion of old and new classes after its last step, with each class's accuracy
     from bench.reporting.per_class import of_run

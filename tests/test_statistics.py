@@ -15,6 +15,7 @@ from bench.splits.layout import TaskLayout
 from bench.reporting.image_bootstrap import bootstrap_scores, paired, scorer
 from bench.reporting.ranks import Blocks, blocks, nemenyi, nemenyi_cd, rank, rank_matrix, refusal, wilcoxon_pairs
 from bench.reporting.stats import adjust
+from bench.runs.predictions import Keys
 
 # Demšar (2006), Table 6: AUC of C4.5 and three variants (+m, +cf, +m+cf) on 14 UCI data sets
 DEMSAR = np.array([
@@ -108,15 +109,15 @@ LAYOUT = TaskLayout((0, 6), (6, 4))  # two steps: classes 0-5, then 6-9
 def stored_run(rng: np.random.Generator, n_per_class: int, accuracy: float, wrong: np.ndarray | None = None) -> dict:
     """A two-step run's predictions.npz as a dict: task heads and maps perfect on val, the unified head right on
     exactly `accuracy` of the last step's test images (those not in `wrong`, if given), wrong elsewhere."""
-    out: dict[str, np.ndarray] = {"offsets": np.array(LAYOUT.offsets), "sizes": np.array(LAYOUT.sizes)}
+    out: dict[str, np.ndarray] = {Keys.offsets: np.array(LAYOUT.offsets), Keys.sizes: np.array(LAYOUT.sizes)}
     for t in range(2):
         offset, size = LAYOUT.offsets[t], LAYOUT.sizes[t]
         classes = np.arange(offset, offset + size)
-        out[f"val_labels_{t}"] = np.repeat(classes, 3)
-        out[f"val_pred_{t}"] = np.repeat(classes - offset, 3)
+        out[Keys.val_labels(t)] = np.repeat(classes, 3)
+        out[Keys.val_pred(t)] = np.repeat(classes - offset, 3)
         seen = np.arange(0, offset + size)
         labels = np.repeat(seen, n_per_class)
-        out[f"test_labels_{t}"] = labels
+        out[Keys.test_labels(t)] = labels
         if t == 1:
             n = len(labels)
             if wrong is None:
@@ -125,12 +126,12 @@ def stored_run(rng: np.random.Generator, n_per_class: int, accuracy: float, wron
             unified[wrong] = (labels[wrong] + 1 + rng.integers(0, len(seen) - 1, len(wrong))) % len(seen)
         else:
             unified = labels.copy()
-        out[f"unified_{t}"] = unified
-        out[f"task_pred_{t}"] = labels[labels >= offset] - offset
-        out[f"mapping_{t}"] = np.arange(size)
-        out[f"refit_{t}"] = np.array([t])
+        out[Keys.unified(t)] = unified
+        out[Keys.task_pred(t)] = labels[labels >= offset] - offset
+        out[Keys.mapping(t)] = np.arange(size)
+        out[Keys.refit(t)] = np.array([t])
         for s in range(t):
-            out[f"refit_pred_{t}_{s}"] = out[f"val_pred_{s}"]
+            out[Keys.refit_pred(t, s)] = out[Keys.val_pred(s)]
     return out
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from bench.cli import main
-from bench.runs.predictions import PREDICTIONS
+from bench.runs.predictions import PREDICTIONS, Keys
 from bench.protocol.runner import execute
 from bench.protocol.recompute import rebuild_metrics
 from bench.runs.rundir import CHECKPOINT, METRICS, run_dir
@@ -72,7 +72,7 @@ def test_lost_metrics_are_not_rebuilt_from_another_runs_predictions(two_runs, tm
 def test_predictions_written_before_they_named_their_run_are_recomputed_as_before(two_runs, tmp_path, capsys):
     for run in two_runs:
         with np.load(run / PREDICTIONS) as stored:
-            legacy = {k: stored[k] for k in stored.files if k != "run_id"}
+            legacy = {k: stored[k] for k in stored.files if k != Keys.run_id}
         np.savez_compressed(run / PREDICTIONS, **legacy)
     code, out, _ = recompute(tmp_path, capsys)
     assert code == 0 and "0 changed, 2 unchanged" in out
@@ -83,7 +83,7 @@ def test_damaged_predictions_holding_objects_are_one_line_and_the_other_runs_sti
     damaged, intact = two_runs
     with np.load(damaged / PREDICTIONS) as stored:
         arrays = {k: stored[k] for k in stored.files}
-    arrays["val_labels_0"] = np.array([{"not": "labels"}, None], dtype=object)
+    arrays[Keys.val_labels(0)] = np.array([{"not": "labels"}, None], dtype=object)
     np.savez_compressed(damaged / PREDICTIONS, **arrays)  # np.load(allow_pickle=False) refuses it
     before = (damaged / METRICS).read_bytes()
     code, out, err = recompute(tmp_path, capsys)

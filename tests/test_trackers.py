@@ -9,13 +9,13 @@ import struct
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
 import bench
 from bench.cli import main
 from bench.errors import BenchError
+from bench.runs.predictions import PREDICTIONS, Keys, each, opened
 from bench.runs.trackers import TensorBoard
 from tests.helpers import TINY
 
@@ -62,8 +62,8 @@ def tracked(offline, tmp_path_factory):
     log = (out / "log.txt").read_text()
     assert f"trackers: {', '.join(trackers)} started" in log and "failed" not in log, log
     frame = pd.read_parquet(out / "metrics.parquet")
-    with np.load(out / "predictions.npz") as stored:
-        losses = {k: stored[k] for k in stored.files if k.startswith("epoch_loss_")}
+    with opened(out / PREDICTIONS) as stored:
+        losses = each(stored, Keys.epoch_loss)  # by (step, loop)
     return dict(out=out, frame=frame, losses=losses, results=results, trackers=trackers, spec=outcome.specs[0])
 
 
@@ -71,8 +71,7 @@ def expected(run: dict) -> dict[tuple[str, int], float]:
     """What a tracker should hold, by (key, x): each stored epoch loss, each step's metric rows, the summary rows,
     A and F (at the summary's step)."""
     frame, out = run["frame"], {}
-    for key, values in run["losses"].items():
-        t, i = key.split("_")[2:]
+    for (t, i), values in run["losses"].items():
         out.update({(f"loss/step_{t}/loop_{i}", epoch): float(v) for epoch, v in enumerate(values)})
     for row in frame.itertuples():
         prefix = "summary" if row.group == "summary" else f"eval/{row.group}"

@@ -18,6 +18,7 @@ from bench.protocol.evaluate import clustering_accuracy, old_new_accuracies
 from bench.protocol.recompute import replay
 from bench.protocol.runner import execute
 from bench.protocol.transductive import embeds, ss_kmeans
+from bench.runs.predictions import PREDICTIONS, Keys
 from tests.helpers import tiny_specs
 from tests.test_mixed_setting import MIXED, features_and_labels
 
@@ -94,25 +95,25 @@ def test_a_transductive_run_scores_each_stage_on_its_own_images_by_semi_supervis
     out = execute(spec, tmp_path)
     plain, labels, data = features_and_labels(spec)
     manifest = Manifest.from_json((out / "split.json").read_text())
-    stored = np.load(out / "predictions.npz")
+    stored = np.load(out / PREDICTIONS)
     frame = pd.read_parquet(out / "metrics.parquet")
     at = {(r.step, r.group, r.flavour): r.value for r in frame.itertuples() if r.metric == "acc"}
     labelled = np.unique(labels[manifest.stages[0]])
     z = F.normalize(plain.float(), dim=1)
     for t in range(1, 4):
         rows = manifest.stages[t]
-        assert np.array_equal(stored[f"trans_labels_{t}"], labels[rows])
+        assert np.array_equal(stored[Keys.trans_labels(t)], labels[rows])
         # the clusters are those of semi-supervised k-means over the stage's images and the labelled stage's
-        k = int(sum(stored[f"k_given_{s}"][0] for s in range(t + 1)))
+        k = int(sum(stored[Keys.k_given(s)][0] for s in range(t + 1)))
         expected = ss_kmeans(z[rows], z[manifest.stages[0]], torch.as_tensor(labels[manifest.stages[0]]), k,
                              gen=torch.Generator().manual_seed(spec.seed * 1000 + t)).assign.numpy()
-        assert np.array_equal(stored[f"trans_pred_{t}"], expected)
+        assert np.array_equal(stored[Keys.trans_pred(t)], expected)
         (hard,) = old_new_accuracies(labels[rows], expected, labelled)
         assert at[(t, "all", "cgcd")] == pytest.approx(hard["all"])
         assert at[(t, "old", "cgcd_hard")] == pytest.approx(hard["old"])
         # the test images' scores stay beside, under their own flavour
-        test = np.asarray(stored[f"test_labels_{t}"])
-        (on_test,) = old_new_accuracies(test, np.asarray(stored[f"unified_{t}"]), labelled)
+        test = np.asarray(stored[Keys.test_labels(t)])
+        (on_test,) = old_new_accuracies(test, np.asarray(stored[Keys.unified(t)]), labelled)
         assert at[(t, "all", "inductive")] == pytest.approx(on_test["all"])
     summary = frame[frame.group == "summary"].set_index("metric")["value"]
     # F compares the labelled classes' test images after the labelled stage and after the last

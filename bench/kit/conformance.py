@@ -218,12 +218,13 @@ def _same_metrics(a: Path, b: Path) -> str:
 def _same_predictions(a: Path, b: Path, how: str = "with the labels permuted") -> str:
     """"" when the two runs' stored predictions (what the method answered, not the labels) match; else which
     differ, `how` saying what the second run changed."""
-    from bench.runs.predictions import PREDICTIONS
+    from bench.runs.predictions import PREDICTIONS, Keys, opened
 
-    with np.load(a / PREDICTIONS) as pa, np.load(b / PREDICTIONS) as pb:
-        keys = sorted(k for k in pa.files if k.startswith(("val_pred_", "unified_", "task_pred_", "refit_pred_")))
+    answers = (Keys.val_pred, Keys.unified, Keys.task_pred, Keys.refit_pred)  # the heads' argmax, not the labels
+    with opened(a / PREDICTIONS) as pa, opened(b / PREDICTIONS) as pb:
+        keys = sorted(k for k in pa if any(family.indices(k) is not None for family in answers))
         for key in keys:
-            if key not in pb.files or not np.array_equal(pa[key], pb[key]):
+            if key not in pb or not np.array_equal(pa[key], pb[key]):
                 return f"its predictions {key} differ {how}"
     return ""
 

@@ -148,7 +148,7 @@ def probe(step: Any, inputs: str) -> torch.Tensor:
     """A batch of what the method's heads read: the step's plain features, or its images' tokens."""
     if inputs == "tokens":
         return next(iter(step.tokens.batches(16)))
-    return step.train.plain[:16]
+    return step.features.plain[:16]
 
 
 def difference(a: torch.Tensor, b: torch.Tensor) -> str:

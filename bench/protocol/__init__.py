@@ -4,7 +4,8 @@
   (for each stage: learn, evaluate on everything seen so far, record);
 - `stages`: what a setting gives that loop (`Stages`); `class_incd` (the paper's protocol) and `mixed`
   (continual category discovery) are the two settings' stages, metric rows and summaries;
-- `step`: the `Step` a method learns from (what it may see, and no label unless its setting says so);
+- `step`: the `Step` a method learns from (what it may see, and no label unless its setting says so), built in one
+  place for every setting (`step_of`);
 - `planning`: what a run is made of (device, threads, data, layout, backbone, method);
 - `feeding`: what a method is fed (features or tokens, from the banks or live);
 - `outputs`: what a method answers (`logits`, `task_logits`) checked to be of the protocol's shape;

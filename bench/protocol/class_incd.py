@@ -16,8 +16,9 @@ from bench.splits.layout import TaskLayout
 from bench.protocol.evaluate import Evaluator
 from bench.protocol.feeding import Feed
 from bench.protocol.outputs import checked
-from bench.protocol.step import Step
+from bench.protocol.step import Step, step_of
 from bench.runs import predictions
+from bench.runs.predictions import Keys
 from bench.runs.rows import MetricRow
 
 Labelled = tuple[np.ndarray, np.ndarray]  # the labels of a split's images, and the task of each
@@ -39,13 +40,16 @@ class ClassIncrementalStages:
         return self.evaluator.state_dict()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.evaluator.load_state_dict(state)
+        self.evaluator.load_state_dict(dict(state))
 
     def step(self, t: int, stored: Mapping[str, np.ndarray]) -> Step:
-        return self.feed.step(t, self.layout)
+        """Task t's unlabelled training images (and earlier tasks' for a method that sees them)."""
+        tasks = [np.flatnonzero(self.feed.train_task == s) for s in range(t + 1)]
+        return step_of(self.feed, t, tasks, n_classes=self.layout.sizes[t], offset=self.layout.offsets[t])
 
-    def evaluate(self, t: int, method: Any, stored: dict[str, np.ndarray]) -> list[MetricRow]:
-        """Step `t`'s metric rows; what the evaluator was given for them goes into `stored`."""
+    def evaluate(self, t: int, step: Step, method: Any, stored: dict[str, np.ndarray]) -> list[MetricRow]:
+        """Step `t`'s metric rows (the classes it evaluates are the layout's, not the `step`'s to say); what the
+        evaluator was given for them goes into `stored`."""
         (val_labels_all, val_task), (test_labels, test_task) = self.val, self.test
         feed, evaluator = self.feed, self.evaluator
         val_pred = {s: self._earlier_head(method, s, t, stored) for s in range(t)}  # what re-fits task s's map
@@ -67,7 +71,7 @@ class ClassIncrementalStages:
         kept in the checkpoint): reusing it saves a pass over the task's mapping images (on CIFAR and
         TinyImageNet its whole training set) at every later step, and stores the same `refit_pred`."""
         if method.runs_on.frozen_task_heads:
-            return stored[f"val_pred_{task}"]
+            return stored[Keys.val_pred(task)]
         index = np.flatnonzero(self.val[1] == task)
         return _task_predictions(method, self.feed, task, index, self.layout, step)
 
@@ -84,12 +88,12 @@ def replay(stored: Mapping[str, np.ndarray], layout: TaskLayout) -> list[MetricR
     """A finished class-iNCD run's rows, summary included, from its `predictions.npz` alone."""
     evaluator, rows = Evaluator(layout), []
     # runs recorded before the re-fitted maps were kept have no `wo_refit` flavour
-    refits = all(f"refit_{t}" in stored for t in range(layout.n_steps))
+    refits = all(Keys.refit(t) in stored for t in range(layout.n_steps))
     for t in range(layout.n_steps):
-        evaluator.freeze_mapping(t, stored[f"val_labels_{t}"], stored[f"val_pred_{t}"])
-        refit = {s: evaluator.fit_mapping(s, stored[f"val_labels_{s}"], stored[f"refit_pred_{t}_{s}"])
+        evaluator.freeze_mapping(t, stored[Keys.val_labels(t)], stored[Keys.val_pred(t)])
+        refit = {s: evaluator.fit_mapping(s, stored[Keys.val_labels(s)], stored[Keys.refit_pred(t, s)])
                  for s in range(t)} if refits else None
-        rows += evaluator.evaluate(t, stored[f"test_labels_{t}"], stored[f"unified_{t}"], stored[f"task_pred_{t}"],
+        rows += evaluator.evaluate(t, stored[Keys.test_labels(t)], stored[Keys.unified(t)], stored[Keys.task_pred(t)],
                                    refit=refit)
     return rows + evaluator.summary(rows, layout.n_steps)
 

@@ -4,13 +4,13 @@ A method reads either frozen features (`inputs = "features"`, from the shared fe
 `bench.features.bank`) or the frozen prefix's tokens of the images (`inputs = "tokens"`, computed now,
 `bench.features.tokens`, or read from the token bank, `bench.features.token_bank`). Both banks are keyed by what their
 content depends on (`bank_fields`), so every seed and method of a grid shares them. Labels never
-pass through here: a `Step` holds images' features or tokens in a seeded order (`step_order`).
+pass through here: a `Step` (`bench.protocol.step.step_of`) holds images' features or tokens in a seeded order.
 """
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 import torch
@@ -23,16 +23,11 @@ from bench.errors import BenchError
 from bench.features.bank import default_cache_dir, load_or_build, weights_identity
 from bench.features.tokens import LiveTokens, Prefix
 from bench.features.views import Encoder, FeatureViews, LiveViews, extract
-from bench.protocol.step import Step
+
+if TYPE_CHECKING:  # imported where a run builds a token bank
+    from bench.features.token_bank import BankTokens
 
 Log = Callable[[str], None]
-
-
-def step_order(indices: np.ndarray, seed: int, step: int) -> np.ndarray:
-    """A step's training images in a seeded random order (the same for every method of a run seed).
-    Readers deliver them grouped by class (TinyImageNet, CUB, Herbarium): a method that did not
-    shuffle could otherwise read the labels off the order."""
-    return indices[np.random.default_rng([seed, step]).permutation(len(indices))]
 
 
 def bank_fields(spec: RunSpec, data: Any, backbone: Any) -> dict[str, Any]:
@@ -124,8 +119,9 @@ class TokenInputs:
         feat = spec.config["features"]
         encoder = Encoder(backbone, data, device, feat["policy"])
         prefix = Prefix(backbone, method.first_trainable)
-        self.sources = {"train": LiveTokens(data.train, encoder, prefix), "val": LiveTokens(val_images, encoder, prefix),
-                        "test": LiveTokens(data.test, encoder, prefix)}
+        live = {"train": LiveTokens(data.train, encoder, prefix), "val": LiveTokens(val_images, encoder, prefix),
+                "test": LiveTokens(data.test, encoder, prefix)}
+        self.sources: dict[str, LiveTokens | BankTokens] = dict(live)
         self.batch_size = int(spec.config["backbone"]["batch_size"])
         if feat["mode"] == "bank" and feat["tokens"] == "bank":
             from bench.features.token_bank import BankTokens, build_token_bank, resident_copy
@@ -134,16 +130,16 @@ class TokenInputs:
                       "prefix_blocks": method.first_trainable, "views": feat["views"], "dtype": feat["token_dtype"],
                       "val": "held-out" if data.val is not None else "train"}
             # the val images are the training images where a dataset has no held-out split: stored once
-            stored = {k: v for k, v in self.sources.items() if k != "val" or data.val is not None}
+            stored = {k: v for k, v in live.items() if k != "val" or data.val is not None}
             arrays = build_token_bank(cache_of(spec, results), fields, stored, feat["views"], feat["bank_seed"],
                                       feat["batch_size"], feat["token_dtype"], log)
             resident = resident_copy(arrays, device)
             # reading ahead changes no result, so it is a setting of the machine (location), not of the
             # run; by default on a GPU only, where the host is otherwise idle (on a CPU it measured slower)
             read_ahead = bool(spec.location.get("read_ahead", device.type == "cuda"))
-            self.sources = {split: BankTokens(arrays, split if split in stored else "train", np.arange(len(live)), live,
-                                              device, feat["token_dtype"], resident, read_ahead)
-                            for split, live in self.sources.items()}
+            self.sources = {split: BankTokens(arrays, split if split in stored else "train", np.arange(len(source)),
+                                              source, device, feat["token_dtype"], resident, read_ahead)
+                            for split, source in live.items()}
 
     def step_fields(self, of_task: list[np.ndarray], sees_past: bool) -> dict[str, Any]:
         train = self.sources["train"]
@@ -158,25 +154,14 @@ INPUTS: dict[str, Any] = {"features": FeatureInputs, "tokens": TokenInputs}
 
 
 class Feed:
-    """A run's data as its method sees it: each step's `Step`, and the batches of the val and test
-    images the runner evaluates it on."""
+    """A run's data as its method sees it: what each step's `Step` is made of (`bench.protocol.step.step_of`), and
+    the batches of the val and test images the runner evaluates it on. `train_task` is the task of each training
+    image (None where a mixed protocol leaves classes out: its stages come from its manifest, not by task)."""
 
     def __init__(self, inputs: Any, train: FeatureViews | None, train_task: np.ndarray | None, seed: int,
                  device: torch.device, n_steps: int, sees_past_steps: bool) -> None:
         self.inputs, self.train, self.train_task = inputs, train, train_task
         self.seed, self.device, self.n_steps, self.sees_past_steps = seed, device, n_steps, sees_past_steps
-
-    def step(self, t: int, layout: TaskLayout) -> Step:
-        """Step `t`'s unlabelled training data (and earlier steps' for a method that sees them)."""
-        of_task = [step_order(np.flatnonzero(self.train_task == s), self.seed, s) for s in range(t + 1)]
-
-        def features_of(rows: np.ndarray) -> FeatureViews | None:
-            return self.train.subset(rows).to(self.device) if self.train is not None else None
-
-        return Step(index=t, n_classes=layout.sizes[t], offset=layout.offsets[t], train=features_of(of_task[t]),
-                    last=t == self.n_steps - 1, device=self.device,
-                    past=[features_of(rows) for rows in of_task[:t]] if self.sees_past_steps else [],
-                    **self.inputs.step_fields(of_task, self.sees_past_steps))
 
     def batches(self, split: str, index: np.ndarray) -> Iterator[torch.Tensor]:
         """The method's inputs (features or tokens) of the `split` images `index`, in batches."""

@@ -37,17 +37,16 @@ from bench.core.storage import write_atomic
 from bench.splits.layout import TaskLayout
 from bench.protocol.epoch_selection import LAST, EpochSelection
 from bench.protocol.evaluate import clustering_accuracy, old_new_accuracies
-from bench.protocol.feeding import Feed, step_order
+from bench.protocol.feeding import Feed
 from bench.protocol.outputs import checked
-from bench.protocol.step import Step
+from bench.protocol.step import Step, step_of, step_order
 from bench.protocol.transductive import (PROMPTCCD_EVERY, embedding, embeds, promptccd_score,
                                          transductive_predictions)
-from bench.runs.predictions import compact
+from bench.runs.predictions import Keys, compact
 from bench.runs.rows import MetricRow
 
 Log = Callable[[str], None]
 SPLIT_FILE = "split.json"
-MIXED_MARK = "mixed_setting"  # the key that marks a mixed run's stored predictions
 # what a mixed run reports as its A and F (its metrics file's reported_A/F), whatever its method declares for class-iNCD
 REPORTED: Mapping[str, tuple[str, str]] = {"A": ("cgcd", "A"), "F": ("cgcd", "F")}
 
@@ -143,9 +142,6 @@ class MixedStages:
         if self.setting["k"] != "known" and not embeds(self.method):
             raise BenchError(f"method {spec.method!r} reads tokens and gives no representation (its embed()): "
                              f"setting.k={self.setting['k']} estimates K on it; use setting.k=known, or implement embed()")
-        # the stage in progress: what it keeps, the classes before it and the new ones it was told of
-        self.selection: EpochSelection = LAST
-        self.known = self.n_new = 0
 
     def state_dict(self) -> dict[str, Any]:
         return {}  # its rows come from the stored predictions alone
@@ -154,39 +150,39 @@ class MixedStages:
         pass
 
     def step(self, t: int, stored: Mapping[str, np.ndarray]) -> Step:
-        spec, feed, manifest, layout = self.spec, self.feed, self.manifest, self.layout
-        rows = step_order(manifest.stages[t], spec.seed, t)
-        earlier = [step_order(manifest.stages[s], spec.seed, s) for s in range(t)]
-        sees_past = self.method.runs_on.sees_past_steps  # a reference's only
-        # a method on features reads the feature bank; one on tokens its prefix's tokens (`tokens`, `past_tokens`)
-        train = feed.train.subset(rows).to(feed.device) if feed.train is not None else None
-        past = [feed.train.subset(r).to(feed.device) for r in earlier] if sees_past and feed.train is not None else []
-        # labels reach the method only in a labelled stage, and only that stage's
-        labels = torch.as_tensor(self.data.train.labels[rows], dtype=torch.long) if manifest.labelled[t] else None
-        self.known = known = int(sum(stored[f"k_given_{s}"][0] for s in range(t)))
-        self.n_new = layout.sizes[t]
+        """Stage t's images (labelled in a labelled stage only), told of the classes of the earlier stages (the K
+        each was given, from `stored`) and of its new ones (given or estimated), with the epoch selection its
+        rule scores. `evaluate` reads all of that back from the `Step` it returns."""
+        spec, manifest, layout = self.spec, self.manifest, self.layout
+        known = int(sum(stored[Keys.k_given(s)][0] for s in range(t)))
+        n_new = layout.sizes[t]
         if t > 0 and self.setting["k"] != "known":
             # GCD's search scores k-means on the labelled stage's images: the protocol holds their labels
             first = manifest.stages[0]
             given = ((self._represented(first), self.data.train.labels[first]) if self.setting["k"] == "brent"
                      else None)
-            self.n_new = max(1, estimate_new_classes(self._represented(rows), known,
-                                                     self.setting["k_max_new"] or layout.sizes[0],
-                                                     spec.seed * 1000 + t, given))
-        seen = np.flatnonzero(self.test_stage <= t)
+            rows = step_order(manifest.stages[t], spec.seed, t)  # in the order the method gets them
+            n_new = max(1, estimate_new_classes(self._represented(rows), known,
+                                                self.setting["k_max_new"] or layout.sizes[0], spec.seed * 1000 + t,
+                                                given))
+        # labels reach the method only in a labelled stage, and only that stage's (`step_of`)
+        labels = self.data.train.labels if manifest.labelled[t] else None
+        return step_of(self.feed, t, manifest.stages, n_classes=n_new, offset=known, labels=labels,
+                       selection=self._selection(t))
+
+    def _selection(self, t: int) -> EpochSelection:
+        """Stage t's epoch selection (`setting.selection`), scored on the images its rule reads."""
+        feed, layout, manifest = self.feed, self.layout, self.manifest
         if self.rule == "promptccd":  # k-means at every class of the protocol over every test image of them
             every = np.flatnonzero(self.test_stage < layout.n_steps)
             score = promptccd_score(self.method, feed, every, self.test_labels[every],
-                                    np.unique(self.test_labels[self.test_stage == 0]), layout.num_classes, spec.seed * 1000 + t)
-            self.selection = EpochSelection("promptccd", score, every=PROMPTCCD_EVERY)
-        elif self.rule in TEST_SELECTIONS:
-            self.selection = selection_for(self.rule, feed, "test", seen, self.test_labels[seen])
-        else:
-            self.selection = selection_for(self.rule, feed, "train", manifest.validation,
-                                           self.data.train.labels[manifest.validation])
-        return Step(index=t, n_classes=self.n_new, offset=known, train=train, last=t == spec.n_steps - 1, past=past,
-                    device=feed.device, labels=labels, selection=self.selection,
-                    **feed.inputs.step_fields([*earlier, rows], sees_past))
+                                    np.unique(self.test_labels[self.test_stage == 0]), layout.num_classes,
+                                    self.spec.seed * 1000 + t)
+            return EpochSelection("promptccd", score, every=PROMPTCCD_EVERY)
+        if self.rule in TEST_SELECTIONS:
+            seen = np.flatnonzero(self.test_stage <= t)
+            return selection_for(self.rule, feed, "test", seen, self.test_labels[seen])
+        return selection_for(self.rule, feed, "train", manifest.validation, self.data.train.labels[manifest.validation])
 
     def _represented(self, rows: np.ndarray) -> torch.Tensor:
         """What K is estimated on for the training images `rows`: their frozen features for a method on features;
@@ -196,24 +192,26 @@ class MixedStages:
             return self.feed.train.subset(rows).plain
         return embedding(self.method, self.feed.batches("train", rows))
 
-    def evaluate(self, t: int, method: Any, stored: dict[str, np.ndarray]) -> list[MetricRow]:
-        stored[MIXED_MARK] = np.asarray([1], dtype=np.int8)  # `replay` reads it
+    def evaluate(self, t: int, step: Step, method: Any, stored: dict[str, np.ndarray]) -> list[MetricRow]:
+        """Stage t's rows, from what it stores: the method's predictions at the classes `step` told it of
+        (`offset` known + `n_classes` new), the K it was given, and the epochs `step.selection` kept."""
+        stored[Keys.mixed] = np.asarray([1], dtype=np.int8)  # `replay` reads it
+        selection, classes = step.selection, step.offset + step.n_classes
         if self.rule != "last":
-            stored[f"selected_{t}"] = compact(np.asarray([e for e, _ in self.selection.chosen], dtype=np.int64))
-            for i, scored in enumerate(self.selection.scores):  # (epoch, score) of every epoch scored: the page's curve
-                stored[f"epoch_score_{t}_{i}"] = np.asarray(scored, dtype=np.float32).reshape(-1, 2)
-            self.log(f"stage {t}: kept epochs {', '.join(f'{e + 1}/{n}' for e, n in self.selection.chosen) or '- (no epochs)'} "
+            stored[Keys.selected(t)] = compact(np.asarray([e for e, _ in selection.chosen], dtype=np.int64))
+            for i, scored in enumerate(selection.scores):  # (epoch, score) of every epoch scored: the page's curve
+                stored[Keys.epoch_score(t, i)] = np.asarray(scored, dtype=np.float32).reshape(-1, 2)
+            self.log(f"stage {t}: kept epochs {', '.join(f'{e + 1}/{n}' for e, n in selection.chosen) or '- (no epochs)'} "
                      f"by {self.rule}{' (ORACLE ON TEST)' if self.rule in TEST_SELECTIONS else ''}")
         seen = np.flatnonzero(self.test_stage <= t)
-        stored[f"test_labels_{t}"] = compact(self.test_labels[seen])
-        stored[f"unified_{t}"] = compact(_predict(method, self.feed, seen, self.known + self.n_new, t))
-        stored[f"k_given_{t}"] = compact(np.asarray([self.n_new]))
+        stored[Keys.test_labels(t)] = compact(self.test_labels[seen])
+        stored[Keys.unified(t)] = compact(_predict(method, self.feed, seen, classes, t))
+        stored[Keys.k_given(t)] = compact(np.asarray([step.n_classes]))
         if self.evaluation == "transductive" and t > 0:
             first, rows = self.manifest.stages[0], self.manifest.stages[t]
-            stored[f"trans_labels_{t}"] = compact(self.data.train.labels[rows])
-            stored[f"trans_pred_{t}"] = compact(transductive_predictions(
-                self.method, self.feed, first, self.data.train.labels[first], rows, self.known + self.n_new,
-                self.spec.seed * 1000 + t))
+            stored[Keys.trans_labels(t)] = compact(self.data.train.labels[rows])
+            stored[Keys.trans_pred(t)] = compact(transductive_predictions(
+                self.method, self.feed, first, self.data.train.labels[first], rows, classes, self.spec.seed * 1000 + t))
         return stage_rows(t, stored, self.layout)
 
     def summary(self, rows: list[MetricRow]) -> list[MetricRow]:
@@ -240,16 +238,16 @@ def stage_of(labels: np.ndarray, layout: TaskLayout) -> np.ndarray:
 def stage_rows(t: int, stored: Mapping[str, np.ndarray], layout: TaskLayout) -> list[MetricRow]:
     """Stage t's rows from what it stored: its test labels, the method's predictions, the K it was given (and,
     evaluated transductively, its own images' labels and clusters: those are its `cgcd` rows then)."""
-    inductive = accuracy_rows(t, np.asarray(stored[f"test_labels_{t}"]), np.asarray(stored[f"unified_{t}"]), layout)
+    inductive = accuracy_rows(t, np.asarray(stored[Keys.test_labels(t)]), np.asarray(stored[Keys.unified(t)]), layout)
     if t == 0:
         return inductive + selected_rows(t, stored)
     rows = inductive
-    if f"trans_pred_{t}" in stored:
-        rows = accuracy_rows(t, np.asarray(stored[f"trans_labels_{t}"]), np.asarray(stored[f"trans_pred_{t}"]), layout)
+    if Keys.trans_pred(t) in stored:
+        rows = accuracy_rows(t, np.asarray(stored[Keys.trans_labels(t)]), np.asarray(stored[Keys.trans_pred(t)]), layout)
         rows += [MetricRow(r.step, r.group, r.flavour.replace("cgcd", "inductive"), r.metric, r.value)
                  for r in inductive]
     rows += [MetricRow(t, "k", "cgcd", "true", float(layout.sizes[t])),
-             MetricRow(t, "k", "cgcd", "given", float(stored[f"k_given_{t}"][0]))]
+             MetricRow(t, "k", "cgcd", "given", float(stored[Keys.k_given(t)][0]))]
     return rows + selected_rows(t, stored)
 
 
@@ -267,7 +265,7 @@ def accuracy_rows(t: int, labels: np.ndarray, pred: np.ndarray, layout: TaskLayo
 
 def selected_rows(t: int, stored: Mapping[str, np.ndarray]) -> list[MetricRow]:
     """The epoch (1-based) each training loop of stage t kept, where the run selected among epochs."""
-    chosen = np.asarray(stored.get(f"selected_{t}", []))
+    chosen = np.asarray(stored.get(Keys.selected(t), []))
     return [MetricRow(t, "selected_epoch", "cgcd", f"loop_{i}", float(e + 1)) for i, e in enumerate(chosen)]
 
 

@@ -7,15 +7,15 @@ recomputing twice changes nothing the second time. A run whose `metrics.parquet`
 damaged gets the whole file rebuilt from its predictions (`rebuild_metrics`, also when a run finds its own
 metrics damaged: a re-run costs GPU-hours). A run
 without stored predictions (recorded before they were kept) is listed and left as it is; one whose
-predictions cannot be read, or name another run (copied in), is skipped in one line and its metrics
-are left as they are (predictions written before they named their run are recomputed as before).
+predictions cannot be read, name another run (copied in) or are of a schema newer than this bench reads, is
+skipped in one line and its metrics are left as they are (predictions written before they named their run, or
+their schema version, are recomputed as before).
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import torch
 
@@ -26,7 +26,7 @@ from bench.errors import first_line
 from bench.protocol.stages import replay as replay_stored, reported_of
 from bench.runs import predictions
 from bench.runs.metrics_file import metrics_frame, write_metrics
-from bench.runs.predictions import PREDICTIONS, ForeignFile, check_owner
+from bench.runs.predictions import PREDICTIONS, ForeignFile, NewerSchema, check_owner, opened
 from bench.runs.provenance_file import read_provenance
 from bench.runs.rows import MetricRow
 from bench.runs.rundir import DONE, METRICS, RunBusy, set_aside, unreadable
@@ -94,7 +94,7 @@ def _refused(run: Path) -> str | None:
     cannot be read), in one line; None when they can."""
     try:
         check_owner(run / PREDICTIONS, run.name)  # a run directory is named by its run id
-    except ForeignFile as err:
+    except (ForeignFile, NewerSchema) as err:
         return str(err)
     except Exception as err:  # a damaged file: numpy and zipfile raise many types
         return f"cannot read {run / PREDICTIONS} ({first_line(err)})"
@@ -107,7 +107,7 @@ def finished_runs(results: Path) -> list[Path]:
 
 def replay(path: Path) -> list[MetricRow]:
     """The metric rows the current evaluator gives for a run's stored predictions (`path`), summary included."""
-    with np.load(path) as stored:  # allow_pickle=False: a damaged file holding objects raises ValueError
+    with opened(path) as stored:
         return replay_stored(stored)
 
 
@@ -127,6 +127,8 @@ def repaired(out: Path, bad: dict[str, str], log: Log) -> bool:
         return False
     try:
         frame = rebuilt_frame(out)
+    except NewerSchema:  # a newer bench's run: running it again here would overwrite what that bench wrote
+        raise
     except Exception as err:  # damaged predictions too: numpy and zipfile raise many types
         log(f"cannot rebuild {METRICS} from {predictions.PREDICTIONS} ({first_line(err)}); running again")
         return False

@@ -33,6 +33,7 @@ from bench.protocol.step import epochs_recorded
 from bench.runs import checkpoint
 from bench.runs.checkpoint import Progress
 from bench.runs.metrics_file import metrics_frame
+from bench.runs.predictions import Keys
 from bench.runs.rows import MetricRow
 from bench.runs.rundir import CHECKPOINT, DONE, ERROR, run_dir, set_aside, unreadable
 from bench.runs.runstore import Log, finish, locked
@@ -117,18 +118,19 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
 def run_stages(spec: RunSpec, method: Any, stages: Stages, progress: Progress, out: Path, log: Log, clock: float,
                threads: int, tracking: Tracking | None = None) -> list[MetricRow]:
     """The protocol, the same for every setting: from the first stage `progress` has not recorded, the method
-    learns the stage, is evaluated on everything seen so far, and the stage is recorded (its rows, what its
-    evaluation was computed from, a checkpoint). The run's rows, its summary's last. Each stage's losses and rows
-    go to the run's trackers before its checkpoint: a run killed between the two sends the stage again when it
-    resumes, the same numbers at the same steps, rather than never."""
+    learns the stage's `Step`, is evaluated on everything seen so far (as that `Step` told it), and the stage is
+    recorded (its rows, what its evaluation was computed from, a checkpoint). The run's rows, its summary's last.
+    Each stage's losses and rows go to the run's trackers before its checkpoint: a run killed between the two
+    sends the stage again when it resumes, the same numbers at the same steps, rather than never."""
     tracking = tracking or Tracking({}, log)
     for t in range(progress.next_step, spec.n_steps):
         seed_everything(spec.seed * 1000 + t)
+        step = stages.step(t, progress.stored)
         with epochs_recorded() as losses:
-            method.learn(stages.step(t, progress.stored))
+            method.learn(step)
         for i, loop in enumerate(losses):  # each training loop's loss per epoch, for the run's page
-            progress.stored[f"epoch_loss_{t}_{i}"] = np.asarray(loop, dtype=np.float32)
-        rows = stages.evaluate(t, method, progress.stored)
+            progress.stored[Keys.epoch_loss(t, i)] = np.asarray(loop, dtype=np.float32)
+        rows = stages.evaluate(t, step, method, progress.stored)
         progress.rows.extend(rows)
         log(stages.describe(t, rows))
         tracking.step(t, losses, rows)

@@ -11,24 +11,27 @@ from typing import Any, Callable, Mapping, Protocol
 import numpy as np
 
 from bench.splits.settings import setting_of
-from bench.splits.layout import TaskLayout
 from bench.protocol import class_incd, mixed
 from bench.protocol.feeding import Feed
 from bench.protocol.step import Step
+from bench.runs.predictions import is_mixed, layout_of
 from bench.runs.rows import MetricRow
 
 
 class Stages(Protocol):
     """A setting's stages of one run. `stored` is what the run keeps for `predictions.npz` (in its checkpoint
-    until it ends): a stage's evaluation adds to it, and a later stage may read it."""
+    until it ends; its keys are `bench.runs.predictions.Keys`): a stage's evaluation adds to it, and a later stage
+    may read it. A stage keeps nothing between `step` and `evaluate`: what the method was told at stage t is the
+    `Step` the loop hands back to `evaluate`."""
 
     noun: str  # what the log calls a stage: "step" (class-iNCD), "stage" (mixed)
 
     def step(self, t: int, stored: Mapping[str, np.ndarray]) -> Step:
         """What the method learns from at stage t: the stage's data, and labels only where the setting gives them."""
 
-    def evaluate(self, t: int, method: Any, stored: dict[str, np.ndarray]) -> list[MetricRow]:
-        """Stage t's metric rows, on everything seen so far; what they were computed from goes into `stored`."""
+    def evaluate(self, t: int, step: Step, method: Any, stored: dict[str, np.ndarray]) -> list[MetricRow]:
+        """Stage t's metric rows, on everything seen so far, for the method that learnt `step` (stage t's, as `step`
+        built it); what they were computed from goes into `stored`."""
 
     def summary(self, rows: list[MetricRow]) -> list[MetricRow]:
         """The run's summary rows (A, F, ...) from its per-stage rows."""
@@ -61,7 +64,7 @@ def reported_of(spec: Any) -> Mapping[str, tuple[str, str]]:
 def replay(stored: Mapping[str, np.ndarray]) -> list[MetricRow]:
     """A finished run's metric rows, summary included, from its stored predictions alone, by the setting
     that stored them (`bench metrics recompute`)."""
-    layout = TaskLayout(tuple(int(o) for o in stored["offsets"]), tuple(int(s) for s in stored["sizes"]))
-    if mixed.MIXED_MARK in stored:
+    layout = layout_of(stored)
+    if is_mixed(stored):
         return mixed.replay(stored, layout)
     return class_incd.replay(stored, layout)

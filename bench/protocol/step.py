@@ -1,12 +1,14 @@
-"""What a method is handed at each step of the stage loop: the `Step`. It belongs to the protocol, not to the
-methods (`bench.methods.base` imports it from here): what a method may see is the protocol's to say."""
+"""What a method is handed at each step of the stage loop: the `Step`, built in one place (`step_of`) for every
+setting. It belongs to the protocol, not to the methods (`bench.methods.base` imports it from here): what a method
+may see is the protocol's to say."""
 from __future__ import annotations
 
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Protocol, Sequence
 
+import numpy as np
 import torch
 
 from bench.features.views import FeatureViews
@@ -29,7 +31,7 @@ class Step:
     index: int
     n_classes: int
     offset: int
-    train: FeatureViews
+    train: FeatureViews | None  # None for a method on tokens (it reads `tokens`)
     last: bool = False  # the sequence's last step (the number of steps is known, as in the authors' code)
     past: list[FeatureViews] = field(default_factory=list)
     device: torch.device = torch.device("cpu")
@@ -41,6 +43,51 @@ class Step:
     # Which epoch of each training loop the stage keeps (`setting.selection` of the mixed setting): a method
     # that trains over epochs wraps each loop in `selection.over(parameters, logits)`; `last` does nothing.
     selection: EpochSelection = LAST
+
+    @property
+    def features(self) -> FeatureViews:
+        """`train` for a method on features (`runs_on.inputs == "features"`), which always gets it."""
+        if self.train is None:
+            raise TypeError("this step holds tokens, not features: a method on tokens reads `step.tokens`")
+        return self.train
+
+
+def step_order(indices: np.ndarray, seed: int, step: int) -> np.ndarray:
+    """A step's training images in a seeded random order (the same for every method of a run seed).
+    Readers deliver them grouped by class (TinyImageNet, CUB, Herbarium): a method that did not
+    shuffle could otherwise read the labels off the order."""
+    return indices[np.random.default_rng([seed, step]).permutation(len(indices))]
+
+
+class Fed(Protocol):
+    """What `step_of` reads of a run's feed (`bench.protocol.feeding.Feed`)."""
+
+    train: FeatureViews | None  # the training images' features; None for a method on tokens alone
+    inputs: Any  # its `step_fields(rows of each stage, sees_past)`: a method on tokens gets them there
+    seed: int
+    device: torch.device
+    n_steps: int
+    sees_past_steps: bool
+
+
+def step_of(feed: Fed, t: int, images: Sequence[np.ndarray], *, n_classes: int, offset: int,
+            labels: np.ndarray | None = None, selection: EpochSelection = LAST) -> Step:
+    """Stage t's `Step`, in every setting. What a setting decides comes in as data: `images`, the training images
+    of each stage 0..t (class-iNCD: each task's; the mixed setting: its manifest's stages); the classes the method
+    is told of (`n_classes` new ones after `offset`); `labels`, the class of every training image, given only for
+    a stage its setting labels (they reach the method for this stage's images only); and the epoch `selection`.
+    The rest is the protocol's: each stage's images in a seeded order (`step_order`), earlier stages' only to a
+    method that declares `sees_past_steps`, and features or tokens as the method reads them."""
+    rows = [step_order(np.asarray(stage), feed.seed, s) for s, stage in enumerate(images[:t + 1])]
+    sees_past = feed.sees_past_steps
+
+    def features_of(index: np.ndarray) -> FeatureViews | None:
+        return feed.train.subset(index).to(feed.device) if feed.train is not None else None
+
+    given = torch.as_tensor(np.asarray(labels)[rows[t]], dtype=torch.long) if labels is not None else None
+    return Step(index=t, n_classes=n_classes, offset=offset, train=features_of(rows[t]), last=t == feed.n_steps - 1,
+                past=[f for r in rows[:t] if (f := features_of(r)) is not None] if sees_past else [], device=feed.device, labels=given,
+                selection=selection, **feed.inputs.step_fields(rows, sees_past))
 
 
 # the per-epoch mean losses of the training loops of the step in progress (`record_epochs`), collected by the stage

@@ -99,7 +99,7 @@ class SemiSupervised(NamedTuple):
 
 
 def ss_kmeans(unlabelled: torch.Tensor, labelled: torch.Tensor, labels: torch.Tensor, k: int, *,
-              gen: torch.Generator, n_init: int = SS_KMEANS["n_init"], max_iter: int = SS_KMEANS["max_iter"],
+              gen: torch.Generator, n_init: int = int(SS_KMEANS["n_init"]), max_iter: int = int(SS_KMEANS["max_iter"]),
               tol: float = SS_KMEANS["tol"]) -> SemiSupervised:
     """The cluster (0..k-1) of each row of `unlabelled` by semi-supervised k-means (module docstring) around the
     `labelled` rows of classes `labels`; the labelled classes, in sorted order, are clusters 0..L-1."""
@@ -136,7 +136,7 @@ def ss_kmeans(unlabelled: torch.Tensor, labelled: torch.Tensor, labels: torch.Te
             centres = moved
             if shift ** 2 < tol:
                 break
-        if best is None or kept_inertia < best.inertia:
+        if kept is not None and (best is None or kept_inertia < best.inertia):  # None: no finite inertia (NaN)
             best = SemiSupervised(kept.cpu(), centres.cpu(), kept_inertia)
     assert best is not None
     return best

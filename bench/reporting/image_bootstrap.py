@@ -13,16 +13,14 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
 from bench.protocol.evaluate import Evaluator
-from bench.splits.layout import TaskLayout
+from bench.runs.predictions import PREDICTIONS, Keys, NewerSchema, is_mixed, layout_of, opened
 
 CHUNK = 128  # resamples per matrix: 128 × 10,000 images of float64 is 10 MB
-# `bench.protocol.mixed.MIXED_MARK`, named here: importing that module imports torch, which a report never needs
-MIXED_MARK = "mixed_setting"
 BOOTSTRAPPED = {"A": "class", "A_sample": "sample"}  # the reported metrics a resample recomputes, and their weighting
 
 
@@ -106,13 +104,13 @@ def scorer(stored: Mapping[str, np.ndarray], source: str) -> Scorer:
     flavour, metric = source.split("/")
     if metric not in BOOTSTRAPPED:
         raise NotBootstrapped(f"{source}: only A and A_sample are recomputed per resample")
-    if MIXED_MARK in stored:
+    if is_mixed(stored):
         raise NotBootstrapped("a run of the mixed setting: its stages are not bootstrapped")
-    layout = TaskLayout(tuple(int(o) for o in stored["offsets"]), tuple(int(s) for s in stored["sizes"]))
+    layout = layout_of(stored)
     last = layout.n_steps - 1
-    labels = np.asarray(stored[f"test_labels_{last}"], dtype=np.int64)
-    unified = np.asarray(stored[f"unified_{last}"], dtype=np.int64)
-    common = dict(labels=labels, tasks=layout.task_of(labels), sizes=np.asarray(layout.sizes, dtype=float),
+    labels = np.asarray(stored[Keys.test_labels(last)], dtype=np.int64)
+    unified = np.asarray(stored[Keys.unified(last)], dtype=np.int64)
+    common: dict[str, Any] = dict(labels=labels, tasks=layout.task_of(labels), sizes=np.asarray(layout.sizes, dtype=float),
                   weighting=BOOTSTRAPPED[metric])
     if flavour == "w":
         return Scorer(**common, pred=unified)
@@ -120,23 +118,23 @@ def scorer(stored: Mapping[str, np.ndarray], source: str) -> Scorer:
         raise NotBootstrapped(f"{source}: flavour {flavour} is not recomputed per resample")
     evaluator = Evaluator(layout)
     for t in range(layout.n_steps):
-        evaluator.freeze_mapping(t, stored[f"val_labels_{t}"], stored[f"val_pred_{t}"])
+        evaluator.freeze_mapping(t, stored[Keys.val_labels(t)], stored[Keys.val_pred(t)])
     maps = None
     if flavour == "wo_refit":
-        if f"refit_{last}" not in stored:
+        if Keys.refit(last) not in stored:
             raise NotBootstrapped("its predictions predate the re-fitted maps (flavour wo_refit)")
-        maps = {s: evaluator.fit_mapping(s, stored[f"val_labels_{s}"], stored[f"refit_pred_{last}_{s}"])
+        maps = {s: evaluator.fit_mapping(s, stored[Keys.val_labels(s)], stored[Keys.refit_pred(last, s)])
                 for s in range(last)} | {last: evaluator.mappings[last]}
     return Scorer(**common, correct=evaluator.task_agnostic_correct(labels, unified, maps).astype(float))
 
 
 def load_scorer(run: Path, source: str) -> Scorer:
     """`scorer` of the run directory's predictions.npz; NotBootstrapped (one line) without them."""
-    from bench.runs.predictions import PREDICTIONS
-
     try:
-        with np.load(Path(run) / PREDICTIONS) as stored:  # allow_pickle=False
-            return scorer({k: stored[k] for k in stored.files}, source)
+        with opened(Path(run) / PREDICTIONS) as stored:
+            return scorer({k: stored[k] for k in stored}, source)
+    except NewerSchema as err:
+        raise NotBootstrapped(str(err)) from None
     except (OSError, KeyError, ValueError) as err:
         if isinstance(err, NotBootstrapped):
             raise

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from bench.protocol.evaluate import hungarian_mapping
+from bench.runs.predictions import PREDICTIONS, Keys, NewerSchema, layout_of, opened
 
 KINDS = ("old", "new")
 
@@ -47,12 +48,13 @@ def per_class(labels: np.ndarray, pred: np.ndarray, first_new: int) -> PerClass:
 
 
 def of_run(directory: Path) -> PerClass | None:
-    """`per_class` of a finished run's last step, from its `predictions.npz`; None without them."""
+    """`per_class` of a finished run's last step, from its `predictions.npz`; None without them (or where this
+    bench cannot read them)."""
     try:
-        with np.load(Path(directory) / "predictions.npz") as stored:  # allow_pickle=False
-            offsets = stored["offsets"]
-            last = len(offsets) - 1
-            labels, pred = stored[f"test_labels_{last}"], stored[f"unified_{last}"]
-    except (OSError, KeyError, ValueError):
+        with opened(Path(directory) / PREDICTIONS) as stored:
+            layout = layout_of(stored)
+            last = layout.n_steps - 1
+            labels, pred = stored[Keys.test_labels(last)], stored[Keys.unified(last)]
+    except (OSError, KeyError, ValueError, NewerSchema):
         return None
-    return per_class(labels, pred, int(offsets[last]))
+    return per_class(labels, pred, layout.offsets[last])

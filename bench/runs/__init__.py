@@ -3,7 +3,8 @@
 - `rundir`: where a run lives, whether it is done (without torch), setting damaged files aside;
 - `runstore`: one process at a time (the lock), the log, and a finished run's files written in order;
 - `checkpoint`: what a run has learned and recorded after its last finished step (read without running code);
-- `predictions`: what the evaluator was given, stored so that metrics can be recomputed;
+- `predictions`: what the evaluator was given, stored so that metrics can be recomputed, and the schema of that
+  file (its keys and version), which every reader and writer goes through;
 - `provenance_file`: `provenance.json`, where and with what the run made its numbers, beside its predictions;
 - `rows`: the metric row (`MetricRow`), the unit of `metrics.parquet`;
 - `metrics_file`: `metrics.parquet`, a run's rows with its identity and provenance columns;

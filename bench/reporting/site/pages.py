@@ -139,25 +139,24 @@ def _per_class(directory: Path | None) -> str:
 
 
 def _training_curves(directory: Path | None) -> str:
-    """Each training loop's mean loss per epoch, step by step (what the run's predictions keep: `epoch_loss_t_i`),
+    """Each training loop's mean loss per epoch, step by step (what the run's predictions keep: `epoch_loss_<t>_<i>`),
     a panel per step; nothing for a run without (no trained loop, or finished before they were kept)."""
     import numpy as np
 
     from bench.reporting.plots import figure_styles
     from bench.reporting.site.charts import svg_curves
+    from bench.runs.predictions import PREDICTIONS, Keys, NewerSchema, each, opened
 
     if directory is None:
         return ""
     try:
-        with np.load(directory / "predictions.npz") as stored:  # allow_pickle=False
-            losses = {k: stored[k] for k in stored.files if k.startswith("epoch_loss_")}
-            scores = {k: stored[k] for k in stored.files if k.startswith("epoch_score_")}
-    except (OSError, ValueError, TypeError):
+        with opened(directory / PREDICTIONS) as stored:
+            losses, scores = each(stored, Keys.epoch_loss), each(stored, Keys.epoch_score)
+    except (OSError, ValueError, TypeError, NewerSchema):
         return ""
     by_step: dict[int, list[tuple[str, np.ndarray]]] = defaultdict(list)
-    for key in sorted(losses, key=lambda k: tuple(int(n) for n in k.split("_")[2:])):
-        t, i = (int(n) for n in key.split("_")[2:])
-        by_step[t].append((f"loop {i + 1}", losses[key]))
+    for (t, i), values in losses.items():
+        by_step[t].append((f"loop {i + 1}", values))
     panels = []
     for t, loops in sorted(by_step.items()):
         frame = pd.DataFrame([dict(label=label, step=epoch, mean=float(v), std=0.0, n=1)
@@ -168,10 +167,9 @@ def _training_curves(directory: Path | None) -> str:
         panels.append(svg_curves(frame, f"step {t + 1}: training loss per epoch", "mean loss",
                                  lambda l: styles[l][0], lambda l: styles[l][1],  # noqa: B023 (used right here)
                                  bounds=(float("-inf"), float("inf")), xlabel="epoch"))
-    for key in sorted(scores, key=lambda k: tuple(int(n) for n in k.split("_")[2:])):
-        t, i = (int(n) for n in key.split("_")[2:])
+    for (t, i), scored in scores.items():
         frame = pd.DataFrame([dict(label=f"loop {i + 1}", step=int(epoch), mean=float(score), std=0.0, n=1)
-                              for epoch, score in scores[key]])
+                              for epoch, score in scored])
         if len(frame):
             panels.append(svg_curves(frame, f"step {t + 1}, loop {i + 1}: the selection's score per epoch scored",
                                      "score (%)", lambda _: "#2ca02c", xlabel="epoch"))
