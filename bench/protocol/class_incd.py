@@ -20,6 +20,8 @@ from bench.protocol.step import Step, step_of
 from bench.runs import predictions
 from bench.runs.predictions import Keys
 from bench.runs.rows import MetricRow
+from bench.config.spec import RunSpec
+from bench.protocol.hooks import MethodHooks
 
 Labelled = tuple[np.ndarray, np.ndarray]  # the labels of a split's images, and the task of each
 
@@ -29,7 +31,7 @@ class ClassIncrementalStages:
 
     noun = "step"
 
-    def __init__(self, spec: Any, parts: Any, feed: Feed) -> None:
+    def __init__(self, spec: RunSpec, parts: Any, feed: Feed) -> None:
         self.n_steps, self.layout, self.feed = spec.n_steps, parts.layout, feed
         self.evaluator = Evaluator(parts.layout)
         val, test = parts.val_images.labels, parts.data.test.labels
@@ -47,7 +49,7 @@ class ClassIncrementalStages:
         tasks = [np.flatnonzero(self.feed.train_task == s) for s in range(t + 1)]
         return step_of(self.feed, t, tasks, n_classes=self.layout.sizes[t], offset=self.layout.offsets[t])
 
-    def evaluate(self, t: int, step: Step, method: Any, stored: dict[str, np.ndarray]) -> list[MetricRow]:
+    def evaluate(self, t: int, step: Step, method: MethodHooks, stored: dict[str, np.ndarray]) -> list[MetricRow]:
         """Step `t`'s metric rows (the classes it evaluates are the layout's, not the `step`'s to say); what the
         evaluator was given for them goes into `stored`."""
         (val_labels_all, val_task), (test_labels, test_task) = self.val, self.test
@@ -65,7 +67,7 @@ class ClassIncrementalStages:
                            refit_pred=[val_pred[s] for s in range(t)])
         return rows
 
-    def _earlier_head(self, method: Any, task: int, step: int, stored: Mapping[str, np.ndarray]) -> np.ndarray:
+    def _earlier_head(self, method: MethodHooks, task: int, step: int, stored: Mapping[str, np.ndarray]) -> np.ndarray:
         """Task `task`'s head on its val images as it answers after step `step` (> task). A method that declares
         `runs_on.frozen_task_heads` answers as it did at step `task`, which stored that answer (`val_pred_{task}`,
         kept in the checkpoint): reusing it saves a pass over the task's mapping images (on CIFAR and
@@ -99,7 +101,7 @@ def replay(stored: Mapping[str, np.ndarray], layout: TaskLayout) -> list[MetricR
 
 
 @torch.no_grad()
-def _predict(method: Any, batches: Iterator[torch.Tensor], task: int, current: np.ndarray, layout: TaskLayout,
+def _predict(method: MethodHooks, batches: Iterator[torch.Tensor], task: int, current: np.ndarray, layout: TaskLayout,
              step: int, unified: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Argmax of the unified head on every batch (unless `unified` is False), and of task `task`'s
     head on the rows where `current` holds: both read the same batch, so each image's prefix runs once.
@@ -119,7 +121,7 @@ def _predict(method: Any, batches: Iterator[torch.Tensor], task: int, current: n
     return torch.cat(unified_pred or [empty]).numpy(), torch.cat(task_pred or [empty]).numpy()
 
 
-def _task_predictions(method: Any, feed: Feed, task: int, index: np.ndarray, layout: TaskLayout,
+def _task_predictions(method: MethodHooks, feed: Feed, task: int, index: np.ndarray, layout: TaskLayout,
                       step: int) -> np.ndarray:
     """Task `task`'s head, read through the encoder as it is after step `step`, on the val images `index` (the
     same head and images that froze its map at its own step: at a later step they re-fit it)."""

@@ -23,6 +23,7 @@ from bench.errors import BenchError
 from bench.features.bank import default_cache_dir, load_or_build, weights_identity
 from bench.features.tokens import LiveTokens, Prefix
 from bench.features.views import Encoder, FeatureViews, LiveViews, extract
+from bench.protocol.hooks import MethodHooks, TailHooks
 
 if TYPE_CHECKING:  # imported where a run builds a token bank
     from bench.features.token_bank import BankTokens
@@ -114,7 +115,7 @@ class TokenInputs:
     to the method's first trainable block, computed now (`bench.features.tokens.LiveTokens`) or, with
     `features.tokens=bank` in bank mode, read from the token bank (`bench.features.token_bank`)."""
 
-    def __init__(self, *, method: Any, backbone: Any, data: Any, device: torch.device, spec: RunSpec,
+    def __init__(self, *, method: TailHooks, backbone: Any, data: Any, device: torch.device, spec: RunSpec,
                  val_images: ImageSet, log: Log, results: Path, **_: Any) -> None:
         feat = spec.config["features"]
         encoder = Encoder(backbone, data, device, feat["policy"])
@@ -168,7 +169,7 @@ class Feed:
         return self.inputs.batches(split, index)
 
 
-def feed_for(spec: RunSpec, method: Any, data: Any, backbone: Any, device: torch.device, val_images: ImageSet,
+def feed_for(spec: RunSpec, method: MethodHooks, data: Any, backbone: Any, device: torch.device, val_images: ImageSet,
              layout: TaskLayout, log: Log, results: Path, clock: float) -> Feed:
     """What `method` reads during the run: the feature bank, built (or read) only for a method that
     reads features, and its features or tokens (`INPUTS`). `clock` is when the run started (its log

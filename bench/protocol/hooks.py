@@ -36,3 +36,9 @@ class MethodHooks(Protocol):
     def state_dict(self) -> dict[str, Any]: ...
 
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class TailHooks(MethodHooks, Protocol):
+    """A method on tokens, which trains a ViT's last blocks: the protocol also reads where its tail starts."""
+
+    first_trainable: int  # the first block it trains (the frozen prefix ends before it)

@@ -44,6 +44,8 @@ from bench.protocol.transductive import (PROMPTCCD_EVERY, embedding, embeds, pro
                                          transductive_predictions)
 from bench.runs.predictions import Keys, compact
 from bench.runs.rows import MetricRow
+from bench.config.spec import RunSpec
+from bench.protocol.hooks import MethodHooks
 
 Log = Callable[[str], None]
 SPLIT_FILE = "split.json"
@@ -122,7 +124,7 @@ class MixedStages:
 
     noun = "stage"
 
-    def __init__(self, spec: Any, parts: Any, feed: Feed, out: Path, log: Log) -> None:
+    def __init__(self, spec: RunSpec, parts: Any, feed: Feed, out: Path, log: Log) -> None:
         self.spec, self.method, self.feed, self.log = spec, parts.method, feed, log
         self.data, self.layout = parts.data, parts.layout
         self.setting = spec.config["setting"]
@@ -192,7 +194,7 @@ class MixedStages:
             return self.feed.train.subset(rows).plain
         return embedding(self.method, self.feed.batches("train", rows))
 
-    def evaluate(self, t: int, step: Step, method: Any, stored: dict[str, np.ndarray]) -> list[MetricRow]:
+    def evaluate(self, t: int, step: Step, method: MethodHooks, stored: dict[str, np.ndarray]) -> list[MetricRow]:
         """Stage t's rows, from what it stores: the method's predictions at the classes `step` told it of
         (`offset` known + `n_classes` new), the K it was given, and the epochs `step.selection` kept."""
         stored[Keys.mixed] = np.asarray([1], dtype=np.int8)  # `replay` reads it
@@ -222,7 +224,7 @@ class MixedStages:
 
 
 @torch.no_grad()
-def _predict(method: Any, feed: Feed, index: np.ndarray, classes: int, t: int) -> np.ndarray:
+def _predict(method: MethodHooks, feed: Feed, index: np.ndarray, classes: int, t: int) -> np.ndarray:
     preds = [checked(method, "logits", method.logits(x), len(x), classes, t).argmax(1).cpu()
              for x in feed.batches("test", index)]
     return torch.cat(preds).numpy() if preds else np.empty(0, dtype=np.int64)

@@ -6,14 +6,14 @@ run in one line naming the method and both shapes.
 """
 from __future__ import annotations
 
-from typing import Any
 
 import torch
 
 from bench.errors import BenchError
+from bench.protocol.hooks import MethodHooks
 
 
-def checked(method: Any, what: str, out: torch.Tensor, rows: int, width: int, stage: int) -> torch.Tensor:
+def checked(method: MethodHooks, what: str, out: torch.Tensor, rows: int, width: int, stage: int) -> torch.Tensor:
     """`out` (what `method`'s `what` answered for `rows` images at stage `stage`, 0-based) if it is rows × width."""
     shape = tuple(out.shape)
     if shape != (rows, width):

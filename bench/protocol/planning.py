@@ -20,6 +20,7 @@ from bench.errors import BenchError
 from bench.splits.layout import TaskLayout
 from bench.splits.settings import arrival_order, protocol_for, setting_of, stage_sizes
 from bench.config.spec import RunSpec
+from bench.protocol.hooks import MethodHooks
 
 Log = Callable[[str], None]
 
@@ -54,7 +55,7 @@ class Parts:
     data: Any
     layout: TaskLayout
     backbone: torch.nn.Module
-    method: Any
+    method: MethodHooks
     val_images: ImageSet
     mapping_images: str
     protocol: Any = None  # the mixed setting's protocol (`bench.splits.settings`); None in class-iNCD

@@ -38,6 +38,7 @@ from bench.runs.rows import MetricRow
 from bench.runs.rundir import CHECKPOINT, DONE, ERROR, run_dir, set_aside, unreadable
 from bench.runs.runstore import Log, finish, locked
 from bench.runs.trackers import Tracking
+from bench.protocol.hooks import MethodHooks
 
 
 def seed_everything(seed: int) -> None:
@@ -115,7 +116,7 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
     tracking.finish("finished")
 
 
-def run_stages(spec: RunSpec, method: Any, stages: Stages, progress: Progress, out: Path, log: Log, clock: float,
+def run_stages(spec: RunSpec, method: MethodHooks, stages: Stages, progress: Progress, out: Path, log: Log, clock: float,
                threads: int, tracking: Tracking | None = None) -> list[MetricRow]:
     """The protocol, the same for every setting: from the first stage `progress` has not recorded, the method
     learns the stage's `Step`, is evaluated on everything seen so far (as that `Step` told it), and the stage is

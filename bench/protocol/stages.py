@@ -16,6 +16,8 @@ from bench.protocol.feeding import Feed
 from bench.protocol.step import Step
 from bench.runs.predictions import is_mixed, layout_of
 from bench.runs.rows import MetricRow
+from bench.config.spec import RunSpec
+from bench.protocol.hooks import MethodHooks
 
 
 class Stages(Protocol):
@@ -29,7 +31,7 @@ class Stages(Protocol):
     def step(self, t: int, stored: Mapping[str, np.ndarray]) -> Step:
         """What the method learns from at stage t: the stage's data, and labels only where the setting gives them."""
 
-    def evaluate(self, t: int, step: Step, method: Any, stored: dict[str, np.ndarray]) -> list[MetricRow]:
+    def evaluate(self, t: int, step: Step, method: MethodHooks, stored: dict[str, np.ndarray]) -> list[MetricRow]:
         """Stage t's metric rows, on everything seen so far, for the method that learnt `step` (stage t's, as `step`
         built it); what they were computed from goes into `stored`."""
 
@@ -44,14 +46,14 @@ class Stages(Protocol):
     def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
 
 
-def stages_for(spec: Any, parts: Any, feed: Feed, out: Path, log: Callable[[str], None]) -> Stages:
+def stages_for(spec: RunSpec, parts: Any, feed: Feed, out: Path, log: Callable[[str], None]) -> Stages:
     """The stages of run `spec` in its setting."""
     if setting_of(spec.config) == "mixed":
         return mixed.MixedStages(spec, parts, feed, out, log)
     return class_incd.ClassIncrementalStages(spec, parts, feed)
 
 
-def reported_of(spec: Any) -> Mapping[str, tuple[str, str]]:
+def reported_of(spec: RunSpec) -> Mapping[str, tuple[str, str]]:
     """The (flavour, metric) of the summary rows that are run `spec`'s A and F: its setting's in the mixed
     setting, else what its method declares (`Method.reported`)."""
     if setting_of(spec.config) == "mixed":

@@ -41,12 +41,14 @@ import torch.nn.functional as F
 from bench.core.distances import squared_distances
 from bench.errors import BenchError
 from bench.protocol.evaluate import old_new_accuracies
+from bench.protocol.feeding import Feed
+from bench.protocol.hooks import MethodHooks
 
 SS_KMEANS = {"n_init": 100, "max_iter": 200, "tol": 1e-4}  # PromptCCD's config (`SSKmeans`) and K_Means' defaults
 PROMPTCCD_EVERY = 10  # its `eval_every_n_epoch`
 
 
-def embeds(method: Any) -> bool:
+def embeds(method: MethodHooks) -> bool:
     """Whether `method` gives the representation PromptCCD's evaluation clusters: a method on frozen features does
     (the features themselves, by default); one on tokens must implement `embed`."""
     embed = getattr(method, "embed", None)
@@ -58,7 +60,7 @@ def embeds(method: Any) -> bool:
     return not from_base
 
 
-def embedding(method: Any, batches: Sequence[torch.Tensor] | Any) -> torch.Tensor:
+def embedding(method: MethodHooks, batches: Sequence[torch.Tensor] | Any) -> torch.Tensor:
     """The method's representation of the images of `batches`, L2-normalised (N × D, float32)."""
     outs = []
     with torch.no_grad():
@@ -142,7 +144,7 @@ def ss_kmeans(unlabelled: torch.Tensor, labelled: torch.Tensor, labels: torch.Te
     return best
 
 
-def transductive_predictions(method: Any, feed: Any, labelled_rows: np.ndarray, labelled_labels: np.ndarray,
+def transductive_predictions(method: MethodHooks, feed: Feed, labelled_rows: np.ndarray, labelled_labels: np.ndarray,
                              rows: np.ndarray, k: int, seed: int) -> np.ndarray:
     """The clusters of the training images `rows` (a stage's) by semi-supervised k-means at K = `k` over the
     method's representation of them and of the labelled stage's images `labelled_rows` (classes `labelled_labels`)."""
@@ -152,7 +154,7 @@ def transductive_predictions(method: Any, feed: Any, labelled_rows: np.ndarray, 
     return ss_kmeans(unlabelled, labelled, torch.as_tensor(np.asarray(labelled_labels)), k, gen=gen).assign.numpy()
 
 
-def promptccd_score(method: Any, feed: Any, index: np.ndarray, labels: np.ndarray, old_classes: np.ndarray,
+def promptccd_score(method: MethodHooks, feed: Feed, index: np.ndarray, labels: np.ndarray, old_classes: np.ndarray,
                     k: int, seed: int) -> Callable[[Any], float]:
     """PromptCCD's selection score (module docstring) over the test images `index` of classes `labels`: the
     accuracy of k-means at K = `k` on the `old_classes`' images, under one match over all. The training loop's own
