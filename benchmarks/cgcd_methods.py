@@ -1,15 +1,15 @@
-"""Time per stage of the mixed setting's methods that train the last block (continual SimGCD, Happy, PromptCCD)
+"""Time per step of the mixed setting's methods that train the last block (continual SimGCD, Happy, PromptCCD)
 beside the frozen-feature baselines, and their cost on CIFAR-100 under the cost model's units.
 
     python benchmarks/cgcd_methods.py [--recipe smoke|vitb16] [--images 4] [--tokens live|bank] [--throughput 7600]
 
 - `smoke`: the cgcd-smoke grid's recipe (tiny generated images, a tiny random ViT, its epochs), each method's
-  wall-clock per stage (its `learn`), the mean over the 6 stages of happy-5-stage.
+  wall-clock per step (its `learn`), the mean over the 6 steps of happy-5-stage.
 - `vitb16`: DINO ViT-B/16's architecture (random weights: the timing does not depend on them) at 224 px on this
-  machine's CPU, `--images` training images a class, batch 8, one epoch a stage: a few batches per stage. The
+  machine's CPU, `--images` training images a class, batch 8, one epoch a step: a few batches per step. The
   feature bank and token bank are built before the clock starts (as a grid shares them).
-- The cost on CIFAR-100 (`happy-5-stage`: 20000 labelled images, then 5 stages of 5250..6250; Happy's epochs 100 +
-  30 a stage, PromptCCD's 200 a stage on `promptccd-3-stage`'s 30450 + 5950 + 6550 + 7050) in block-forward units
+- The cost on CIFAR-100 (`happy-5-stage`: 20000 labelled images, then 5 steps of 5250..6250; Happy's epochs 100 +
+  30 a step, PromptCCD's 200 a step on `promptccd-3-stage`'s 30450 + 5950 + 6550 + 7050) in block-forward units
   (`benchmarks/cost_model.py`: a full ViT-B/16 forward is 12, a trained block's backward 2), turned into GPU
   hours at `--throughput` full forwards a second (default the cost model's 7600, measured on an H200).
 """
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.execution.cost import DEPTH as FULL, THROUGHPUT  # noqa: E402  (FULL: a ViT-B/16 forward in block units)
 
 METHODS = ["NCM + k-means", "Gaussian per class", "SimGCD (continual)", "Happy", "PromptCCD"]
-SIZES: list[int] = []  # the training images of each stage timed (the last method's)
+SIZES: list[int] = []  # the training images of each step timed (the last method's)
 
 
 def units(method: str, tokens: str = "bank") -> float:
@@ -40,18 +40,18 @@ def units(method: str, tokens: str = "bank") -> float:
     trained = 1 + 2  # the last block: forward and backward
     if method == "SimGCD (continual)":
         return 2 * (100 * happy[0] + 30 * sum(happy[1:])) * (prefix + trained)
-    if method == "Happy":  # + the previous stage's block on both views (feature distillation)
+    if method == "Happy":  # + the previous step's block on both views (feature distillation)
         return 2 * (100 * happy[0] * (prefix + trained) + 30 * sum(happy[1:]) * (prefix + trained + 1))
     if method == "PromptCCD":  # per view: the query (a full forward), then 11 frozen blocks and the trained one
-        stages = [30450, 5950, 6550, 7050]
+        steps = [30450, 5950, 6550, 7050]
         prompted = FULL + (FULL - 1) + trained
-        plain = (FULL - 1) + trained  # the first 30 epochs of a stage: no prompt, no query
-        return 2 * sum(30 * n * plain + 170 * n * prompted for n in stages)
+        plain = (FULL - 1) + trained  # the first 30 epochs of a step: no prompt, no query
+        return 2 * sum(30 * n * plain + 170 * n * prompted for n in steps)
     raise ValueError(method)
 
 
 def time_stages(method: str, recipe: str, images: int, work: Path, tokens: str = "live") -> list[float]:
-    """Seconds of each stage's `learn`, for one run of `method` under `recipe`."""
+    """Seconds of each step's `learn`, for one run of `method` under `recipe`."""
     from bench.config.grids import expand, load_grid
     from bench.methods.base import Method
     from bench.protocol.runner import execute
@@ -98,7 +98,7 @@ def main() -> None:
     parser.add_argument("--tokens", choices=("live", "bank"), default="live",
                         help="where the methods that train the last block read their tokens (features.tokens)")
     args = parser.parse_args()
-    print(f"{'method':<20} {'s/stage (labelled)':>19} {'s/stage (mean of the rest)':>27} {'GPU h, CIFAR-100':>18}  images")
+    print(f"{'method':<20} {'s/step (labelled)':>19} {'s/step (mean of the rest)':>27} {'GPU h, CIFAR-100':>18}  images")
     for method in args.methods:
         work = Path(tempfile.mkdtemp(prefix="bench-cgcd-"))
         try:

@@ -3,7 +3,7 @@ the banks per dataset.
 
     python benchmarks/cost_model.py [--throughput 7600] [--measure]
 
-The grid: the eleven methods (each at one epoch count per stage: 200 for the heads, 100 + 100 for EwC,
+The grid: the eleven methods (each at one epoch count per step: 200 for the heads, 100 + 100 for EwC,
 LwF and DER; DER's own scripts, its `code` default, run 35 to 80 + the same, so its share here is an
 upper bound; Baseline's shorter later steps are left out), five datasets, two splits, three
 seeds, DINO ViT-B/16 at 224. The unit of cost is one transformer block's forward pass on one image;
@@ -52,7 +52,7 @@ def authors(method: str, sizes: list[int], full: float = DEPTH) -> float:
         return 200 * 2 * n * full + 200 * 2 * later * full
     if method == "Joint (frozen)":
         return 200 * 2 * n * full + 100 * 2 * seen * full
-    if method == "Joint (unfrozen)":  # Baseline heads; stage 1 per step; stage 2 on every seen step, teachers labelling
+    if method == "Joint (unfrozen)":  # Baseline heads; step 1 per step; step 2 on every seen step, teachers labelling
         return 200 * 2 * n * full + 200 * 2 * n * (full + 2) + 100 * 2 * seen * (full + 2 + 1)
     if method in ("EwC", "LwF", "DER"):
         # LwF: the teacher's block; DER: a replayed batch, re-augmented through the whole ViT, and the
@@ -61,7 +61,7 @@ def authors(method: str, sizes: list[int], full: float = DEPTH) -> float:
         return 100 * 2 * n * full + 100 * 2 * n * (full + 2) + 100 * 2 * later * extra
     if method == "ResTune":  # two trained base blocks and the branches (about one per step) on two views
         return 100 * 2 * n * (full + t / 2) + 100 * 2 * n * (full + 2 * (2 + t / 2)) + 100 * later * (full + t / 2)
-    if method == "FRoST":  # one stage; the previous backbone on view 1
+    if method == "FRoST":  # one step; the previous backbone on view 1
         return 200 * 2 * n * (full + 2) + 200 * later * full
     if method == "CaSSLe":  # BYOL: online and EMA target on two views, the frozen teacher; then the head
         return 100 * 2 * n * (full + 2 + full) + 100 * 2 * later * full + 200 * 2 * n * full
@@ -76,7 +76,7 @@ def bench(method: str, sizes: list[int], full: float = DEPTH) -> float:
 
 METHODS = ["Baseline", "Baseline++", "K-means", "Joint (frozen)", "Joint (unfrozen)", "EwC", "LwF", "DER",
            "ResTune", "FRoST", "CaSSLe"]
-TAIL = ["Joint (unfrozen)", "EwC", "LwF", "DER", "ResTune", "FRoST"]  # read a token bank (CaSSLe: not its SSL stage)
+TAIL = ["Joint (unfrozen)", "EwC", "LwF", "DER", "ResTune", "FRoST"]  # read a token bank (CaSSLe: not its SSL step)
 
 
 def banks(dataset: str, full: float = DEPTH) -> tuple[float, float, float]:

@@ -5,7 +5,7 @@
 - in memory, CIFAR-size (32×32 uint8): the `code` (authors' CIFAR policy) and `paper` (SimCLR-like)
   training views cut straight at the backbone's 224 (one resampling, then the colour operations at
   224 as the authors' order has them) and normalised; and the test transform alone;
-- file-backed, CUB-size JPEGs (500×375): decoding by parallel threads to the 256 stage, then whole
+- file-backed, CUB-size JPEGs (500×375): decoding by parallel threads to the 256 step, then whole
   images decoded into a canvas and the fine-grained view policy at 224.
 """
 from __future__ import annotations
@@ -52,7 +52,7 @@ def main() -> None:
             Image.fromarray(rng.integers(0, 256, (375, 500, 3), dtype=np.uint8)).save(path, quality=90)
             paths.append(path)
         r = rate(lambda: decode(paths), len(paths))
-        print(f"  CUB-size JPEG decode to the 256 stage (threads): {r:8.0f} img/s")
+        print(f"  CUB-size JPEG decode to the 256 step (threads): {r:8.0f} img/s")
         policy = get_policy("finegrained", "code", size=224)
         r = rate(lambda: prepare(policy(decode_canvas(paths), gen), input_size=224, channels=3, mean=MEAN,
                                  std=STD), len(paths))

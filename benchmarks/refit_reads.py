@@ -11,7 +11,7 @@ method whose heads stay as they were (`RunsOn.frozen_task_heads`), and what it c
   held-out val partition on CUB and Herbarium; their counts per task are the cost model's
   (`benchmarks/cost_model.py`'s TASKS and EVAL: the val share of EVAL split over the tasks like the training
   images).
-- Wall time: `ClassIncrementalStages.evaluate` of every step of a generated run of `--dataset`'s sizes (random
+- Wall time: `ClassIncrementalSteps.evaluate` of every step of a generated run of `--dataset`'s sizes (random
   features of `--dim` channels, each of `--methods`' heads drawn at random through its `load_state_dict`: the
   time does not depend on what they learnt), on this machine's CPU, re-reading the heads (as a method that declares
   nothing) and reusing their answers: wall-clock and this process's CPU seconds (steadier where other work
@@ -105,7 +105,7 @@ def time_evaluation(name: str, dataset: str, steps: int, dim: int, reread: bool,
     gave."""
     from bench.splits.layout import TaskLayout
     from bench.features.views import FeatureViews
-    from bench.protocol.class_incd import ClassIncrementalStages
+    from bench.protocol.class_incd import ClassIncrementalSteps
     from bench.protocol.feeding import Feed, FeatureInputs
 
     gen = torch.Generator().manual_seed(seed)
@@ -133,7 +133,7 @@ def time_evaluation(name: str, dataset: str, steps: int, dim: int, reread: bool,
     feed.batches = counted  # type: ignore[method-assign]
     parts = SimpleNamespace(layout=layout, val_images=SimpleNamespace(labels=val_labels),
                             data=SimpleNamespace(test=SimpleNamespace(labels=test_labels)))
-    stages = ClassIncrementalStages(SimpleNamespace(n_steps=steps), parts, feed)
+    stages = ClassIncrementalSteps(SimpleNamespace(n_steps=steps), parts, feed)
     method, state = generated_method(name, layout, dim, gen)
     if reread:  # as a method that declares nothing
         method.runs_on = replace(type(method).runs_on, frozen_task_heads=False)

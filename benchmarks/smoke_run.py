@@ -18,7 +18,7 @@ from bench.config.grids import expand, load_grid
 
 
 def stage_options(method: str, epochs: int, batch_size: int = 64) -> dict[str, int]:
-    """Every training stage of `method` at `epochs` epochs and `batch_size` (the methods these
+    """Every training step of `method` at `epochs` epochs and `batch_size` (the methods these
     benchmarks time)."""
     finetuned = {"method.warmup_epochs": epochs, "method.epochs": epochs, "method.batch_size": batch_size}
     return {"EwC": finetuned, "LwF": finetuned, "DER": finetuned,

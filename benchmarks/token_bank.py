@@ -58,8 +58,8 @@ def main() -> None:
     args = parser.parse_args()
     timed = ["EwC", "LwF", "DER", "Joint (unfrozen)"]
     if unknown := [m for m in args.methods if m not in timed]:
-        parser.error(f"--methods: this benchmark sets the stages of {', '.join(timed)}; got {', '.join(unknown)}")
-    print(f"{args.model} depth {args.depth}, {args.image_size} px, {args.epochs} epochs per stage, 10 classes × "
+        parser.error(f"--methods: this benchmark sets the steps of {', '.join(timed)}; got {', '.join(unknown)}")
+    print(f"{args.model} depth {args.depth}, {args.image_size} px, {args.epochs} epochs per step, 10 classes × "
           f"{args.per_class} images, seeds {args.seeds}, {args.device}, "
           f"{'banks built before timing' if args.prebuilt else 'banks built in the timed runs'}")
     for method in args.methods:

@@ -4,11 +4,11 @@
         [--lr 4e-6 1e-3] [--iters 1000] [--dim 8]
 
 DIR is a checkout of github daihao42/VB-CGCD (its `classifier/mngmm.py` is imported from there, never copied);
-the reference Python has its stack (jax, numpyro, optax). The script generates Gaussian blobs (a labelled stage
-of 3 classes, then a stage of a few images of each known class and many of 2 new ones, with given pseudo-labels
-so that neither side clusters), runs the reference's `MNGMMClassifier.train` for both stages in a subprocess and
+the reference Python has its stack (jax, numpyro, optax). The script generates Gaussian blobs (a labelled step
+of 3 classes, then a step of a few images of each known class and many of 2 new ones, with given pseudo-labels
+so that neither side clusters), runs the reference's `MNGMMClassifier.train` for both steps in a subprocess and
 bench's `VBCGCD.learn` here, both with PCA as the identity and full batches (so that no draw differs), and prints
-the largest differences: means and covariances after each stage, each round's losses and step count, which images
+the largest differences: means and covariances after each step, each round's losses and step count, which images
 round 2 keeps, and the log-likelihoods and predictions on held-out images. The reference computes in float32,
 the port in float64; the port's round 0 is also run in float32 (`fit_gaussians` on float32 features).
 
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-BASE, NEW, FUTURE = 3, 2, 2  # classes of the labelled stage, new classes of stage 1, classes after it
+BASE, NEW, FUTURE = 3, 2, 2  # classes of the labelled step, new classes of step 1, classes after it
 
 
 def blobs(dim: int, seed: int = 0) -> dict[str, np.ndarray]:

@@ -106,7 +106,7 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", default=["Joint (unfrozen)", "EwC"])
     parser.add_argument("--views", nargs="+", type=int, default=[2, 4, 8])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--epochs", type=int, default=60, help="epochs of each stage of the methods")
+    parser.add_argument("--epochs", type=int, default=60, help="epochs of each step of the methods")
     parser.add_argument("--pretrain-epochs", type=int, default=60)
     parser.add_argument("--pretrain-classes", type=int, default=64)
     parser.add_argument("--per-class", type=int, default=60, help="training images per class of the target data")
@@ -130,7 +130,7 @@ def main() -> None:
               f"{args.pretrain_classes} classes (template seed 1), test accuracy {accuracy:.1f}% "
               f"({time.perf_counter() - start:.0f} s)")
         print(f"target: 10 generated classes (template seed 0), {args.per_class} training images each, noise "
-              f"{args.noise}; 2-step; {args.epochs} epochs per stage, lr {args.lr}; seeds {args.seeds}; {args.device}")
+              f"{args.noise}; 2-step; {args.epochs} epochs per step, lr {args.lr}; seeds {args.seeds}; {args.device}")
         baseline = [run("Baseline", seed, "live", 2, args, weights, Path(tmp) / f"baseline{seed}") for seed in args.seeds]
         print(f"\nBaseline (frozen backbone, its preset's learning rate): A {statistics.mean(a for _, a in baseline):5.1f} ± "
               f"{spread([a for _, a in baseline]):.1f}")

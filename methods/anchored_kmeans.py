@@ -1,8 +1,8 @@
 """Anchored k-means: k-means in which some centroids are known and held fixed (docs/methods.md#anchored-k-means).
 
-The shared piece of NCM + k-means and Gaussian per class on an unlabelled stage: the stage's points
+The shared piece of NCM + k-means and Gaussian per class on an unlabelled step: the step's points
 are clustered into len(fixed) + k clusters, where the first len(fixed) centroids are the classes
-already known (never moved) and the k others are free, for the stage's new classes.
+already known (never moved) and the k others are free, for the step's new classes.
 
     init   greedy k-means++ among the points, conditioned on the fixed centroids: each new seed is
            the best of 2 + ⌊ln k⌋ candidate points drawn with probability ∝ their squared distance to

@@ -1,4 +1,4 @@
-"""The hook API every method implements; what the stage loop hands it at each step is `Step`
+"""The hook API every method implements; what the step loop hands it at each step is `Step`
 (`bench.protocol.step`, imported from here too)."""
 from __future__ import annotations
 

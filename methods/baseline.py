@@ -3,7 +3,7 @@
 Frozen backbone features; at step t a new cosine head h^t with C_t outputs is trained with the
 swapped Sinkhorn-Knopp cross-entropy on two views per image. Only the heads are kept between
 steps; task-agnostic inference concatenates [h^1; …; h^t] and takes the argmax. In the mixed setting
-a labelled stage trains its head with the cross-entropy of the labels instead; every unlabelled stage
+a labelled step trains its head with the cross-entropy of the labels instead; every unlabelled step
 is learned as above (its old-class images have no head of their own to go to: what the setting measures).
 """
 from __future__ import annotations
@@ -44,7 +44,7 @@ class Baseline(Method):
             if step.labels is None:
                 self.losses.append(train_head_swapped(head, step.features, hp, epochs=epochs,
                                                       batch_size=hp["batch_size"], gen=gen, after_epoch=after_epoch))
-            else:  # a labelled stage (the mixed setting): the same head, trained on the labels
+            else:  # a labelled step (the mixed setting): the same head, trained on the labels
                 self.losses.append(train_head_supervised(head, step.features, step.labels, hp, epochs=epochs,
                                                          batch_size=hp["batch_size"], gen=gen, after_epoch=after_epoch))
         self.heads.append(head)

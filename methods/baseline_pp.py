@@ -62,7 +62,7 @@ class BaselinePlusPlus(WithStudent):
         if step.index > 0:
             self.student = self._ktrfr(step)
         head = self.heads[step.index]
-        with torch.no_grad():  # a labelled stage's prototypes are its classes' (the mixed setting)
+        with torch.no_grad():  # a labelled step's prototypes are its classes' (the mixed setting)
             pseudo = (head(step.features.plain.float()).argmax(1).cpu() if step.labels is None
                       else step.labels.cpu()) + step.offset
         # `code`: the per-class variance ÷ (n − 1), as the code's torch.var; σ̄ is the mean of these σ

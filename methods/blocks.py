@@ -117,7 +117,7 @@ def train_head_supervised(head: CosineHead, data: FeatureViews, labels: torch.Te
                           batch_size: int, gen: torch.Generator,
                           after_epoch: Callable[[int], None] | None = None) -> list[float]:
     """Train a cosine head with the cross-entropy of the given labels (classes 0..C-1 of the head) on two
-    views per item: a labelled stage of the mixed setting, with the optimiser and temperature of the
+    views per item: a labelled step of the mixed setting, with the optimiser and temperature of the
     method's swapped-loss training (`train_head_swapped`). Returns the mean loss per epoch."""
     def loss_of(index: list[torch.Tensor]) -> torch.Tensor:
         x1, x2 = data.two_views(index[0], gen)

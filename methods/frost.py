@@ -2,7 +2,7 @@
 
 The backbone's last block (`unfreeze=1`) continues from step to step. At step t a task head h^t
 (cosine, C_t outputs) and, from step 1 on, a joint head rebuilt from the stored task heads
-h^0..h^{t−1} and the new h^t train together with the tail, in one stage of `epochs`, on
+h^0..h^{t−1} and the new h^t train together with the tail, in one step of `epochs`, on
 
     L = L_label(h^t) + w(e) · MSE(p(x¹), p(x²))                                (every step)
       + w(e)/w_max · 0.05 · CE(joint(x¹), argmax h^t(x¹) + offset)            (t ≥ 1: self-training)

@@ -4,8 +4,8 @@
 After VB-CGCD (Dai & Chauhan, "Continual Generalized Category Discovery: Learning and Forgetting from a
 Bayesian Perspective", ICML'25): classes are Gaussians with their own covariances, an image goes to
 the class under which it is most likely (a covariance-aware nearest class mean), and an unlabelled
-stage clusters its images, then re-estimates the new classes' Gaussians while the known classes'
-stay as stored. Unlike VB-CGCD the backbone stays frozen (no fine-tuning on the labelled stage), the
+step clusters its images, then re-estimates the new classes' Gaussians while the known classes'
+stay as stored. Unlike VB-CGCD the backbone stays frozen (no fine-tuning on the labelled step), the
 Gaussians are fitted by plain EM instead of (stochastic) variational inference, and everything is
 deterministic given the seed. Not a method of the paper's tables.
 
@@ -14,19 +14,19 @@ On L2-normalised plain features z (`normalize`), in float64, with D the feature 
     the shrunk covariance of a class with (responsibility-weighted) sample covariance S (÷ n) and
     n images' weight, α = `shrinkage`, σ²_min = `min_variance`:
         Σ(S, n) = (1 − α)·S + α·max(tr(S)/D, σ²_min)·I;  α = 1 when n < 2 (one image: σ²_min·I)
-    a labelled stage (step.labels given, the first stage of the `mixed` setting):
+    a labelled step (step.labels given, the first step of the `mixed` setting):
         μ_c, S_c <- mean and covariance of the images labelled c;  Σ_c = Σ(S_c, n_c)
-    an unlabelled stage (every other step, every step of class-iNCD), C new classes after `offset`
+    an unlabelled step (every other step, every step of class-iNCD), C new classes after `offset`
     known ones:
         clusters <- anchored k-means(z, fixed = μ_0..μ_{offset-1}, k = C)   # methods/anchored_kmeans.py
         r <- the clusters, one-hot (N × (offset + C))                    # first responsibilities
         M-step(r): for each NEW class c: n_c = Σ_i r_ic, μ_c = Σ_i r_ic z_i / n_c,
                    S_c = Σ_i r_ic (z_i − μ_c)(z_i − μ_c)ᵀ / n_c, Σ_c = Σ(S_c, n_c);
-                   π_c = n_c / N for EVERY class (how much of the stage each holds: known classes too)
+                   π_c = n_c / N for EVERY class (how much of the step each holds: known classes too)
         repeat `em_iters` times:
             E-step: r_ic ∝ π_c N(z_i; μ_c, Σ_c) over all offset + C classes, the known ones fixed
             M-step(r)
-    logits(x) = log N(z(x); μ_c, Σ_c) for every class so far (no prior π: it is the stage's mix);
+    logits(x) = log N(z(x); μ_c, Σ_c) for every class so far (no prior π: it is the step's mix);
     task_logits(x, t): the classes of step t only.
 
 A new class whose responsibilities all vanish (n_c < 1e-8) keeps its previous Gaussian. The Gaussians
@@ -118,7 +118,7 @@ class GaussianPerClass(Method):
 
     def _labelled(self, z: torch.Tensor, step: Step) -> tuple[torch.Tensor, torch.Tensor]:
         if step.offset:
-            raise ValueError("a labelled stage must be the first: its labels are the classes 0..n_classes-1")
+            raise ValueError("a labelled step must be the first: its labels are the classes 0..n_classes-1")
         resp = F.one_hot(check_labels(built(step.labels, "a labelled step's labels"), step.n_classes).to(z.device), step.n_classes).to(z.dtype)
         empty = z.new_zeros(step.n_classes, z.shape[1]), z.new_zeros(step.n_classes, z.shape[1], z.shape[1])
         return self._fit(z, resp, *empty)

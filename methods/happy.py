@@ -2,12 +2,12 @@
 NeurIPS'24; docs/methods.md#happy): continual SimGCD (`methods.simgcd`) with its three debiasing parts and a
 feature distillation, as its code (Happy-CGCD's `train_happy.py`) computes them (`methods.happy_parts`):
 
-    labelled stage: continual SimGCD's; then the prototypes: μ_c, the unit mean feature of each labelled class, and
-                    the shared radius r, from the stage's images and labels
-    stage t > 0:    the new rows of W <- clustering-guided initialisation on the previous model's features
+    labelled step: continual SimGCD's; then the prototypes: μ_c, the unit mean feature of each labelled class, and
+                    the shared radius r, from the step's images and labels
+    step t > 0:    the new rows of W <- clustering-guided initialisation on the previous model's features
                     L = L_distil + L_ser + L_con + w_hap·L_hap + w_kd·L_kd        (no global entropy term)
-                    after it: a unit prototype per new class, the mean feature of the stage's images predicted
-                    as that class (its row of W where none is); the radius stays the labelled stage's
+                    after it: a unit prototype per new class, the mean feature of the step's images predicted
+                    as that class (its row of W where none is); the radius stays the labelled step's
 """
 from __future__ import annotations
 
@@ -31,10 +31,10 @@ class Happy(ContinualSimGCD):
     def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
         super().__init__(feature_dim, seed, **hparams)
         self.prototypes = Prototypes()
-        self.previous: Tail | None = None  # the tail as the previous stage left it (feature distillation's target)
+        self.previous: Tail | None = None  # the tail as the previous step left it (feature distillation's target)
 
     def _features(self, step: Step) -> torch.Tensor:
-        """The current tail's features of the stage's images, plain (no augmentation)."""
+        """The current tail's features of the step's images, plain (no augmentation)."""
         with torch.no_grad():
             return torch.cat([self.tail(x) for x in step.tokens.batches(self.hparams["batch_size"])])
 
@@ -47,7 +47,7 @@ class Happy(ContinualSimGCD):
 
     def entropy_term(self, logits: torch.Tensor, step: Step) -> torch.Tensor:
         hp = self.hparams
-        if step.labels is not None:  # the labelled stage is continual SimGCD's, global entropy term included
+        if step.labels is not None:  # the labelled step is continual SimGCD's, global entropy term included
             return super().entropy_term(logits, step)
         return soft_entropy(logits, step.offset, hp["student_temperature"],
                             (hp["w_old_new"], hp["w_old_in"], hp["w_new_in"]))
@@ -59,7 +59,7 @@ class Happy(ContinualSimGCD):
         if hp["proto_weight"]:  # old classes' features drawn around their prototypes, hard ones more often
             x, y = self.prototypes.sample(hp["proto_samples"], hp["hardness_temperature"], hp["radius_scale"], gen)
             loss = loss + hp["proto_weight"] * F.cross_entropy(built(self.head, "the head")(x) / hp["student_temperature"], y)
-        if hp["kd_weight"]:  # the previous stage's tail on the same views' tokens
+        if hp["kd_weight"]:  # the previous step's tail on the same views' tokens
             with torch.no_grad():
                 previous = built(self.previous, "the previous step's tail")
                 before = torch.cat([previous(t) for t in views])

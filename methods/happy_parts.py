@@ -1,7 +1,7 @@
 """Happy's debiasing parts (Ma et al., NeurIPS'24; docs/methods.md#happy), as its code computes them
 (Happy-CGCD's `train_happy.py`, `models/utils_proto_aug.py`, `models/utils_simgcd_pro.py`), on the L2-normalised
 tail feature z and the cosine logits s of the 2B views of a batch, with O the K_seen classes known before the
-stage and N its K_new new ones:
+step and N its K_new new ones:
 
     soft entropy regularisation (`soft_entropy`), on p̄ = mean softmax(s/τ_s):
         P_o = Σ_O p̄, P_n = Σ_N p̄
@@ -10,12 +10,12 @@ stage and N its K_new new ones:
         L_ni = Σ_N r log r + log|N|,  r = p̄_N / P_n         # within the new ones (0 when |N| = 1)
         L_ser = w_on·L_on + w_oi·L_oi + w_ni·L_ni
     hardness-aware prototype sampling (`Prototypes`): one unit prototype μ_c per class and ONE radius
-        r = √(mean_c tr(Σ_c)/D), from the labelled stage (never updated); a class's hardness h_c is its mean cosine
+        r = √(mean_c tr(Σ_c)/D), from the labelled step (never updated); a class's hardness h_c is its mean cosine
         to the other prototypes, π = softmax(h/τ_h); each batch draws M labels y ~ π and features μ_y + r·ε,
         ε ~ N(0, I), and L_hap = CE(s(x)/τ_s, y) over every class's row
-    feature distillation (`feature_distillation`): L_kd = mean_i ‖z_i − z_i^prev‖², z^prev the previous stage's tail
+    feature distillation (`feature_distillation`): L_kd = mean_i ‖z_i − z_i^prev‖², z^prev the previous step's tail
     clustering-guided initialisation (`clustered_rows`): k-means (K = K_seen + K_new) on the previous model's z over
-        the stage's images; the K_new unit centroids least like any old row (smallest max cosine) become the new rows
+        the step's images; the K_new unit centroids least like any old row (smallest max cosine) become the new rows
 """
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ class Prototypes:
 
 
 def clustered_rows(z: torch.Tensor, old_rows: torch.Tensor, n_new: int, seed: int) -> torch.Tensor:
-    """Clustering-guided initialisation: k-means with K = old + new over the L2-normalised `z` of the stage's
+    """Clustering-guided initialisation: k-means with K = old + new over the L2-normalised `z` of the step's
     images (sklearn, k-means++, one init, `seed`); of its unit centroids, the `n_new` whose largest cosine to the
     old rows `old_rows` is smallest (least like any known class), in that order."""
     from sklearn.cluster import KMeans

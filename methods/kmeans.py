@@ -2,7 +2,7 @@
 
 On L2-normalised frozen plain features, at step t: a single k-means on D^t with C_t clusters (the
 task-specific "head") and a joint k-means on D^1..D^t with Σ C clusters (the unified "head"). It is a
-reference method and sees earlier steps' data. In the mixed setting the labelled stage's own "head"
+reference method and sees earlier steps' data. In the mixed setting the labelled step's own "head"
 is its classes' mean features; the joint k-means never reads a label. Logits are negative squared distances to centroids.
 Its joint cluster ids are unrelated to the per-task mappings, so its A is reported with one
 Hungarian match over all seen classes, sample-weighted (the authors' `Acc_all_W_cluster`), and its F
@@ -46,7 +46,7 @@ class KMeansReference(Method):
     def learn(self, step: Step) -> None:
         if step.labels is None:
             self.task_centroids.append(self._fit(step.features.plain, step.n_classes, step.index))
-        else:  # a labelled stage (the mixed setting): its classes' means; the joint k-means stays unsupervised
+        else:  # a labelled step (the mixed setting): its classes' means; the joint k-means stays unsupervised
             x = F.normalize(step.features.plain.float(), dim=1).cpu()
             labels = step.labels.cpu()
             self.task_centroids.append(torch.stack([x[labels == c].mean(0) for c in range(step.n_classes)]))

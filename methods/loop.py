@@ -51,9 +51,9 @@ def train_epochs(parameters: Parameters, hp: dict, *, epochs: int, sizes: Sequen
                  after_step: Callable[[], None] | None = None, drop_last: bool = False,
                  read_ahead: Sequence[Any] = (), after_epoch: Callable[[int], None] | None = None) -> list[float]:
     """Train `parameters` for `epochs` with SGD (`hp`: lr, momentum, weight_decay, eta_min), a fresh
-    optimiser and a cosine schedule restarting from `lr`, as every stage of the authors' code
+    optimiser and a cosine schedule restarting from `lr`, as every step of the authors' code
     (`lr_at(epoch)` replaces the schedule; `on_epoch(epoch)` is called as each epoch starts,
-    `after_step()` after every optimiser step, `after_epoch(epoch)` after each epoch's last (a stage's
+    `after_step()` after every optimiser step, `after_epoch(epoch)` after each epoch's last (a step's
     epoch selection, `bench.protocol.epoch_selection`); `drop_last` drops a last partial batch, unless it
     would be the only one; `read_ahead` holds the token sources of the sources of `sizes`, told
     each next batch's images before the current batch is computed, where they can read ahead).

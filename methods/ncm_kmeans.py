@@ -4,16 +4,16 @@
 A training-free baseline for continual generalized category discovery, not a method of the paper's
 tables: the nearest-class-mean classifier that VB-CGCD (Dai & Chauhan, ICML'25) makes covariance-aware
 (here plain Euclidean; the covariance-aware form is methods/gaussian_per_class.py), with each unlabelled
-stage's new classes found by k-means around the known classes, as GCD's semi-supervised k-means (Vaze et
-al., CVPR'22) clusters around labelled ones; no label is left after the first stage, so the known
+step's new classes found by k-means around the known classes, as GCD's semi-supervised k-means (Vaze et
+al., CVPR'22) clusters around labelled ones; no label is left after the first step, so the known
 classes' centroids are held fixed.
 
 One prototype per class, on L2-normalised plain features (`normalize`), per step:
 
     z <- the step's plain features, L2-normalised
-    a labelled stage (step.labels given, the first stage of the `mixed` setting):
+    a labelled step (step.labels given, the first step of the `mixed` setting):
         μ_c <- mean of z over the images labelled c, for c = 0..C-1     # nearest class mean
-    an unlabelled stage (every other step, every step of class-iNCD):
+    an unlabelled step (every other step, every step of class-iNCD):
         μ_new <- anchored k-means(z, fixed = μ_0..μ_{offset-1}, k = C)  # methods/anchored_kmeans.py
                  (the known prototypes never move; k-means++ seeds, Lloyd, best of `n_init` by inertia)
         the new classes' prototypes: μ_new, output ids offset..offset+C-1
@@ -35,13 +35,13 @@ from bench.registries import METHODS
 
 
 def check_labels(labels: torch.Tensor, n_classes: int) -> torch.Tensor:
-    """A labelled stage's labels, refused unless each of its n_classes classes has an image."""
+    """A labelled step's labels, refused unless each of its n_classes classes has an image."""
     labels = labels.long()
     if len(labels) and (labels.min() < 0 or labels.max() >= n_classes):
-        raise ValueError(f"a labelled stage's labels must lie in 0..{n_classes - 1}")
+        raise ValueError(f"a labelled step's labels must lie in 0..{n_classes - 1}")
     missing = torch.nonzero(torch.bincount(labels.cpu(), minlength=n_classes) == 0).flatten().tolist()
     if missing:
-        raise ValueError(f"the labelled stage holds no image of class(es) {missing}: no prototype to compute")
+        raise ValueError(f"the labelled step holds no image of class(es) {missing}: no prototype to compute")
     return labels
 
 
@@ -71,11 +71,11 @@ class NCMKMeans(Method):
         if step.offset != len(self.prototypes):
             raise ValueError(f"step {step.index} starts at class {step.offset}, but {len(self.prototypes)} are known")
         z = self.features(step.features.plain)
-        if step.labels is not None:  # the labelled stage: nearest class mean
+        if step.labels is not None:  # the labelled step: nearest class mean
             if step.offset:
-                raise ValueError("a labelled stage must be the first: its labels are the classes 0..n_classes-1")
+                raise ValueError("a labelled step must be the first: its labels are the classes 0..n_classes-1")
             new = class_means(z, step.labels, step.n_classes)
-        else:  # an unlabelled stage: k-means around the known prototypes
+        else:  # an unlabelled step: k-means around the known prototypes
             gen = torch.Generator().manual_seed(self.seed * 1000 + step.index)
             new = anchored_kmeans(z, self.prototypes, step.n_classes, max_iter=self.hparams["max_iter"],
                                   n_init=self.hparams["n_init"], gen=gen).centroids

@@ -2,13 +2,13 @@
 paper's description and what its code computes (read, not copied: its code is CC BY-NC-SA):
 
     fit      a Gaussian mixture of K components (scikit-learn's EM, k-means init, one init, `covariance` type,
-             reg 1e-3, tol 1e-7, at most 100 iterations) on the L2-normalised CLS features of the stage's images,
-             with the samples the previous stage's mixture left (`replay`)
+             reg 1e-3, tol 1e-7, at most 100 iterations) on the L2-normalised CLS features of the step's images,
+             with the samples the previous step's mixture left (`replay`)
     select   for each image, the top-k components by posterior responsibility r_c(q) ∝ π_c N(q; μ_c, Σ_c) of
              its L2-normalised query feature q; its prompts are those components' means μ_c, in that order
     insert   the k prompts enter the ViT at the input of block 0, after its prefix tokens (CLS), each with the
              CLS token's position embedding; no prompt is learned
-    keep     after a stage, `n_samples` draws from its mixture (Multinomial(n, π) per component) feed the next fit
+    keep     after a step, `n_samples` draws from its mixture (Multinomial(n, π) per component) feed the next fit
 """
 from __future__ import annotations
 
@@ -24,12 +24,12 @@ from bench.features.tokens import run_block, vit_of
 
 
 class PromptPool:
-    """The mixture of one stage and what it keeps for the next."""
+    """The mixture of one step and what it keeps for the next."""
 
     def __init__(self, covariance: str = "spherical", seed: int = 0) -> None:
         self.covariance, self.seed = covariance, seed
         self.mixture: Any = None
-        self.replay = torch.empty(0, 0)  # the previous stage's samples (normalised feature space)
+        self.replay = torch.empty(0, 0)  # the previous step's samples (normalised feature space)
 
     def fit(self, features: torch.Tensor, k: int) -> None:
         """EM on the L2-normalised `features` and the replayed samples, `k` components (at most the points)."""
@@ -59,7 +59,7 @@ class PromptPool:
         return means[order]
 
     def keep_samples(self, n: int) -> None:
-        """The draws the next stage's fit replays (the mixture's own generator: the run's seed)."""
+        """The draws the next step's fit replays (the mixture's own generator: the run's seed)."""
         if self.mixture is not None and n > 0:
             self.replay = torch.from_numpy(self.mixture.sample(n)[0]).float()
 

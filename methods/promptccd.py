@@ -5,13 +5,13 @@ its code computes (read to understand it, never copied: the code is CC BY-NC-SA)
 
 f(x; P) is the ViT with the prompts P inserted at block 0's input, its frozen blocks then its last
 `trainable_blocks` (a tail) and final norm, giving the CLS feature; φ the projection head (MLP to 256, then a
-weight-normalised layer to `head_dim`, L2-normalised). Per stage, with K the classes so far (halved after the
-labelled stage where `half_k`):
+weight-normalised layer to `head_dim`, L2-normalised). Per step, with K the classes so far (halved after the
+labelled step where `half_k`):
 
-    every `refit_every` epochs from `prompt_from`: fit the pool on f(x; ∅) of the stage's images + the replay
+    every `refit_every` epochs from `prompt_from`: fit the pool on f(x; ∅) of the step's images + the replay
     each batch (two views):  q = f(v; ∅) (no gradient); P(v) = the means of q's top-k components (from `prompt_from`)
                              h = φ(f(v; P(v)));  L = (1 − λ_t)·L_con(h) + λ_t·L_supcon(h, y)   (λ_t = λ labelled, else 0)
-    after the stage:         keep `n_samples` draws of the pool; centroids over f(x; ∅): the labelled classes' means,
+    after the step:         keep `n_samples` draws of the pool; centroids over f(x; ∅): the labelled classes' means,
                              then anchored k-means (`methods.anchored_kmeans`) with the known centroids fixed
     predict (bench's inductive rows): the nearest centroid of f(x; ∅); PromptCCD's own metric is
                              `setting.evaluation=transductive` (semi-supervised k-means over `embed` = f(x; ∅))
@@ -35,7 +35,7 @@ from bench.methods.prompt_pool import PromptPool, frozen_blocks, with_prompts
 from bench.methods.tails import OneTail
 from bench.registries import METHODS
 
-SELECTIONS = ("last", "promptccd")  # what scores its epochs: its centroids are made only after a stage
+SELECTIONS = ("last", "promptccd")  # what scores its epochs: its centroids are made only after a step
 
 
 @METHODS.register_module(name="PromptCCD")
@@ -68,7 +68,7 @@ class PromptCCD(OneTail):
     def learn(self, step: Step) -> None:
         hp, tail = self.hparams, self.tail
         if step.selection.rule not in SELECTIONS:
-            raise BenchError(f"PromptCCD predicts from centroids made after a stage, so its epochs cannot be scored "
+            raise BenchError(f"PromptCCD predicts from centroids made after a step, so its epochs cannot be scored "
                              f"by setting.selection={step.selection.rule}; use {' or '.join(SELECTIONS)}")
         labelled = step.labels is not None
         if self.head is None:

@@ -1,19 +1,19 @@
-"""Continual SimGCD: the parametric GCD learner (SimGCD, Wen et al. ICCV'23) fine-tuned stage after stage, the row
-the continual category discovery tables start from (docs/methods.md#simgcd-continual). The mixed setting only: its first stage
+"""Continual SimGCD: the parametric GCD learner (SimGCD, Wen et al. ICCV'23) fine-tuned step after step, the row
+the continual category discovery tables start from (docs/methods.md#simgcd-continual). The mixed setting only: its first step
 is learned with labels.
 
 The model is the last ViT block (a tail, `methods.tails`), a projector φ (`methods.gcd_losses.Projector`) and one
 cosine classifier W over every class so far (`NormedHead`); z is the tail's feature, s = W·z its cosine logits,
 τ_s the student temperature, on two views of each image of a batch (`methods.gcd_losses` has each term):
 
-    labelled stage (labels y):  L = (1 − λ)·(L_distil + ε·(log K − H(p̄)) + L_con) + λ·(L_ce + L_supcon),
+    labelled step (labels y):  L = (1 − λ)·(L_distil + ε·(log K − H(p̄)) + L_con) + λ·(L_ce + L_supcon),
                                 τ_t warming from `teacher_warmup` to `teacher` over `teacher_warmup_epochs`
-    stage t > 0 (no label):     W grows by the stage's K_new rows (fresh, or `initial_rows`); φ is drawn afresh;
+    step t > 0 (no label):     W grows by the step's K_new rows (fresh, or `initial_rows`); φ is drawn afresh;
                                 L = L_distil + ε·(log K − H(p̄)) + L_con      (`entropy_term`, + `extra_loss`)
     predict: argmax_c s_c over every class so far
 
-Each stage is its own SGD (momentum, weight decay but none on biases and 1-D weights) with a cosine schedule from
-its `lr` to lr·`eta_min_ratio`, stepped after each epoch, as Happy-CGCD's `train_happy.py`, whose stages this follows
+Each step is its own SGD (momentum, weight decay but none on biases and 1-D weights) with a cosine schedule from
+its `lr` to lr·`eta_min_ratio`, stepped after each epoch, as Happy-CGCD's `train_happy.py`, whose steps this follows
 with Happy's parts off and SimGCD's global entropy term on (Happy's code comments it out; Happy is `methods.happy`).
 """
 from __future__ import annotations
@@ -50,11 +50,11 @@ class ContinualSimGCD(OneTail):
 
     def extra_loss(self, step: Step, views: tuple[torch.Tensor, torch.Tensor], z: torch.Tensor,
                    gen: torch.Generator) -> torch.Tensor:
-        """More terms of an unlabelled stage's loss, on the batch's two views' tokens and their features z (2B × D)."""
+        """More terms of an unlabelled step's loss, on the batch's two views' tokens and their features z (2B × D)."""
         return z.new_zeros(())
 
     def end_step(self, step: Step) -> None:
-        """After a stage's training (and its epoch selection)."""
+        """After a step's training (and its epoch selection)."""
 
     # --- the procedure -----------------------------------------------------------------------------------
     def learn(self, step: Step) -> None:

@@ -10,7 +10,7 @@ maximum likelihood by Adam: the port runs torch Adam on the same objective with 
 early stop. Nothing here is closed-form: the code stops far from the maximum (Adam moves a parameter by
 about the learning rate a step, Σ_t lr_t ≈ 0.037 over the code's 1000 steps), so the trajectory is the method.
 
-On features x, with P the PCA fitted on the first stage (z = Pᵀ(x − x̄), `pca_dim` components), classes
+On features x, with P the PCA fitted on the first step (z = Pᵀ(x − x̄), `pca_dim` components), classes
 c ∈ C_s being fitted from their start (μ_c, A_c), y_i the class of image i, Σ_c = (A_c + A_cᵀ)/2 (A_c is a
 free D×D matrix, as the code's `class_covs` param; the Cholesky factor reads its symmetric part):
 
@@ -23,13 +23,13 @@ free D×D matrix, as the code's `class_covs` param; the Cholesky factor reads it
         stop (keeping the parameters before the last step) when
         d_old > 1 and d_new > s·d_old, or d_old < 1 and d_new < d_old/s
     a step whose loss is not finite stops the fit (a covariance no longer positive definite)
-    the labelled stage (step.labels, classes 0..C−1): P fitted; every class from (0, I) on its labels; no stop
-    an unlabelled stage (C new classes after `offset` known ones, of which the first stage's are `base`):
+    the labelled step (step.labels, classes 0..C−1): P fitted; every class from (0, I) on its labels; no stop
+    an unlabelled step (C new classes after `offset` known ones, of which the first step's are `base`):
         k_i <- a C-component full-covariance Gaussian mixture (EM) on the raw x_i     # clustering/gmm.py
         round 1: the new classes from (0, I) on every image, labelled offset + k_i;
-                 d_old over the first stage's classes, s = (offset + C)/base
+                 d_old over the first step's classes, s = (offset + C)/base
         keep the images whose most likely class is new: argmax over the known classes (as stored), the
-                 round-1 classes, and N(0, I) before the last stage (the code's untrained future classes)
+                 round-1 classes, and N(0, I) before the last step (the code's untrained future classes)
         round 2: the new classes again from (0, I), on the kept images with the same labels;
                  d_old over all known classes, s = sqrt(C/(offset + C)) (`correct_scaling`; else round 1's)
         the known classes never change
@@ -37,12 +37,12 @@ free D×D matrix, as the code's `class_covs` param; the Cholesky factor reads it
 
 Departures from the code (docs/methods.md#vb-cgcd): the backbone is the run's frozen one (the code
 BOFT-fine-tunes DINO on the labelled classes first); the code aligns each cluster to a class with the
-Hungarian algorithm on the TRUE labels of the stage's images before fitting, which no method may do here (bench
+Hungarian algorithm on the TRUE labels of the step's images before fitting, which no method may do here (bench
 scores the new classes under its own Hungarian map), so cluster k is class offset + k; its clustering and
 minibatches are unseeded or fixed (sklearn random_state None; numpyro key 0), here drawn from the run seed and
 the step, so a run is deterministic given its seed; dets are compared as log-means (the same comparisons,
 free of float32 over- and underflow); PCA keeps min(`pca_dim`, images, D) components; arithmetic is float64
-(the code's JAX default is float32); stored parameters are float32. In class-iNCD (no labelled stage) the first
+(the code's JAX default is float32); stored parameters are float32. In class-iNCD (no labelled step) the first
 step is clustered and fitted as round 1 without known classes.
 """
 from __future__ import annotations
@@ -105,7 +105,7 @@ def covariance_stop(log_old: float, scale: float) -> Callable[[torch.Tensor], bo
         log_new = log_mean_det(covs)
         if math.isnan(log_old) or math.isnan(log_new):
             return False
-        return (log_old > 0 and log_new > math.log(scale) + log_old) or \
+        return (log_old > 0 and log_new > math.log(scale) + log_old) or\
                (log_old < 0 and log_new < log_old - math.log(scale))
     return stop
 
@@ -246,14 +246,14 @@ class VBCGCD(Method):
         if step.offset != len(self.means):
             raise ValueError(f"step {step.index} starts at class {step.offset}, but {len(self.means)} are known")
         x = step.features.plain.double()
-        if not self.task_sizes:  # the first step fits the PCA (the code: the labelled stage's features)
+        if not self.task_sizes:  # the first step fits the PCA (the code: the labelled step's features)
             dim = min(self.hparams["pca_dim"], x.shape[0], x.shape[1])
             self.pca_mean, self.pca_axes = (t.float().cpu() for t in pca_fit(x, dim))
             self._moved = None
         z = self.reduce(x.to(step.device))
         if step.labels is not None:
             if step.offset:
-                raise ValueError("a labelled stage must be the first: its labels are the classes 0..n_classes-1")
+                raise ValueError("a labelled step must be the first: its labels are the classes 0..n_classes-1")
             labels = check_labels(step.labels, step.n_classes).to(z.device)
             means, covs = self._fit(z, labels, step.n_classes, step, 0, None)
         else:

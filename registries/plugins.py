@@ -139,7 +139,7 @@ def _location(name: str) -> Path | None:
         return None
     if spec is None:
         return None
-    where = spec.origin if spec.origin not in (None, "built-in", "frozen") else \
+    where = spec.origin if spec.origin not in (None, "built-in", "frozen") else\
         next(iter(spec.submodule_search_locations or ()), None)
     return Path(where).resolve() if where else Path(f"<{spec.origin or name}>")
 

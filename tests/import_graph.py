@@ -73,7 +73,7 @@ def read_graph(root: Path = ROOT) -> Graph:
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 targets = _imported(module, node, path.name == "__init__.py")
-                found = _edges(graph, targets) if isinstance(node, ast.ImportFrom) else \
+                found = _edges(graph, targets) if isinstance(node, ast.ImportFrom) else\
                     [t for t in targets if t in graph.files]
                 graph.edges[module].update(t for t in found if t != module)
     return graph

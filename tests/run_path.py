@@ -5,9 +5,9 @@ A file is entered when one of its functions is called (or one of its generators 
 file. Two counts per file:
 
 - places: the functions of other files whose calls enter it (a function's nested functions, lambdas and
-  comprehensions are read with it, so they are part of it). A loop's calls, or a hook the stage loop calls
+  comprehensions are read with it, so they are part of it). A loop's calls, or a hook the step loop calls
   once per step, are one place: this is what a reader goes back and forth for;
-- calls: every entry, loops included (a method's batches, the stage loop's steps).
+- calls: every entry, loops included (a method's batches, the step loop's steps).
 
 A call made through a library (torch's `no_grad` wrapper, an `nn.Module`'s `__call__`) comes from the bench
 function that made it; imports are not the run's path, so what an import runs is left out.

@@ -183,7 +183,7 @@ def test_the_api_refuses_what_it_would_coerce_in_one_bench_error(kwargs, said, t
 def test_cfg_options_read_python_literals_and_json_booleans():
     from bench.config.selection import parse_options
 
-    assert parse_options(["a=3", "b=1e-4", "c=True", "d=false", "e=true", "f=[1,2]", "g=k-means++"]) == \
+    assert parse_options(["a=3", "b=1e-4", "c=True", "d=false", "e=true", "f=[1,2]", "g=k-means++"]) ==\
         {"a": 3, "b": 1e-4, "c": True, "d": False, "e": True, "f": [1, 2], "g": "k-means++"}
 
 

@@ -130,7 +130,7 @@ def test_byol_views_are_cassles_cifar_views_whatever_the_datasets_policy(preset,
     assert (second.solarize_p, second.solarize_threshold, second.jitter) == (0.2, 128.0, (0.4, 0.4, 0.2, 0.1))
 
 
-def test_the_byol_stage_draws_cassles_views(monkeypatch):
+def test_the_byol_step_draws_cassles_views(monkeypatch):
     method, _, spec = bound("CaSSLe")
     seen = []
     real = LiveTokens.two_views

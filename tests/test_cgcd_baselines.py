@@ -107,14 +107,14 @@ def test_anchored_kmeans_finds_new_classes_among_known_ones_in_high_dimension(se
     gen = torch.Generator().manual_seed(seed)
     means = torch.randn(15, 128, generator=gen)
     labelled = torch.arange(10).repeat_interleave(50)
-    stage = torch.arange(15).repeat_interleave(40)
+    cls = torch.arange(15).repeat_interleave(40)
     z0 = torch.nn.functional.normalize(means[labelled] + torch.randn(500, 128, generator=gen), dim=1).double()
-    z1 = torch.nn.functional.normalize(means[stage] + torch.randn(600, 128, generator=gen), dim=1).double()
+    z1 = torch.nn.functional.normalize(means[cls] + torch.randn(600, 128, generator=gen), dim=1).double()
     fixed = torch.stack([z0[labelled == c].mean(0) for c in range(10)])
     out = anchored_kmeans(z1, fixed, 5, max_iter=200, n_init=10, gen=torch.Generator().manual_seed(0))
-    new = stage >= 10
-    assert out.labels[~new].eq(stage[~new]).all()
-    assert hungarian_accuracy(out.labels[new].numpy(), stage[new].numpy()) == 1.0
+    new = cls >= 10
+    assert out.labels[~new].eq(cls[~new]).all()
+    assert hungarian_accuracy(out.labels[new].numpy(), cls[new].numpy()) == 1.0
 
 
 def test_anchored_kmeans_survives_more_clusters_than_distinct_points():
@@ -137,7 +137,7 @@ def test_ncm_prototype_is_the_mean_of_the_normalised_features():
     torch.testing.assert_close(method.logits(probe)[0], expected)
 
 
-def test_a_labelled_stage_must_hold_every_class():
+def test_a_labelled_step_must_hold_every_class():
     method = make("NCM + k-means", 2)
     with pytest.raises(ValueError, match=r"no image of class\(es\) \[1\]"):
         method.learn(step(torch.randn(4, 2), 3, labels=torch.tensor([0, 0, 2, 2])))
@@ -200,7 +200,7 @@ def planted(n_per_class: dict[int, int], dim: int = 16, seed: int = 0) -> tuple[
 
 
 def mixed_sequence(name: str):
-    """Stage 0: classes 0-3 labelled; stage 1: unlabelled, a few images of each of 0-3 and many of 4, 5."""
+    """Step 0: classes 0-3 labelled; step 1: unlabelled, a few images of each of 0-3 and many of 4, 5."""
     method = make(name, 16)
     x0, y0 = planted({c: 40 for c in range(4)})
     method.learn(step(x0, 4, labels=y0))
@@ -225,7 +225,7 @@ def test_a_mixed_sequence_keeps_the_old_classes_and_separates_the_new(name):
 
 
 @pytest.mark.parametrize("name", METHODS)
-def test_an_unlabelled_stage_never_moves_the_known_classes(name):
+def test_an_unlabelled_step_never_moves_the_known_classes(name):
     method = make(name, 16)
     x0, y0 = planted({c: 40 for c in range(4)})
     method.learn(step(x0, 4, labels=y0))

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_bench_run_piped_into_head_finishes_every_run(tmp_path):
-    bench = f"{sys.executable} -m bench.cli run --grid demo --cluster debug --methods K-means --splits 2-step " \
+    bench = f"{sys.executable} -m bench.cli run --grid demo --cluster debug --methods K-means --splits 2-step "\
             f"--seeds 0 1 --results {tmp_path}"
     out = subprocess.run(["bash", "-c", f"{bench} | head -1; exit ${{PIPESTATUS[0]}}"], capture_output=True, text=True,
                          cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300)

@@ -33,7 +33,7 @@ def run(method: str, tmp: Path, split: str = "happy-5-stage", **options) -> Path
 
 
 def losses(out: Path) -> dict[tuple[int, ...], np.ndarray]:
-    """Each stage's training loss per epoch, as the run stored it, by (stage, loop)."""
+    """Each step's training loss per epoch, as the run stored it, by (step, loop)."""
     with opened(out / PREDICTIONS) as stored:
         return each(stored, Keys.epoch_loss)
 
@@ -52,13 +52,13 @@ def test_it_runs_the_mixed_setting_and_its_rows_recompute(method, tmp_path):
 
 @pytest.mark.parametrize("off", [{"method.init_new_head": False}, {"method.proto_weight": 0},
                                  {"method.w_old_new": 0},
-                                 # the tail moves away from the previous stage's only after some steps
+                                 # the tail moves away from the previous step's only after some steps
                                  {"method.kd_weight": 0, "method.lr": 0.5, "method.epochs": 4}])
 def test_each_of_happys_parts_changes_what_it_learns(off, tmp_path):
     longer = {k: v for k, v in off.items() if k in ("method.lr", "method.epochs")}
     full = losses(run("Happy", tmp_path / "full", **longer))
     without = losses(run("Happy", tmp_path / "without", **off))
-    np.testing.assert_array_equal(full[(0, 0)], without[(0, 0)])  # the labelled stage: no part
+    np.testing.assert_array_equal(full[(0, 0)], without[(0, 0)])  # the labelled step: no part
     assert not np.allclose(full[(1, 0)], without[(1, 0)], rtol=1e-6)
 
 
@@ -66,7 +66,7 @@ def test_happy_without_its_parts_and_with_the_global_entropy_is_continual_simgcd
     off = {"method.init_new_head": False, "method.proto_weight": 0, "method.kd_weight": 0}
     simgcd = losses(run("SimGCD (continual)", tmp_path / "simgcd"))
     happy = losses(run("Happy", tmp_path / "happy", **off))
-    # the same labelled stage; then they differ only in the entropy term (global, or Happy's soft one)
+    # the same labelled step; then they differ only in the entropy term (global, or Happy's soft one)
     np.testing.assert_array_equal(simgcd[(0, 0)], happy[(0, 0)])
     assert not np.allclose(simgcd[(1, 0)], happy[(1, 0)], rtol=1e-6)
     soft = losses(run("Happy", tmp_path / "no-entropy", **off, **{"method.w_old_new": 0, "method.w_old_in": 0,

@@ -286,7 +286,7 @@ def test_a_mixed_run_trains_on_the_whole_official_training_set_unless_told(roots
     assert spec["config"]["setting"]["whole_train"] is whole
     manifest = Manifest.from_json((run / "split.json").read_text())
     partitioned = build_dataset("herbarium19", {"num_classes": 10, "val_per_class": 1}, str(roots[0]), str(tmp_path))
-    used = np.concatenate(manifest.stages)
+    used = np.concatenate(manifest.steps)
     # the whole set holds 7 images a class (in the official order), the partitioned one 6: rows past its end
     assert used.max() >= len(partitioned.train) if whole else used.max() < len(partitioned.train)
     assert ("val partition are given back" in (run / "log.txt").read_text()) is whole
@@ -326,7 +326,7 @@ def test_aircraft_numbers_the_sorted_variants_and_reads_either_peers_lists(tmp_p
     variant = "F-16A/B -3"
     (image_id,) = [line.split(" ", 1)[0] for line in (out / "images_variant_test.txt").read_text().splitlines()
                    if line.split(" ", 1)[1] == variant]
-    assert data.test.labels[[str(p) for p in data.test.images].index(str(out / "images" / f"{image_id}.jpg"))] == \
+    assert data.test.labels[[str(p) for p in data.test.images].index(str(out / "images" / f"{image_id}.jpg"))] ==\
         sorted(fx.AIRCRAFT_VARIANTS).index(variant)
     promptccd = build_dataset("aircraft", {"splits": "train-val"}, str(tmp_path))  # its train and val lists
     assert len(promptccd.train) == 100 and len(promptccd.test) == 100 and promptccd.class_names == data.class_names
@@ -365,5 +365,5 @@ def test_a_run_holds_happys_images_with_its_draw(roots, tmp_path, capsys):
     relabelled = np.argsort(order)[labels]
     expected = happy_draw(protocol_for(spec["config"]["setting"], 100, relabelled), relabelled, shuffled=True)
     stored = Manifest.from_json((run / "split.json").read_text())
-    assert all(np.array_equal(a, b) for a, b in zip(stored.stages, expected.stages))
+    assert all(np.array_equal(a, b) for a, b in zip(stored.steps, expected.steps))
     assert "happy-5-stage · Happy's draw · arrival happy" in out

@@ -190,14 +190,14 @@ def steps(page: Path) -> tuple[list[tuple[str, str]], list[str]]:
     return out, by_ci
 
 
-def script(page_steps: list[tuple[str, str]], stage: Path) -> str:
+def script(page_steps: list[tuple[str, str]], step: Path) -> str:
     """One bash script that runs a page's commands in order and stops at the first that fails, naming it."""
     parts = ["set -o pipefail"]
     for i, (kind, value) in enumerate(page_steps):
         if kind == "file":
             path, text = value.split("\0", 1)
-            (stage / f"{i}.txt").write_text(text, encoding="utf-8")
-            parts.append(f'mkdir -p "$(dirname {quote(path)})" && cp {quote(str(stage / f"{i}.txt"))} {quote(path)}')
+            (step / f"{i}.txt").write_text(text, encoding="utf-8")
+            parts.append(f'mkdir -p "$(dirname {quote(path)})" && cp {quote(str(step / f"{i}.txt"))} {quote(path)}')
             parts.append(f'echo "::step {i}:: wrote {path}"')
         else:
             parts.append(f'echo "::step {i}:: $ "{quote(value)}')
@@ -221,7 +221,7 @@ def environment(tmp: Path) -> dict[str, str]:
 
 @pytest.mark.slow
 # Each page runs its bench commands end to end: adding-a-method.md a dozen (two conformance kits, four grids: 75 s on
-# two cores), getting-started.md the demo grid, its reports and the cache (34 s). .ci/run's `pytest -m scale` stage
+# two cores), getting-started.md the demo grid, its reports and the cache (34 s). .ci/run's `pytest -m scale` step
 # runs them, which keeps the README's test command within its 10 minutes.
 @pytest.mark.scale
 @pytest.mark.parametrize("name", RUN_PAGES)
@@ -234,11 +234,11 @@ def test_page_commands_run(name, tmp_path):
     ci = normalised(CI.read_text(encoding="utf-8"))
     absent = [cmd for cmd in by_ci if normalised(cmd) not in ci]
     assert not absent, f"docs/{name}: commands marked as run by .ci/run that it does not run: {absent}"
-    work, stage = tmp_path / "work", tmp_path / "stage"
+    work, step = tmp_path / "work", tmp_path / "stage"
     work.mkdir()
-    stage.mkdir()
-    (stage / "page.sh").write_text(script(page_steps, stage), encoding="utf-8")
-    done = subprocess.run(["bash", str(stage / "page.sh")], cwd=work, env=environment(tmp_path),
+    step.mkdir()
+    (step / "page.sh").write_text(script(page_steps, step), encoding="utf-8")
+    done = subprocess.run(["bash", str(step / "page.sh")], cwd=work, env=environment(tmp_path),
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=PAGE_TIMEOUT_S)
     failed = re.search(r"^::failed (\d+):: (.*)$", done.stdout, re.M)
     if failed:

@@ -63,7 +63,7 @@ def test_frozen_task_heads_are_read_once_each_for_the_numbers_of_reading_them_ev
     assert sum(val_reads) == sum(sum(once[: t + 1]) for t in range(T)) > sum(once)
 
     a, b = stored_of(skipped), stored_of(reread)
-    assert sorted(a) == sorted(b) and all(np.array_equal(a[k], b[k]) for k in a), \
+    assert sorted(a) == sorted(b) and all(np.array_equal(a[k], b[k]) for k in a),\
         [k for k in a if not np.array_equal(a[k], b[k])]
     for t in range(1, T):  # what the re-read gave is what each head gave at its own step
         assert all(np.array_equal(b[Keys.refit_pred(t, s)], b[Keys.val_pred(s)]) for s in range(t))

@@ -1,4 +1,4 @@
-"""Which epoch a mixed-setting stage keeps (bench/protocol/epoch_selection.py): the best-scoring epoch's parameters
+"""Which epoch a mixed-setting step keeps (bench/protocol/epoch_selection.py): the best-scoring epoch's parameters
 are restored, a tie keeps the later epoch, `last` changes nothing; the held-out validation images are
 never trained on; an oracle run is marked as such in its results; the selections are recomputable."""
 from __future__ import annotations
@@ -56,17 +56,17 @@ def test_last_yields_no_callback_and_leaves_the_parameters():
         EpochSelection("best")
 
 
-def test_a_held_out_validation_is_a_fraction_of_each_labelled_class_and_in_no_stage():
+def test_a_held_out_validation_is_a_fraction_of_each_labelled_class_and_in_no_step():
     labels = np.repeat(np.arange(12), 20)
     protocol = protocol_for(tiny_specs(splits=["happy-5-stage"], **MIXED)[0].config["setting"], 12, labels)
     drawn = draw(protocol, labels, seed=0)
     held = hold_out(drawn, labels, 0.25, seed=0)
-    first = drawn.stages[0]
+    first = drawn.steps[0]
     # 16 labelled images per labelled class (0.8 of 20): 4 of each held out
     assert np.unique(labels[held.validation], return_counts=True)[1].tolist() == [4] * len(protocol.labelled_classes)
-    assert set(held.validation) <= set(first) and not set(held.validation) & set(np.concatenate(held.stages))
-    assert sorted([*held.stages[0], *held.validation]) == sorted(first)
-    assert all(np.array_equal(a, b) for a, b in zip(held.stages[1:], drawn.stages[1:]))  # the rest unchanged
+    assert set(held.validation) <= set(first) and not set(held.validation) & set(np.concatenate(held.steps))
+    assert sorted([*held.steps[0], *held.validation]) == sorted(first)
+    assert all(np.array_equal(a, b) for a, b in zip(held.steps[1:], drawn.steps[1:]))  # the rest unchanged
     again = Manifest.from_json(held.to_json())
     assert np.array_equal(again.validation, held.validation) and "validation" not in drawn.to_json()
 
@@ -82,7 +82,7 @@ def test_an_oracle_run_keeps_its_best_test_epoch_and_says_so(tmp_path):
     def labelled_stage(frame: pd.DataFrame) -> float:
         return frame[(frame.step == 0) & (frame.group == "all")].value.item()
 
-    # the same training; the oracle keeps the stage-0 epoch best on the test images, never worse than the last
+    # the same training; the oracle keeps the step-0 epoch best on the test images, never worse than the last
     assert labelled_stage(frames["oracle"]) >= labelled_stage(frames["last"])
     chosen = frames["oracle"][frames["oracle"].group == "selected_epoch"]
     assert sorted(chosen.step.unique()) == list(range(6)) and chosen.value.between(1, 6).all()
@@ -104,10 +104,10 @@ def test_a_val_run_holds_out_labelled_images_and_its_selections_are_recomputable
                          **{"method.epochs": 3, "method.ktrfr_epochs": 3, "setting.selection": "val"})
     out = execute(spec, tmp_path)
     manifest = Manifest.from_json((out / "split.json").read_text())
-    assert len(manifest.validation) > 0 and not set(manifest.validation) & set(np.concatenate(manifest.stages))
+    assert len(manifest.validation) > 0 and not set(manifest.validation) & set(np.concatenate(manifest.steps))
     stored = pd.read_parquet(out / "metrics.parquet")
     chosen = stored[stored.group == "selected_epoch"]
-    # Baseline++: stage 0 trains one loop (its head), every later stage two (its head, then the student)
+    # Baseline++: step 0 trains one loop (its head), every later step two (its head, then the student)
     assert chosen.groupby("step").size().tolist() == [1, 2, 2, 2, 2, 2]
     again = pd.DataFrame([dataclasses.asdict(r) for r in replay(out / "predictions.npz")])
     keys = ["step", "group", "flavour", "metric"]
@@ -124,6 +124,6 @@ def test_a_run_selected_as_happy_keeps_the_first_best_test_epoch_and_is_marked(t
     frames = {rule: pd.read_parquet(execute(spec, tmp_path) / "metrics.parquet") for rule, spec in specs.items()}
     stage0 = {rule: f[(f.step == 0) & (f.group == "all")].value.item() for rule, f in frames.items()}
     kept = {rule: f[(f.step == 0) & (f.group == "selected_epoch")].value.item() for rule, f in frames.items()}
-    # the same stage-0 training: both keep a best test epoch, Happy's the first of them
+    # the same step-0 training: both keep a best test epoch, Happy's the first of them
     assert stage0["happy"] == stage0["oracle"] and kept["happy"] <= kept["oracle"]
     assert set(frames["happy"].split) == {"happy-5-stage · draw 0 · selected as Happy · ORACLE ON TEST"}

@@ -252,7 +252,7 @@ def test_without_refitted_maps_there_is_no_refit_flavour_and_a_missing_one_is_an
 
 
 def test_old_new_in_the_hard_and_the_soft_sense():
-    """A second unlabelled stage: class 0 was labelled, class 1 discovered at stage 1, class 2 is new.
+    """A second unlabelled step: class 0 was labelled, class 1 discovered at step 1, class 2 is new.
     One match over all images (5→0, 6→1, 7→2) gets 5 of 6 right; only the class-1 image predicted 7 is
     wrong. Hard (old = labelled classes {0}): old 2/2, new 3/4. Soft (old = seen before, {0, 1}):
     old 3/4, new 2/2."""
@@ -263,5 +263,5 @@ def test_old_new_in_the_hard_and_the_soft_sense():
     soft = old_new_accuracy(labels, pred, old_classes=[0, 1])
     assert hard == pytest.approx({"all": 500 / 6, "old": 100.0, "new": 75.0})
     assert soft == pytest.approx({"all": 500 / 6, "old": 75.0, "new": 100.0})
-    assert np.isnan(old_new_accuracy(labels, pred, old_classes=[])["old"])  # the first stage: nothing old
+    assert np.isnan(old_new_accuracy(labels, pred, old_classes=[])["old"])  # the first step: nothing old
     assert old_new_accuracies(labels, pred, [0], [0, 1]) == [hard, soft]  # both senses under the one match

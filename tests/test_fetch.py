@@ -202,7 +202,7 @@ def test_a_killed_fetch_leaves_no_dataset_folder_and_the_same_command_resumes(se
     part = root / WORK_DIR / f"{name}.part"
     try:
         deadline = time.monotonic() + 30
-        while (not part.exists() or part.stat().st_size < 2 * CHUNK) and time.monotonic() < deadline \
+        while (not part.exists() or part.stat().st_size < 2 * CHUNK) and time.monotonic() < deadline\
                 and proc.poll() is None:
             time.sleep(0.02)
         assert part.exists() and part.stat().st_size >= 2 * CHUNK, "the fetch never got far into its download"

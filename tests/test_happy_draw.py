@@ -66,12 +66,12 @@ def test_happys_cifar100_draw_is_replayed_image_for_image(arrival):
     offline, old, novel, shuffled = happys_code(targets, range(50), 0.8, 5, 25, 25, 400, shuffle=arrival == "happy")
     if order is not None:
         assert order[50:].tolist() == shuffled.tolist()
-    assert np.array_equal(np.sort(manifest.stages[0]), np.sort(offline)) and len(offline) == 50 * 400
+    assert np.array_equal(np.sort(manifest.steps[0]), np.sort(offline)) and len(offline) == 50 * 400
     for s in range(5):
-        assert np.array_equal(np.sort(manifest.stages[s + 1]), np.sort(np.concatenate([old[s], novel[s]])))
-    assert [len(stage) for stage in manifest.stages[1:]] == [5250, 5500, 5750, 6000, 6250]
+        assert np.array_equal(np.sort(manifest.steps[s + 1]), np.sort(np.concatenate([old[s], novel[s]])))
+    assert [len(step) for step in manifest.steps[1:]] == [5250, 5500, 5750, 6000, 6250]
     # sessions draw afresh: an old class's images recur across sessions, as in Happy's runs
-    assert len(np.intersect1d(manifest.stages[1], manifest.stages[2])) > 0
+    assert len(np.intersect1d(manifest.steps[1], manifest.steps[2])) > 0
 
 
 def test_happys_imagenet100_draw_takes_every_image_of_a_small_class():
@@ -80,9 +80,9 @@ def test_happys_imagenet100_draw_takes_every_image_of_a_small_class():
     targets = np.random.default_rng(1).permutation(np.repeat(np.arange(100), sizes))
     manifest, order = bench_draw("happy-in100-5-stage", targets, "happy")
     offline, old, novel, _ = happys_code(targets, range(50), 0.8, 5, 60, 60, 1000, shuffle=True)
-    assert np.array_equal(np.sort(manifest.stages[0]), np.sort(offline))
+    assert np.array_equal(np.sort(manifest.steps[0]), np.sort(offline))
     for s in range(5):
-        assert np.array_equal(np.sort(manifest.stages[s + 1]), np.sort(np.concatenate([old[s], novel[s]])))
+        assert np.array_equal(np.sort(manifest.steps[s + 1]), np.sort(np.concatenate([old[s], novel[s]])))
 
 
 def test_happys_draw_is_refused_where_it_cannot_be_happys(tmp_path):
@@ -112,10 +112,10 @@ def test_happys_cub_draw_over_the_whole_training_set_in_official_order():
     manifest = happy_draw(protocol_for(setting, 200, relabelled), relabelled, shuffled=True)
     offline, old, novel, shuffled = happys_code(targets, SSB_KNOWN["cub200"], 0.8, 5, 5, 5, 25, shuffle=True)
     assert order[100:].tolist() == shuffled.tolist()
-    assert np.array_equal(np.sort(manifest.stages[0]), np.sort(offline))
+    assert np.array_equal(np.sort(manifest.steps[0]), np.sort(offline))
     for s in range(5):
-        assert np.array_equal(np.sort(manifest.stages[s + 1]), np.sort(np.concatenate([old[s], novel[s]])))
-    assert [len(stage) for stage in manifest.stages[1:]] == [1000, 1100, 1200, 1300, 1400]
+        assert np.array_equal(np.sort(manifest.steps[s + 1]), np.sort(np.concatenate([old[s], novel[s]])))
+    assert [len(step) for step in manifest.steps[1:]] == [1000, 1100, 1200, 1300, 1400]
 
 
 def test_the_whole_training_set_is_back_in_the_official_order():

@@ -32,7 +32,7 @@ TINY_VIT = {"backbone.kwargs.depth": 2, "method.warmup_epochs": 2, "method.epoch
 
 
 def tiny_vit_specs(name: str, splits=("2-step",), preset: str = "equations", **extra):
-    """The smoke grid's tiny ViT, short stages; only the method keys `name` has."""
+    """The smoke grid's tiny ViT, short steps; only the method keys `name` has."""
     from bench.config.presets import load_preset
 
     known = load_preset(name, preset)[0]

@@ -36,8 +36,8 @@ def test_the_layers_stack_without_a_cycle():
         order += ready
         for layer in ready:
             del pending[layer]
-    assert order.index("bench.errors") < order.index("bench.core") < order.index("bench.runs") \
-        < order.index("bench.protocol") < order.index("bench.execution") < order.index("bench.api") \
+    assert order.index("bench.errors") < order.index("bench.core") < order.index("bench.runs")\
+        < order.index("bench.protocol") < order.index("bench.execution") < order.index("bench.api")\
         < order.index("bench.cli")
 
 

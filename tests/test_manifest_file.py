@@ -45,24 +45,24 @@ def test_a_manifest_with_its_own_class_order_runs_with_exactly_its_counts(tmp_pa
     def images(c, n, besides=()):
         return rng.choice(np.setdiff1d(np.flatnonzero(labels == c), besides), size=n, replace=False)
 
-    # labelled: classes 7, 2, 9, 4, 0, 11; then one new class per stage, in the order 5, 1, 10, 3, 8; the later
-    # stages' images of labelled classes are of those the labelled stage left (a labelled image is in no other)
+    # labelled: classes 7, 2, 9, 4, 0, 11; then one new class per step, in the order 5, 1, 10, 3, 8; the later
+    # steps' images of labelled classes are of those the labelled step left (a labelled image is in no other)
     labelled = [7, 2, 9, 4, 0, 11]
     arrivals = [5, 1, 10, 3, 8]
     first = np.concatenate([images(c, 15) for c in labelled])
-    stages = [first]
+    steps = [first]
     for s, new in enumerate(arrivals):
-        stages.append(np.concatenate([images(c, 3, first) for c in labelled[:3]] + [images(c, 2) for c in arrivals[:s]]
+        steps.append(np.concatenate([images(c, 3, first) for c in labelled[:3]] + [images(c, 2) for c in arrivals[:s]]
                                      + [images(new, 12 + s)]))
     path = tmp_path / "theirs.json"
-    path.write_text(Manifest(tuple(np.sort(s) for s in stages), (True,) + (False,) * 5).to_json())
+    path.write_text(Manifest(tuple(np.sort(s) for s in steps), (True,) + (False,) * 5).to_json())
     out = execute(spec_with(path), tmp_path / "r")
     kept = Manifest.from_json((out / "split.json").read_text())
     assert kept.counts(labels) == Manifest.from_json(path.read_text()).counts(labels)  # exactly the file's
     log = (out / "log.txt").read_text()
-    assert "classes in the order its stages make: [0, 2, 4, 7, 9, 11, 5, 1, 10, 3, 8]" in log
+    assert "classes in the order its steps make: [0, 2, 4, 7, 9, 11, 5, 1, 10, 3, 8]" in log
     k = pd.read_parquet(out / "metrics.parquet").query("group == 'k' and metric == 'true'")
-    assert k.value.tolist() == [1.0] * 5  # one new class per stage, as the file has it
+    assert k.value.tolist() == [1.0] * 5  # one new class per step, as the file has it
 
 
 def test_the_run_id_knows_the_file_by_its_content_not_its_path(tmp_path):
@@ -82,7 +82,7 @@ def test_a_bad_or_changed_manifest_file_is_refused(tmp_path):
         spec_with(tmp_path / "missing.json")
     short = tmp_path / "short.json"
     short.write_text(Manifest((np.arange(3), np.arange(3, 6)), (True, False)).to_json())
-    with pytest.raises(BenchError, match="2 stages .* a labelled stage then 5 unlabelled ones"):
+    with pytest.raises(BenchError, match="2 steps .* a labelled step then 5 unlabelled ones"):
         spec_with(short)
     first = execute(spec_with(), tmp_path / "a") / "split.json"
     path = tmp_path / "given.json"
@@ -98,38 +98,38 @@ def test_a_bad_or_changed_manifest_file_is_refused(tmp_path):
 def defect(manifest_json: dict, kind: str) -> object:
     """A run's split.json (as a dict) broken one way."""
     data = json.loads(json.dumps(manifest_json))
-    stages = data["stages"]
-    if kind == "repeated in a stage":
-        stages[1].append(stages[1][0])
-    elif kind == "labelled image in an unlabelled stage":
-        stages[2].append(stages[0][0])
+    steps = data["stages"]
+    if kind == "repeated in a step":
+        steps[1].append(steps[1][0])
+    elif kind == "labelled image in an unlabelled step":
+        steps[2].append(steps[0][0])
     elif kind == "float index":
-        stages[1][0] = stages[1][0] + 0.5
+        steps[1][0] = steps[1][0] + 0.5
     elif kind == "negative index":
-        stages[1][0] = -3
-    elif kind == "empty stage":
-        stages[3] = []
+        steps[1][0] = -3
+    elif kind == "empty step":
+        steps[3] = []
     elif kind == "huge index":
-        stages[1][0] = 10 ** 30
+        steps[1][0] = 10 ** 30
     elif kind == "a list":
-        return [stages]
-    elif kind == "validation in a stage":
-        data["validation"] = [stages[1][0]]
+        return [steps]
+    elif kind == "validation in a step":
+        data["validation"] = [steps[1][0]]
     elif kind == "a string index":
-        stages[1][0] = "7"
+        steps[1][0] = "7"
     return data
 
 
 @pytest.mark.parametrize("kind, said", [
-    ("repeated in a stage", "stage 1 lists training image .* 2 times; an image is at most once in a stage"),
-    ("labelled image in an unlabelled stage", "is in the labelled stage 0 and in stage 2"),
-    ("float index", "stage 1 lists .*\\.5; an image index is an integer >= 0"),
-    ("negative index", "stage 1 lists -3; an image index is an integer >= 0"),
-    ("empty stage", "stage 3 holds no image"),
-    ("huge index", "stage 1 lists 1000000000000000000000000000000; an image index is an integer >= 0"),
-    ("a list", "a split manifest is a JSON object with version, stages and labelled; got a list"),
-    ("validation in a stage", "is held out for validation and in stage 1"),
-    ("a string index", "stage 1 lists '7'; an image index is an integer >= 0"),
+    ("repeated in a step", "step 1 lists training image .* 2 times; an image is at most once in a step"),
+    ("labelled image in an unlabelled step", "is in the labelled step 0 and in step 2"),
+    ("float index", "step 1 lists .*\\.5; an image index is an integer >= 0"),
+    ("negative index", "step 1 lists -3; an image index is an integer >= 0"),
+    ("empty step", "step 3 holds no image"),
+    ("huge index", "step 1 lists 1000000000000000000000000000000; an image index is an integer >= 0"),
+    ("a list", "a split manifest is a JSON object with version, steps and labelled; got a list"),
+    ("validation in a step", "is held out for validation and in step 1"),
+    ("a string index", "step 1 lists '7'; an image index is an integer >= 0"),
 ])
 def test_each_manifest_defect_is_refused_when_the_run_is_planned(tmp_path, kind, said):
     split = json.loads((execute(spec_with(), tmp_path / "a") / "split.json").read_text())
@@ -151,5 +151,5 @@ def test_a_manifest_beyond_the_dataset_is_refused_before_any_run_starts(tmp_path
                  "happy-5-stage", "--backbone", "pixels", "--cluster", "debug", "--results", str(results),
                  "--cfg-options", *[f"{k}={v}" for k, v in MIXED.items()], f"setting.manifest_file={path}"])
     err = capsys.readouterr().err
-    assert code == 2 and "stage 2 names training image 245; the dataset has 240 (0..239)" in err
+    assert code == 2 and "step 2 names training image 245; the dataset has 240 (0..239)" in err
     assert not (results / "runs").exists() or not any((results / "runs").iterdir())  # nothing started

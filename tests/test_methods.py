@@ -240,7 +240,7 @@ def test_joint_unfrozen_trains_only_the_last_block_and_resumes(tmp_path):
 
 
 def test_joint_unfrozen_stage2_starts_fresh_and_labels_each_steps_images_with_its_own_stage1_pair(monkeypatch):
-    """Stage 2 at step 1: a fresh copy of the pre-trained tail and a head initialised from the stage-1
+    """Step 2 at step 1: a fresh copy of the pre-trained tail and a head initialised from the stage-1
     heads, trained on zipped batches of both steps' tokens, each step's rows labelled by its own
     stage-1 (tail, head) pair inside its own class range, on the same prefix tokens."""
     from bench.features.backbones import build_backbone
@@ -255,7 +255,7 @@ def test_joint_unfrozen_stage2_starts_fresh_and_labels_each_steps_images_with_it
     past, prefix = _tokens_of(backbone, spec, method.first_trainable, lambda y: y < 3)  # 36 images each
     current, _ = _tokens_of(backbone, spec, method.first_trainable, lambda y: (y >= 3) & (y < 6))
     current.prefix = past.prefix = prefix
-    # stage-1 pairs that disagree with the pre-trained tail, so a stage 2 that started from one of
+    # stage-1 pairs that disagree with the pre-trained tail, so a step 2 that started from one of
     # them instead of a fresh copy would show
     for n in (3, 3):
         trained = Tail(backbone, 1)
@@ -306,7 +306,7 @@ def test_the_paper_grids_run_the_configuration_that_produced_the_tables():
     assert by[("LwF", "code", "cifar100", "5-step")]["kd_direction"] == "reversed"
     der = {key: by[("DER", "code", *key)] for key in [("cifar10", "5-step"), ("tinyimagenet", "5-step"),
                                                       ("cub200", "2-step")]}
-    assert [(d["buffer_size"], d["warmup_epochs"], d["epochs"], d["batch_size"]) for d in der.values()] == \
+    assert [(d["buffer_size"], d["warmup_epochs"], d["epochs"], d["batch_size"]) for d in der.values()] ==\
         [(200, 50, 50, 128), (200, 35, 35, 256), (500, 80, 80, 128)]  # scripts_il_der/DER_*.sh
     assert by[("ResTune", "code", "cifar10", "2-step")]["swap_reduction"] == "mean"
     assert by[("Baseline++", "code", "cifar10", "2-step")]["replay_per_class"] == 200

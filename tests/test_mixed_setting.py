@@ -1,5 +1,5 @@
 """The mixed setting end to end (bench/splits/settings.py, bench/protocol/mixed.py): labels reach a method only in the
-labelled stage, each stage holds exactly its manifest's images, the split is written with the run and read
+labelled step, each step holds exactly its manifest's images, the split is written with the run and read
 back, every metric is recomputable from the stored predictions, a method that cannot run the setting is
 refused before anything runs, and the setting is part of the run id."""
 from __future__ import annotations
@@ -23,7 +23,7 @@ from bench.protocol.recompute import replay
 from bench.protocol.runner import execute
 from bench.splits.settings import protocol_for
 from tests.helpers import tiny_specs
-# K-means that records every Step it is handed, seeing only its own stage (registered as "_Spy")
+# K-means that records every Step it is handed, seeing only its own step (registered as "_Spy")
 from tests.test_protocol import SEEN, registered  # noqa: F401  (registered: an autouse fixture)
 
 MIXED = {"dataset.num_classes": 12, "dataset.train_per_class": 20, "dataset.test_per_class": 4}
@@ -40,7 +40,7 @@ def class_of_rows(x: torch.Tensor, plain: torch.Tensor, labels: np.ndarray) -> n
     return labels[torch.cdist(x, plain).argmin(1).numpy()]
 
 
-def test_labels_reach_a_method_only_in_the_labelled_stage_and_each_stage_is_its_manifest(tmp_path):
+def test_labels_reach_a_method_only_in_the_labelled_step_and_each_step_is_its_manifest(tmp_path):
     (spec,) = tiny_specs(methods=["_Spy"], splits=["happy-5-stage"], **MIXED)
     out = execute(spec, tmp_path)
     plain, labels, data = features_and_labels(spec)
@@ -54,16 +54,16 @@ def test_labels_reach_a_method_only_in_the_labelled_stage_and_each_stage_is_its_
     assert np.array_equal(labelled.labels.numpy(), class_of_rows(labelled.train.plain, plain, labels))
     assert set(labelled.labels.tolist()) == set(protocol.labelled_classes)
     for step in SEEN[1:]:
-        assert step.labels is None  # no label in an unlabelled stage
+        assert step.labels is None  # no label in an unlabelled step
         assert not any("label" in name for name in vars(step) if name != "labels")
         assert not any("label" in name for name in vars(step.train))
-    for step, rows in zip(SEEN, manifest.stages):  # exactly the manifest's images, stage by stage
-        assert sorted(map(tuple, step.train.plain.numpy().round(4).tolist())) == \
+    for step, rows in zip(SEEN, manifest.steps):  # exactly the manifest's images, step by step
+        assert sorted(map(tuple, step.train.plain.numpy().round(4).tolist())) ==\
             sorted(map(tuple, plain[torch.as_tensor(rows)].numpy().round(4).tolist()))
-    # 12 classes: 6 labelled, then 5 stages of one new class; the method is told of the new ones only
+    # 12 classes: 6 labelled, then 5 steps of one new class; the method is told of the new ones only
     assert [s.n_classes for s in SEEN] == [6, 1, 1, 1, 1, 1] and [s.offset for s in SEEN] == [0, 6, 7, 8, 9, 10]
-    # an unlabelled stage mixes old and new classes with the protocol's counts
-    assert manifest.counts(labels)[1:] == [dict(stage) for stage in protocol.stages]
+    # an unlabelled step mixes old and new classes with the protocol's counts
+    assert manifest.counts(labels)[1:] == [dict(counts) for counts in protocol.steps]
     assert len(set(class_of_rows(SEEN[2].train.plain, plain, labels))) == 6 + 2
 
 
@@ -109,7 +109,7 @@ def test_the_setting_its_counts_and_its_seed_are_part_of_the_run_id():
     (["--cfg-options", "setting.k=guess"], "bad setting.k='guess': choose from known, silhouette"),
     (["--cfg-options", "setting.selection=oracle-test"], "bad setting.selection='oracle-test'"),
     (["--cfg-options", "setting.evaluation=both"], "bad setting.evaluation='both': choose from inductive"),
-    (["--cfg-options", "dataset.num_classes=5"], "needs at least one new class per stage"),
+    (["--cfg-options", "dataset.num_classes=5"], "needs at least one new class per step"),
 ])
 def test_a_mixed_run_that_cannot_run_is_refused_before_anything_runs(capsys, tmp_path, argv, said):
     code = main(["run", "--grid", "smoke", "--datasets", "synthetic", "--splits", "happy-5-stage", "--backbone",
@@ -171,19 +171,19 @@ def test_the_registered_protocols_are_happys_and_promptccds_cifar100_splits():
 
     labels = np.repeat(np.arange(100), 500)  # CIFAR-100's shape: 100 classes of 500 training images
     happy = protocol_for(mixed_setting("happy-5-stage"), 100, labels)
-    # Happy's logs/cifar100_continual_dataset_dict.txt: 50 old classes, 10 new a stage, 25 / 25 / 400 images
+    # Happy's logs/cifar100_continual_dataset_dict.txt: 50 old classes, 10 new a step, 25 / 25 / 400 images
     assert happy.labelled_classes == tuple(range(50)) and happy.labelled_fraction == 0.8
-    assert [sum(stage.values()) for stage in happy.stages] == [5250, 5500, 5750, 6000, 6250]
-    assert happy.stages[1] == {**{c: 25 for c in range(60)}, **{c: 400 for c in range(60, 70)}}  # 2nd unlabelled
-    # PromptCCD's config/cifar100 (70 labelled classes, 3 stages, its ccd_split_ratio)
+    assert [sum(counts.values()) for counts in happy.steps] == [5250, 5500, 5750, 6000, 6250]
+    assert happy.steps[1] == {**{c: 25 for c in range(60)}, **{c: 400 for c in range(60, 70)}}  # 2nd unlabelled
+    # PromptCCD's config/cifar100 (70 labelled classes, 3 steps, its ccd_split_ratio)
     promptccd = protocol_for(mixed_setting("promptccd-3-stage"), 100, labels)
     assert sum(promptccd.labelled_counts.values()) == 70 * 435
-    assert [sum(stage.values()) for stage in promptccd.stages] == [5950, 6550, 7050]
-    assert promptccd.stages[2] == {**{c: 15 for c in range(70)}, **{c: 50 for c in range(70, 90)},
+    assert [sum(counts.values()) for counts in promptccd.steps] == [5950, 6550, 7050]
+    assert promptccd.steps[2] == {**{c: 15 for c in range(70)}, **{c: 50 for c in range(70, 90)},
                                    **{c: 500 for c in range(90, 100)}}
 
 
-def test_forgetting_is_not_measured_where_the_last_stage_has_no_old_row():
+def test_forgetting_is_not_measured_where_the_last_step_has_no_old_row():
     from bench.protocol.mixed import summary
     from bench.runs.rows import MetricRow
 
@@ -193,7 +193,7 @@ def test_forgetting_is_not_measured_where_the_last_stage_has_no_old_row():
     out = {r.metric: r.value for r in summary(rows, 2)}
     assert np.isnan(out["F"]) and out["A"] == 70.0 and out["K_error"] == 1.0  # was 0: "no forgetting", silently
     rows.append(MetricRow(1, "old", "cgcd_hard", "acc", 60.0))
-    assert {r.metric: r.value for r in summary(rows, 2)}["F"] == 30.0  # 90 after the labelled stage, 60 at the end
+    assert {r.metric: r.value for r in summary(rows, 2)}["F"] == 30.0  # 90 after the labelled step, 60 at the end
 
 
 # Happy-CGCD's logs/cifar_continual_dataset_dict.txt: the new classes of each of its 5 online sessions on
@@ -225,7 +225,7 @@ def test_a_run_with_happys_arrival_brings_the_new_classes_in_that_order(tmp_path
     plain, labels, _ = features_and_labels(spec)
     seen = [set(class_of_rows(step.train.plain, plain, labels).tolist()) for step in SEEN]  # canonical classes
     arrived = [sorted(seen[t] - set().union(*seen[:t])) for t in range(1, 6)]
-    expected = happy_arrival_order(range(6, 12))  # 6 labelled classes, then one new class per stage, one left out
+    expected = happy_arrival_order(range(6, 12))  # 6 labelled classes, then one new class per step, one left out
     assert expected != tuple(range(6, 12)) and arrived == [[c] for c in expected[:5]]
     log = (out / "log.txt").read_text()
     assert f"classes arrive in happy's order: {[*range(6), *expected]}" in log
@@ -243,7 +243,7 @@ HAPPY_CUB_SESSIONS = [
 ]
 
 
-def test_happys_cub_split_labels_the_ssb_known_classes_and_has_its_stage_sizes():
+def test_happys_cub_split_labels_the_ssb_known_classes_and_has_its_step_sizes():
     from bench.splits.peer_splits import SSB_KNOWN
     from bench.splits.settings import arrival_order, mixed_setting
 
@@ -251,16 +251,16 @@ def test_happys_cub_split_labels_the_ssb_known_classes_and_has_its_stage_sizes()
     order = arrival_order(setting, 200, "cub200")
     assert order[:100].tolist() == list(SSB_KNOWN["cub200"])
     assert [order[100 + 20 * s: 120 + 20 * s].tolist() for s in range(5)] == HAPPY_CUB_SESSIONS
-    # CUB's official training set: 29 or 30 images per class (5994 in all), in the order the stages bring them
+    # CUB's official training set: 29 or 30 images per class (5994 in all), in the order the steps bring them
     counts = np.full(200, 30)
     counts[np.random.default_rng(0).choice(200, 6, replace=False)] = 29
     labels = np.repeat(np.arange(200), counts)
     protocol = protocol_for(setting, 200, labels)
     manifest = draw(protocol, labels, seed=0)
-    assert [len(s) for s in manifest.stages[1:]] == [1000, 1100, 1200, 1300, 1400]  # 100×5 + earlier new×5 + 20×25
-    labelled_share = [np.isin(labels[s], np.arange(100)).mean() for s in manifest.stages[1:]]
+    assert [len(s) for s in manifest.steps[1:]] == [1000, 1100, 1200, 1300, 1400]  # 100×5 + earlier new×5 + 20×25
+    labelled_share = [np.isin(labels[s], np.arange(100)).mean() for s in manifest.steps[1:]]
     assert labelled_share[0] == 0.5 and round(labelled_share[-1], 2) == 0.36
-    assert len(manifest.stages[0]) == sum(round(0.8 * n) for n in counts[:100])
+    assert len(manifest.steps[0]) == sum(round(0.8 * n) for n in counts[:100])
 
 
 def test_happys_cub_split_is_refused_where_bench_has_no_ssb_classes():
@@ -302,7 +302,7 @@ def test_happys_imagenet100_split_is_its_logs_counts_and_order():
     session 60 images of each earlier class and 1000 of each arriving one, all of a class with fewer (its
     data/imagenet.py), on ImageNet-100's shape (1300 training images per class, a few with fewer)."""
     from bench.splits.manifests import draw
-    from bench.splits.settings import arrival_order, mixed_setting, stage_sizes
+    from bench.splits.settings import arrival_order, mixed_setting, step_sizes
 
     setting = mixed_setting("happy-in100-5-stage")
     order = arrival_order(setting, 100)
@@ -312,14 +312,14 @@ def test_happys_imagenet100_split_is_its_logs_counts_and_order():
     per_class = np.full(100, 1300)
     per_class[[3, 55]] = [732, 900]  # ImageNet has classes of 732 images; 55 arrives as class 50 + 8 below
     labels = np.repeat(np.arange(100), per_class)
-    # the stages see the classes in arrival order: relabel as bench's planning does (class i = order[i])
+    # the steps see the classes in arrival order: relabel as bench's planning does (class i = order[i])
     relabelled = np.argsort(order)[labels]
     protocol = protocol_for(setting, 100, relabelled)
-    assert stage_sizes(protocol) == (50, 10, 10, 10, 10, 10)
+    assert step_sizes(protocol) == (50, 10, 10, 10, 10, 10)
     new_55 = int(np.argsort(order)[55])
-    assert protocol.stages[0][0] == 60 and protocol.stages[1][50] == 60
-    assert protocol.stages[(new_55 - 50) // 10][new_55] == 900  # fewer than 1000: every image
-    sizes = [len(s) for s in draw(protocol, relabelled, 0).stages]
+    assert protocol.steps[0][0] == 60 and protocol.steps[1][50] == 60
+    assert protocol.steps[(new_55 - 50) // 10][new_55] == 900  # fewer than 1000: every image
+    sizes = [len(s) for s in draw(protocol, relabelled, 0).steps]
     assert sizes[0] == round(0.8 * 732) + 49 * round(0.8 * 1300)
     assert sizes[1:] == [50 * 60 + 60 * 10 * s + 1000 * 10 - (100 if (new_55 - 50) // 10 == s else 0)
                          for s in range(5)]
@@ -329,15 +329,15 @@ def test_promptccds_split_on_cub_and_imagenet100_shapes_is_its_configs():
     """PromptCCD's config/cub200 and config/imagenet100 set the same ratios with 140 of 200 and 70 of 100 classes
     labelled; on CUB it reads the whole official training set (30 images a class, most of them) in official id
     order, as bench's mixed setting does. Its cuts by hand, per class of 30: labelled int(30·0.87) = 26, then 2, 1,
-    1; arriving at stage 1: 21, 6, 3; at stage 2: 27, 3; at stage 3: 30."""
-    from bench.splits.settings import mixed_setting, stage_sizes
+    1; arriving at step 1: 21, 6, 3; at step 2: 27, 3; at step 3: 30."""
+    from bench.splits.settings import mixed_setting, step_sizes
 
     cub = protocol_for(mixed_setting("promptccd-3-stage"), 200, np.repeat(np.arange(200), 30))
     assert set(cub.labelled_counts) == set(range(140)) and set(cub.labelled_counts.values()) == {26}
-    assert [sum(stage.values()) for stage in cub.stages] == [140 * 2 + 20 * 21, 140 + 20 * 6 + 20 * 27,
+    assert [sum(counts.values()) for counts in cub.steps] == [140 * 2 + 20 * 21, 140 + 20 * 6 + 20 * 27,
                                                              140 + 20 * 3 + 20 * 3 + 20 * 30]
     in100 = protocol_for(mixed_setting("promptccd-3-stage"), 100, np.repeat(np.arange(100), 1300))
-    assert len(in100.labelled_counts) == 70 and stage_sizes(in100) == (70, 10, 10, 10)
+    assert len(in100.labelled_counts) == 70 and step_sizes(in100) == (70, 10, 10, 10)
 
 
 @pytest.mark.parametrize("dataset, classes, known", [("aircraft", 100, 50), ("cars", 196, 98)])

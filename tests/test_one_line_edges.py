@@ -102,7 +102,7 @@ def test_a_token_bank_reserves_its_files_before_writing_through_their_maps(tmp_p
                      log=lambda line: None)
     (bank,) = [p for p in (tmp_path / "banks").iterdir() if p.is_dir()]
     files = {f.name: f.stat().st_size for f in bank.glob("*.npy")}
-    assert sorted((path.rsplit("/", 1)[1], offset, size) for path, offset, size in calls) == \
+    assert sorted((path.rsplit("/", 1)[1], offset, size) for path, offset, size in calls) ==\
         sorted((name, 0, size) for name, size in files.items())
 
 

@@ -49,7 +49,7 @@ def test_every_mapped_cell_is_named_as_bench_names_it(path):
     # a cell bench has no name for says why, in its note
     assert (table.loc[~mapped(table), "note"] != "").all()
     rows = table[mapped(table)]
-    if path.name == "peer_happy_table4.csv":  # 10 stages: bench has no such protocol, every cell is reference only
+    if path.name == "peer_happy_table4.csv":  # 10 steps: bench has no such protocol, every cell is reference only
         assert rows.empty and (table["split"] == "").all()
         return
     assert set(rows["dataset"]) <= set(DATASETS.module_dict)
@@ -59,12 +59,12 @@ def test_every_mapped_cell_is_named_as_bench_names_it(path):
     assert set(rows["flavour"]) <= set(FLAVOURS) and set(rows["group"]) <= {"all", "old", "new", "summary"}
     summary = rows["group"] == "summary"
     assert (rows.loc[summary, "step"] == "summary").all() and set(rows.loc[summary, "metric"]) <= SUMMARY
-    stages = rows.loc[~summary]
-    assert (stages["metric"] == "acc").all() and stages["step"].str.isdigit().all()
-    # a stage's split must have that stage (stage 0: the labelled one)
-    assert all(int(s) <= MIXED_SPLITS[p].stages for s, p in zip(stages["step"], stages["split"]))
-    # old/new of a stage are a sense of old (hard or soft), All has none
-    assert ((stages["group"] == "all") == (stages["flavour"] == "cgcd")).all()
+    steps = rows.loc[~summary]
+    assert (steps["metric"] == "acc").all() and steps["step"].str.isdigit().all()
+    # a step's split must have that step (step 0: the labelled one)
+    assert all(int(s) <= MIXED_SPLITS[p].steps for s, p in zip(steps["step"], steps["split"]))
+    # old/new of a step are a sense of old (hard or soft), All has none
+    assert ((steps["group"] == "all") == (steps["flavour"] == "cgcd")).all()
 
 
 def test_promptccds_averages_are_the_means_of_its_seven_datasets():
@@ -88,7 +88,7 @@ def test_happys_md_is_the_mean_new_of_its_table_1_and_its_text_agrees():
     def cell(label, column):
         return t1[(t1["label"] == label) & (t1["column"] == column)]["value"].item()
 
-    # its Sec. 5.2: on IN100, 11.90% and 7.50% over MetaGCD and GM in 'All' (the last stage)
+    # its Sec. 5.2: on IN100, 11.90% and 7.50% over MetaGCD and GM in 'All' (the last step)
     assert cell("Happy", "IN100 Stage-5 All") - cell("MetaGCD", "IN100 Stage-5 All") == pytest.approx(11.90)
     assert cell("Happy", "IN100 Stage-5 All") - cell("GM", "IN100 Stage-5 All") == pytest.approx(7.50)
     # its Table 5 (g): CIFAR100's 5-stage averages 69.00 / 71.82 / 51.36
@@ -153,13 +153,13 @@ def test_compare_happy_renders_published_and_measured_cells(happy_on_synthetic, 
     text = (results / "r" / "compare_happy.md").read_text()
     rows = {line.split("|")[2].strip(): line for line in text.splitlines()
             if line.startswith("| KMeans [43]") and "synthetic" in line}
-    assert len(rows) == 16  # S-0 All and 5 stages of All, Old, New on the dataset that ran
+    assert len(rows) == 16  # S-0 All and 5 steps of All, Old, New on the dataset that ran
     assert "32.80" in rows["C100 Stage-1 New"] and f"happy-5-stage · draw 0: {stage1:.2f} (n=1)" in rows["C100 Stage-1 New"]
     assert f"{stage1 - 32.80:+.2f}" in rows["C100 Stage-1 New"] and f"{stage0:.2f}" in rows["C100 S-0 All"]
     assert "K silhouette" not in text  # Happy's tables are K known: the estimated-K run is beside none
     # a method bench does not run: published only; a cell bench has no protocol for: reference only, and why
-    assert "| Happy (Ours)          | C100 Stage-5 All  | 59.99       | Happy Tab. 1 | synthetic · happy-5-stage · " \
-           "stage 5 all" in text and "not run" in text
+    assert "| Happy (Ours)          | C100 Stage-5 All  | 59.99       | Happy Tab. 1 | synthetic · happy-5-stage · "\
+           "step 5 all" in text and "not run" in text
     assert "no bench protocol (10 continual stages: bench has no 10-stage Happy protocol)" in text
     assert "Source: NeurIPS 2024 camera-ready PDF" in text and "## Ma et al., Happy, NeurIPS 2024, Table 4" in text
     latex = (results / "r" / "compare_happy.tex").read_text()

@@ -1,7 +1,7 @@
 """The schema of `predictions.npz` (bench/runs/predictions.py): what a run writes is what the schema declares and
 documents, a file written before the schema kept its version still reads, and one of a newer version is refused in
-one line. And the `Step` a stage hands a method (bench/protocol/step.py): built in one place, and all that the
-stage's evaluation reads of what the method was told."""
+one line. And the `Step` a step hands a method (bench/protocol/step.py): built in one place, and all that the
+step's evaluation reads of what the method was told."""
 from __future__ import annotations
 
 import re
@@ -142,40 +142,40 @@ def fed(sees_past: bool) -> SimpleNamespace:
 
 
 @pytest.mark.parametrize("sees_past", [False, True])
-def test_a_step_holds_its_stages_images_in_the_seeded_order_and_their_labels_only_when_given(sees_past):
-    stages = [np.arange(0, 4), np.arange(4, 10)]
+def test_a_step_holds_its_steps_images_in_the_seeded_order_and_their_labels_only_when_given(sees_past):
+    steps = [np.arange(0, 4), np.arange(4, 10)]
     labels = np.arange(10) * 10
-    step = step_of(fed(sees_past), 1, stages, n_classes=3, offset=2, labels=labels)
-    order = step_order(stages[1], 3, 1)
+    step = step_of(fed(sees_past), 1, steps, n_classes=3, offset=2, labels=labels)
+    order = step_order(steps[1], 3, 1)
     assert (step.index, step.n_classes, step.offset, step.last) == (1, 3, 2, True)
     assert step.train.plain[:, 0].long().tolist() == order.tolist()
-    assert step.labels.tolist() == (order * 10).tolist()  # the stage's own images' labels, in the same order
-    assert [p.plain[:, 0].long().tolist() for p in step.past] == ([step_order(stages[0], 3, 0).tolist()]
+    assert step.labels.tolist() == (order * 10).tolist()  # the step's own images' labels, in the same order
+    assert [p.plain[:, 0].long().tolist() for p in step.past] == ([step_order(steps[0], 3, 0).tolist()]
                                                                   if sees_past else [])
-    assert step_of(fed(sees_past), 0, stages, n_classes=2, offset=0).labels is None
+    assert step_of(fed(sees_past), 0, steps, n_classes=2, offset=0).labels is None
 
 
-def test_a_mixed_stage_is_evaluated_as_its_step_told_the_method_whatever_was_asked_since(tmp_path):
-    """No hidden state between `step` and `evaluate`: the K stage 1 stores is what its `Step` said, even when a
+def test_a_mixed_step_is_evaluated_as_its_step_told_the_method_whatever_was_asked_since(tmp_path):
+    """No hidden state between `step` and `evaluate`: the K step 1 stores is what its `Step` said, even when a
     second `step` (told other K before it) is asked for in between."""
     from bench.protocol.feeding import feed_for
     from bench.protocol.planning import assemble
-    from bench.protocol.stages import stages_for
+    from bench.protocol.steps import steps_for
 
     (spec,) = tiny_specs(methods=["Baseline"], splits=["happy-5-stage"], **MIXED)
     out, device, log = tmp_path, torch.device("cpu"), lambda line: None
     parts = assemble(spec, out, device, log)
     feed = feed_for(spec, parts.method, parts.data, parts.backbone, device, parts.val_images, parts.layout, log,
                     tmp_path, 0.0)
-    stages = stages_for(spec, parts, feed, out, log)
+    steps = steps_for(spec, parts, feed, out, log)
     stored: dict[str, np.ndarray] = {}
-    first = stages.step(0, stored)
+    first = steps.step(0, stored)
     parts.method.learn(first)
-    stages.evaluate(0, first, parts.method, stored)
-    told = stages.step(1, stored)
+    steps.evaluate(0, first, parts.method, stored)
+    told = steps.step(1, stored)
     assert (told.offset, told.n_classes) == (parts.layout.sizes[0], parts.layout.sizes[1])
-    stages.step(1, {**stored, Keys.k_given(0): np.asarray([1])})  # asked again, as if stage 0 had been told 1 class
+    steps.step(1, {**stored, Keys.k_given(0): np.asarray([1])})  # asked again, as if step 0 had been told 1 class
     parts.method.learn(told)
-    stages.evaluate(1, told, parts.method, stored)
+    steps.evaluate(1, told, parts.method, stored)
     assert int(stored[Keys.k_given(1)][0]) == told.n_classes
     assert int(stored[Keys.unified(1)].max()) < told.offset + told.n_classes

@@ -1,6 +1,6 @@
 """PromptCCD's prompt pool (methods/prompt_pool.py) on hand-computed cases: the top-k components by posterior
 responsibility, queries scored in the space the pool was fitted in, prompts inserted with the CLS position, the
-replay kept for the next stage's fit."""
+replay kept for the next step's fit."""
 from __future__ import annotations
 
 import math
@@ -59,7 +59,7 @@ def test_the_replay_is_drawn_from_the_mixture_and_joins_the_next_fit():
     pool.fit(blobs, 2)
     pool.keep_samples(50)
     assert pool.replay.shape == (50, 2)
-    # the next stage sees only one class's images; the replayed samples keep the other component alive
+    # the next step sees only one class's images; the replayed samples keep the other component alive
     pool.fit(blobs[:30], 2)
     found = sorted(pool.mixture.means_.round(1).tolist())
     assert found[-1] == [1.0, 0.0] and found[0][1] > 0.5

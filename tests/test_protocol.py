@@ -67,7 +67,7 @@ def test_a_method_gets_only_the_current_steps_unlabelled_data(tmp_path):
     for step, feats in zip(SEEN, expected):
         assert step.past == []
         assert rows_as_set(step.train.plain) == rows_as_set(feats)  # exactly this step's images
-        assert step.labels is None  # labels never reach a method (only a mixed setting's labelled stage has them)
+        assert step.labels is None  # labels never reach a method (only a mixed setting's labelled step has them)
         assert not any("label" in name for name in vars(step) if name != "labels")
         assert not any("label" in name for name in vars(step.train))
     assert [s.n_classes for s in SEEN] == [2, 2, 2, 2, 2]

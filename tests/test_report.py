@@ -320,7 +320,7 @@ def test_references_come_first_then_a_rule(frame):
     assert sum(line.startswith(r"\cmidrule{") for line in tex) == 1  # no references in the other splits: no rule
     assert not any(line.startswith(r"\cmidrule{") for line in render_table(scores, "latex").splitlines())
     csv = pd.read_csv(io.StringIO(render_table(scores, "csv", exclude_from_best=["K-means"], layout="references")))
-    assert csv.drop_duplicates("method").set_index("method")["reference"].to_dict() == \
+    assert csv.drop_duplicates("method").set_index("method")["reference"].to_dict() ==\
         {"Baseline": "no", "Baseline++": "no", "K-means": "yes"}
 
 

@@ -144,7 +144,7 @@ def test_a_run_holding_another_runs_metrics_is_named(results, capsys):
     shutil.copy(two[0] / "metrics.parquet", one[0] / "metrics.parquet")
     frame = load_metrics(one + two)
     assert set(frame["run_id"]) == {one[1].name, two[0].name}
-    assert f"skipping run {one[0].name}: its {one[0] / 'metrics.parquet'} holds the rows of run {two[0].name}" \
+    assert f"skipping run {one[0].name}: its {one[0] / 'metrics.parquet'} holds the rows of run {two[0].name}"\
         in capsys.readouterr().err
 
 

@@ -57,7 +57,7 @@ def wait_for(predicate, timeout: float, what: str) -> None:
         time.sleep(0.5)
 
 
-@pytest.mark.scale  # 40 s on two cores, every method of the smoke grid through SLURM: .ci/run's `pytest -m scale` stage
+@pytest.mark.scale  # 40 s on two cores, every method of the smoke grid through SLURM: .ci/run's `pytest -m scale` step
 def test_smoke_grid_runs_as_a_job_array(capsys, tmp_path):
     code, out = bench(capsys, "run", "--grid", "smoke", "--cluster", "slurm", "--profile", "local", "--wait",
                       "--results", str(tmp_path), "--cfg-options", *TINY)
@@ -109,7 +109,7 @@ def test_cancel_stops_queued_and_running_jobs(capsys, tmp_path):
     wait_for(lambda: "1 cancelled" in bench(capsys, "status", *argv)[1], 120, "sacct to report CANCELLED")
 
 
-@pytest.mark.scale  # 45-60 s of a real requeue on two cores: .ci/run's `pytest -m scale` stage runs it
+@pytest.mark.scale  # 45-60 s of a real requeue on two cores: .ci/run's `pytest -m scale` step runs it
 def test_a_requeued_job_resumes_and_ends_with_the_uninterrupted_metrics(capsys, tmp_path):
     import submitit
 
@@ -138,7 +138,7 @@ def test_a_requeued_job_resumes_and_ends_with_the_uninterrupted_metrics(capsys, 
 
 
 @pytest.mark.slow
-@pytest.mark.scale  # 140 s on two cores: .ci/run's `pytest -m scale` stage runs it
+@pytest.mark.scale  # 140 s on two cores: .ci/run's `pytest -m scale` step runs it
 def test_a_hundred_runs_in_one_array(capsys, tmp_path):
     # K-means on the pixel backbone: each job imports and builds no timm model, so the test measures the
     # array (100 runs, one submission), not 100 model builds on two cores

@@ -1,5 +1,5 @@
 """Other codebases' split files (bench.splits.peer_splits), each written here in its real on-disk format: a
-PromptCCD split gives exactly the stages its files and rule give, and an SSB split pickle is read
+PromptCCD split gives exactly the steps its files and rule give, and an SSB split pickle is read
 without running anything it asks for."""
 from __future__ import annotations
 
@@ -34,23 +34,23 @@ def test_promptccd_protocol_on_cifar100s_shape_is_what_its_code_gives():
     protocol = promptccd_protocol([500] * 100)  # its CIFAR-100 protocol by default
     # `if i < args.labelled_data`: classes 0..69 are labelled, int(500 * 0.87) = 435 of their images
     assert protocol.labelled_classes == tuple(range(70)) and protocol.labelled_counts == {c: 435 for c in range(70)}
-    # the 65 left: stage s takes int(left * ccd_split_ratio[0][s]): int(65 * .54) = 35, int(30 * .5) = 15, 15
+    # the 65 left: step s takes int(left * ccd_split_ratio[0][s]): int(65 * .54) = 35, int(30 * .5) = 15, 15
     old = [35, 15, 15]
-    # a new class i arrives in stage 1 + (i % 70) // ((100 - 70) // 3) = 1 + (i - 70) // 10 and gives
+    # a new class i arrives in step 1 + (i % 70) // ((100 - 70) // 3) = 1 + (i - 70) // 10 and gives
     # int(left * ccd_split_ratio[1 + that][j]): [0.7, 0.67, 1.0] -> 350, int(150 * .67) = 100, 50;
     # [0.9, 1.0] -> 450, 50; [1.0] -> 500
     new = {1: [350, 100, 50], 2: [450, 50], 3: [500]}
-    for s, stage in enumerate(protocol.stages, start=1):
+    for s, step in enumerate(protocol.steps, start=1):
         expected = {c: old[s - 1] for c in range(70)}
         for arrival, counts in new.items():
             if arrival <= s:
                 expected.update({c: counts[s - arrival] for c in range(60 + 10 * arrival, 70 + 10 * arrival)})
-        assert stage == expected
-    assert [sum(s.values()) for s in protocol.stages] == [5950, 6550, 7050] and protocol.disjoint
+        assert step == expected
+    assert [sum(s.values()) for s in protocol.steps] == [5950, 6550, 7050] and protocol.disjoint
     labels = np.repeat(np.arange(100), 500)
-    manifest = draw(protocol, labels, seed=0)  # a bench draw of it: the same counts, no image in two stages
-    assert manifest.counts(labels) == [protocol.labelled_counts, *protocol.stages]
-    every = np.concatenate(manifest.stages)
+    manifest = draw(protocol, labels, seed=0)  # a bench draw of it: the same counts, no image in two steps
+    assert manifest.counts(labels) == [protocol.labelled_counts, *protocol.steps]
+    every = np.concatenate(manifest.steps)
     assert len(every) == len(set(every.tolist())) == 50000  # every image used once: the last ratios are 1.0
     assert PromptCCDConfig.for_classes(200).labelled_data == 140  # its CUB / TinyImageNet configs
 
@@ -75,28 +75,28 @@ def imagenet_like(tmp_path):
     return tmp_path / "train_100.txt", [f for f, _ in ours], np.array([c for _, c in ours])
 
 
-def test_an_imported_promptccd_split_gives_exactly_its_files_stages(tmp_path, imagenet_like):
+def test_an_imported_promptccd_split_gives_exactly_its_files_steps(tmp_path, imagenet_like):
     image_list, files, labels = imagenet_like
     split = read_promptccd(promptccd_yaml(tmp_path / "in100.yaml", classes=6, labelled=3), labels,
                            image_list=image_list, train_files=files, per_class=8)
     # each class keeps its first 8 lines (load_imagenet100 keeps 500), so 8, 8, 7, 8, 6, 5 images; cut by
-    # the rule (labelled_data 3: one new class per stage): class 0 and 1: 6 labelled (int(8 * .87)), then
-    # int(2 * .54) = 1, int(1 * .5) = 0, 1; class 2: 6, then 0, 0, 1; class 3 in stage 1: int(8 * .7) = 5,
-    # int(3 * .67) = 2, 1; class 4 in stage 2: int(6 * .9) = 5, 1; class 5 in stage 3: 5. In bench's classes (5 - c):
+    # the rule (labelled_data 3: one new class per step): class 0 and 1: 6 labelled (int(8 * .87)), then
+    # int(2 * .54) = 1, int(1 * .5) = 0, 1; class 2: 6, then 0, 0, 1; class 3 in step 1: int(8 * .7) = 5,
+    # int(3 * .67) = 2, 1; class 4 in step 2: int(6 * .9) = 5, 1; class 5 in step 3: 5. In bench's classes (5 - c):
     expected = [{5: 6, 4: 6, 3: 6}, {5: 1, 4: 1, 2: 5}, {2: 2, 1: 5}, {5: 1, 4: 1, 3: 1, 2: 1, 1: 1, 0: 5}]
     assert split.manifest.counts(labels) == expected
     assert split.manifest.labelled == (True, False, False, False)
-    assert [split.protocol.labelled_counts, *split.protocol.stages] == expected
+    assert [split.protocol.labelled_counts, *split.protocol.steps] == expected
     assert split.protocol.labelled_classes == (5, 4, 3)
     # the very images: what PromptCCD's data.py (commit 8842a4e) picks from this list, run with
-    # seed_everything(1) on it: (class, line k of that class) per stage
+    # seed_everything(1) on it: (class, line k of that class) per step
     golden = [[(0, 0), (0, 1), (0, 2), (0, 4), (0, 6), (0, 7), (1, 1), (1, 2), (1, 3), (1, 4), (1, 6), (1, 7),
                (2, 0), (2, 1), (2, 2), (2, 3), (2, 4), (2, 5)],
               [(0, 3), (1, 0), (3, 0), (3, 1), (3, 5), (3, 6), (3, 7)],
               [(3, 3), (3, 4), (4, 0), (4, 1), (4, 3), (4, 4), (4, 5)],
               [(0, 5), (1, 5), (2, 6), (3, 2), (4, 2), (5, 0), (5, 1), (5, 2), (5, 3), (5, 4)]]
-    got = [sorted((int(files[i].split("/")[-2][1:]), int(files[i].rsplit("_", 1)[1].split(".")[0])) for i in stage)
-           for stage in split.manifest.stages]
+    got = [sorted((int(files[i].split("/")[-2][1:]), int(files[i].rsplit("_", 1)[1].split(".")[0])) for i in step)
+           for step in split.manifest.steps]
     assert got == golden
 
 

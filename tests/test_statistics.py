@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import scikit_posthocs as sp
 
-from bench.protocol.stages import replay
+from bench.protocol.steps import replay
 from bench.splits.layout import TaskLayout
 from bench.reporting.image_bootstrap import bootstrap_scores, paired, scorer
 from bench.reporting.ranks import Blocks, blocks, nemenyi, nemenyi_cd, rank, rank_matrix, refusal, wilcoxon_pairs

@@ -82,7 +82,7 @@ def test_an_unknown_posthoc_or_correction_is_refused_with_the_valid_choices(resu
     with pytest.raises(SystemExit) as exited:
         main(["report", *argv(results), "--out", str(out), "--posthoc", "x"])
     assert exited.value.code == 2
-    assert "argument --posthoc: invalid choice: 'x' (choose from nemenyi, wilcoxon-holm)" in \
+    assert "argument --posthoc: invalid choice: 'x' (choose from nemenyi, wilcoxon-holm)" in\
         capsys.readouterr().err.replace("'nemenyi'", "nemenyi").replace("'wilcoxon-holm'", "wilcoxon-holm")
     with pytest.raises(SystemExit):
         main(["report", *argv(results), "--out", str(out), "--correction", "bonferroni"])

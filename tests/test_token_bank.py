@@ -65,7 +65,7 @@ def grid_bank(n: int = 20, views: int = 3) -> dict[str, np.ndarray]:
 
 
 def test_a_teacher_labels_each_stored_view_once_and_the_draws_stay_those_of_two_views():
-    """Joint (unfrozen)'s stage 2 on a token bank: the labels of stored views come from a table made
+    """Joint (unfrozen)'s step 2 on a token bank: the labels of stored views come from a table made
     once, and tokens and labels are what labelling `two_views`' tokens batch by batch gives."""
     from bench.methods.tails import TeacherLabels
 

@@ -1,5 +1,5 @@
 """PromptCCD's evaluation and selection (bench/protocol/transductive.py): semi-supervised k-means pinned on hand
-computations, a transductive run's rows recomputed from the clusters of its stages' own images, and PromptCCD's
+computations, a transductive run's rows recomputed from the clusters of its steps' own images, and PromptCCD's
 selection scoring every 10th epoch only and keeping the first best."""
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def test_promptccds_selection_scores_every_tenth_epoch_and_keeps_the_first_best(
     assert scored == [0, 10, 20] and selection.chosen == [(10, 25)] and w.item() == 10.0
 
 
-def test_a_transductive_run_scores_each_stage_on_its_own_images_by_semi_supervised_kmeans(tmp_path):
+def test_a_transductive_run_scores_each_step_on_its_own_images_by_semi_supervised_kmeans(tmp_path):
     (spec,) = tiny_specs(methods=["K-means"], splits=["promptccd-3-stage"], **MIXED,
                          **{"setting.evaluation": "transductive"})
     (inductive,) = tiny_specs(methods=["K-means"], splits=["promptccd-3-stage"], **MIXED)
@@ -98,14 +98,14 @@ def test_a_transductive_run_scores_each_stage_on_its_own_images_by_semi_supervis
     stored = np.load(out / PREDICTIONS)
     frame = pd.read_parquet(out / "metrics.parquet")
     at = {(r.step, r.group, r.flavour): r.value for r in frame.itertuples() if r.metric == "acc"}
-    labelled = np.unique(labels[manifest.stages[0]])
+    labelled = np.unique(labels[manifest.steps[0]])
     z = F.normalize(plain.float(), dim=1)
     for t in range(1, 4):
-        rows = manifest.stages[t]
+        rows = manifest.steps[t]
         assert np.array_equal(stored[Keys.trans_labels(t)], labels[rows])
-        # the clusters are those of semi-supervised k-means over the stage's images and the labelled stage's
+        # the clusters are those of semi-supervised k-means over the step's images and the labelled step's
         k = int(sum(stored[Keys.k_given(s)][0] for s in range(t + 1)))
-        expected = ss_kmeans(z[rows], z[manifest.stages[0]], torch.as_tensor(labels[manifest.stages[0]]), k,
+        expected = ss_kmeans(z[rows], z[manifest.steps[0]], torch.as_tensor(labels[manifest.steps[0]]), k,
                              gen=torch.Generator().manual_seed(spec.seed * 1000 + t)).assign.numpy()
         assert np.array_equal(stored[Keys.trans_pred(t)], expected)
         (hard,) = old_new_accuracies(labels[rows], expected, labelled)
@@ -116,7 +116,7 @@ def test_a_transductive_run_scores_each_stage_on_its_own_images_by_semi_supervis
         (on_test,) = old_new_accuracies(test, np.asarray(stored[Keys.unified(t)]), labelled)
         assert at[(t, "all", "inductive")] == pytest.approx(on_test["all"])
     summary = frame[frame.group == "summary"].set_index("metric")["value"]
-    # F compares the labelled classes' test images after the labelled stage and after the last
+    # F compares the labelled classes' test images after the labelled step and after the last
     assert summary["F"] == pytest.approx(at[(0, "all", "cgcd")] - at[(3, "old", "inductive_hard")])
     assert summary["All"] == pytest.approx(np.mean([at[(t, "all", "cgcd")] for t in (1, 2, 3)]))
     assert set(frame.split) == {"promptccd-3-stage · draw 0 · transductive"}

@@ -139,7 +139,7 @@ def test_pca_axes_are_the_top_principal_directions_with_a_fixed_sign():
     assert torch.equal(pca_fit(x, 2)[1], axes)
 
 
-# -- whole stages --
+# -- whole steps --
 
 def mixed(monkeypatch=None, seed: int = 0, **overrides) -> tuple[VBCGCD, list]:
     """The mixed sequence of tests/test_cgcd_baselines.py on features ×SCALE; the rows of each fit."""
@@ -175,11 +175,11 @@ def test_a_mixed_sequence_recovers_the_planted_classes_and_keeps_the_known_ones(
 
 def test_round_two_refits_on_the_images_no_known_class_explains_best(monkeypatch):
     _, fits = mixed(monkeypatch)
-    assert fits[0] == 160 and fits[1] == 120  # the labelled stage; round 1 on the whole stage
+    assert fits[0] == 160 and fits[1] == 120  # the labelled step; round 1 on the whole step
     assert 80 <= fits[2] < 120  # round 2: the new classes' images, the known ones' filtered out
 
 
-def test_the_filter_counts_the_untrained_future_class_as_novel_until_the_last_stage():
+def test_the_filter_counts_the_untrained_future_class_as_novel_until_the_last_step():
     """A known class N((0, 0), 0.5·I), a new one N((10, 10), I), the future one N(0, I): at (3, 0) the known
     class scores −9 − log 0.5 − log 2π, N(0, I) −4.5 − log 2π, the new class far less."""
     z = f64([[3.0, 0.0], [0.2, 0.1], [9.0, 10.5]])
@@ -194,11 +194,11 @@ def test_switching_off_the_early_stop_or_the_corrected_scale_changes_the_new_cla
     base = mixed(**short)[0].state_dict()
     for switch in (dict(early_stop=False), dict(correct_scaling=False)):
         other = mixed(**short, **switch)[0].state_dict()
-        assert torch.equal(other["covs"][:4], base["covs"][:4]), switch  # the labelled stage has no stop
+        assert torch.equal(other["covs"][:4], base["covs"][:4]), switch  # the labelled step has no stop
         assert not torch.equal(other["covs"][4:], base["covs"][4:]), switch
 
 
-def test_an_unlabelled_stage_never_moves_the_known_classes_and_the_state_round_trips(tmp_path):
+def test_an_unlabelled_step_never_moves_the_known_classes_and_the_state_round_trips(tmp_path):
     method = make()
     x0, y0 = planted({c: 40 for c in range(4)})
     method.learn(step(SCALE * x0, 4, labels=y0))

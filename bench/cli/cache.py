@@ -33,7 +33,7 @@ def command(args: argparse.Namespace) -> int:
                  b.fields.get("dataset"), b.fields.get("backbone"), b.fields.get("views"),
                  f"{b.size_bytes / 2**20:.1f}", datetime.fromtimestamp(b.last_used).strftime("%Y-%m-%d %H:%M"), b.status)
                 for b in folders]
-        others = f"; {len(folders) - len(banks)} damaged or incomplete folder(s), `bench cache remove NAME` frees them" \
+        others = f"; {len(folders) - len(banks)} damaged or incomplete folder(s), `bench cache remove NAME` frees them"\
             if len(folders) > len(banks) else ""
         print(f"{len(banks)} bank(s) in {cache}, {sum(b.size_bytes for b in folders) / 2**20:.1f} MiB{others}")
         if rows:

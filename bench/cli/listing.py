@@ -40,7 +40,7 @@ def command(args: argparse.Namespace) -> int:
         for name, n in SPLITS.items():
             print(f"{name:<17} class-iNCD: {n} tasks of contiguous classes in the dataset's canonical order")
         for name, mixed in MIXED_SPLITS.items():
-            print(f"{name:<17} mixed setting ({mixed.source}): a labelled stage, then {mixed.stages} stages of old "
+            print(f"{name:<17} mixed setting ({mixed.source}): a labelled step, then {mixed.steps} steps of old "
                   f"and new classes (docs/settings.md)")
     elif args.kind == "backbones":
         from bench.features.weights import PUBLISHED_FILES

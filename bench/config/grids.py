@@ -218,7 +218,7 @@ def _check_setting(method: str, config: Mapping[str, Any], runs_on: RunsOn) -> N
     if name not in runs_on.settings:
         # the paper's trained-block methods: each step's new head clusters images of new classes only
         why = ("; it learns each step's new head from images of new classes only (class-iNCD's assumption) and has no "
-               "labelled first stage, while a mixed stage mixes old classes' images in (the mixed setting's trained-block "
+               "labelled first step, while a mixed step mixes old classes' images in (the mixed setting's trained-block "
                "methods: SimGCD (continual), Happy, PromptCCD)" if name == "mixed" and runs_on.inputs == "tokens" else "")
         raise BenchError(f"method {method!r} cannot run the {name!r} setting ({SETTINGS[name]}){why}; it runs: "
                          f"{', '.join(runs_on.settings)}")

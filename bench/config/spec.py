@@ -182,11 +182,11 @@ class RunSpec:
 
 
 def n_steps_of(split: str) -> int:
-    """A split's steps: a class-iNCD split's, or a mixed protocol's labelled stage and its unlabelled ones."""
+    """A split's steps: a class-iNCD split's, or a mixed protocol's labelled step and its unlabelled ones."""
     from bench.splits.settings import MIXED_SPLITS
 
     if split in MIXED_SPLITS:
-        return MIXED_SPLITS[split].stages + 1
+        return MIXED_SPLITS[split].steps + 1
     if split not in SPLITS:
         raise unknown("split", split, [*SPLITS, *MIXED_SPLITS])
     return SPLITS[split]

@@ -39,7 +39,7 @@ class RunsOn:
     warms_up_on_features: bool = False
     # The settings it can run (`bench.splits.settings.SETTINGS`): "incd", the paper's class-iNCD (every step
     # unlabelled images of new classes only), and "mixed", continual category discovery (a labelled first
-    # stage, then unlabelled stages mixing known and new classes: `step.labels` in the labelled stage).
+    # step, then unlabelled steps mixing known and new classes: `step.labels` in the labelled step).
     # A run of a setting its method does not list is refused before anything runs.
     settings: tuple[str, ...] = ("incd",)
     # Whether each task's own head (`task_logits(x, s)`) answers at every later step exactly as it did at the

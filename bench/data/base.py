@@ -42,7 +42,7 @@ class ImageSet:
 
     def load(self, index: np.ndarray | slice) -> np.ndarray:
         """uint8 N×H×W×C images at `index`: sliced from memory, or decoded from their files in
-        parallel threads (shorter side resized to 256 and centre-cropped, the authors' 256 stage)."""
+        parallel threads (shorter side resized to 256 and centre-cropped, the authors' 256 step)."""
         images = self.images
         if isinstance(images, np.ndarray):
             return images[index]

@@ -1,6 +1,6 @@
 """Decoding the images that training views are cut from (`bench.features.augment` cuts them).
 
-File-backed images (CUB, Herbarium) are decoded by parallel threads to the authors' 256 stage (shorter
+File-backed images (CUB, Herbarium) are decoded by parallel threads to the authors' 256 step (shorter
 side 256, bicubic) with their whole width or height (`Canvas`): the crops see the full picture, as the
 authors' do, not only its centre square. In-memory images are handed on as float tensors. `batches`
 decodes one batch ahead of the device.

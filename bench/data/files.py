@@ -18,7 +18,7 @@ class DatasetError(BenchError):
     """A dataset is missing, incomplete or corrupt; the message says what and where."""
 
 
-DECODE_SIZE = 256  # file-backed images are decoded to Resize(256) + CenterCrop(256), the authors' 256 stage
+DECODE_SIZE = 256  # file-backed images are decoded to Resize(256) + CenterCrop(256), the authors' 256 step
 
 
 def locate(name: str, root: str | None, dirname: str, required: Sequence[str], layout: str) -> Path:
@@ -70,7 +70,7 @@ def decode(paths: Sequence[Path], size: int = DECODE_SIZE, workers: int | None =
     """Decode image files in parallel threads (PIL releases the GIL while decoding) to N×size×size×3."""
     workers = workers or min(16, available_cores())
     with ThreadPoolExecutor(workers) as pool:
-        return np.stack(list(pool.map(lambda p: _decode_one(Path(p), size), paths))) if len(paths) else \
+        return np.stack(list(pool.map(lambda p: _decode_one(Path(p), size), paths))) if len(paths) else\
             np.empty((0, size, size, 3), np.uint8)
 
 

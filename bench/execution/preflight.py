@@ -153,7 +153,7 @@ def _check_weights_load(spec: RunSpec) -> None:
 
 def _check_manifest_fits(spec: RunSpec, manifest_file: str) -> None:
     """A given split manifest (`setting.manifest_file`, whose form `read_manifest_file` checked when the run was
-    planned) against the dataset it splits: every index one of its training images, every stage bringing new
+    planned) against the dataset it splits: every index one of its training images, every step bringing new
     classes. The dataset is read (its labels), once per dataset and file."""
     from bench.splits.manifests import class_order_of, read_manifest_file
     from bench.data import build_dataset

@@ -29,7 +29,7 @@ from bench.data.decode import Canvas, ViewInput
 from bench.errors import BenchError, unknown
 
 Policy = Callable[[ViewInput, torch.Generator], torch.Tensor]  # images (a tensor, or files' Canvas) -> views
-CROP_PCT = 0.875  # the authors' int(224 / 0.875) = 256 stage
+CROP_PCT = 0.875  # the authors' int(224 / 0.875) = 256 step
 GRAY_WEIGHTS = (0.2989, 0.587, 0.114)  # torchvision's rgb_to_grayscale
 
 

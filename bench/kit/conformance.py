@@ -25,10 +25,10 @@ line each:
   checkpoint, the run's metrics equal the uninterrupted run's;
 - `the same seed gives the same numbers`: a second run from scratch gives identical metrics and predictions.
 
-A method that runs only the mixed setting (continual category discovery: a labelled first stage) is checked on a mixed
-split (`MIXED_SPLIT`): there its first stage's labels are the protocol's input, so `no labels reach it` means none
-after that stage, and the permuted-labels run is not applicable (permuting labels would move images between the
-protocol's stages).
+A method that runs only the mixed setting (continual category discovery: a labelled first step) is checked on a mixed
+split (`MIXED_SPLIT`): there its first step's labels are the protocol's input, so `no labels reach it` means none
+after that step, and the permuted-labels run is not applicable (permuting labels would move images between the
+protocol's steps).
 
 Each run happens in its own results directory under the kit's work directory; the feature bank is
 shared by all of them (built once).
@@ -55,7 +55,7 @@ TINY_OPTIONS: dict[str, Any] = {"features.views": 2, "dataset.num_classes": 4, "
 SHORT_KEYS = ("epochs", "ktrfr_epochs", "joint_epochs", "stage1_epochs", "stage2_epochs", "warmup_epochs",
               "ssl_epochs", "labelled_epochs", "svi_iters")  # every count of epochs (or steps: VB-CGCD's) a built-in
 # preset has: 1 is the least a run validates
-# a mixed-only method's run: PromptCCD's protocol (a labelled stage, then 3 stages: the fewest of bench's mixed
+# a mixed-only method's run: PromptCCD's protocol (a labelled step, then 3 steps: the fewest of bench's mixed
 # protocols) on 10 classes
 MIXED_SPLIT, MIXED_OPTIONS = "promptccd-3-stage", {"dataset.num_classes": 10, "dataset.train_per_class": 6}
 KILLED_AT = 1  # the kit kills its run as this step (0-based) starts: one step done, one to resume
@@ -275,9 +275,9 @@ def run_checks(method: str, workdir: Path | None = None, cache: Path | None = No
             yield from (Check(name, False, "not run: the smoke run failed") for name in dependent)
             return
         spy = first.spy
-        if mixed:  # the labelled stage's own labels are the protocol's
+        if mixed:  # the labelled step's own labels are the protocol's
             given = [f for f in spy.label_fields if f != "step 1.labels"]
-            yield Check(dependent[0] + " after the labelled stage", not given, f"labels in {', '.join(given)}")
+            yield Check(dependent[0] + " after the labelled step", not given, f"labels in {', '.join(given)}")
         else:
             yield Check(dependent[0], not spy.label_fields, f"labels in {', '.join(spy.label_fields)}")
         if cls.runs_on.sees_past_steps:
@@ -285,7 +285,7 @@ def run_checks(method: str, workdir: Path | None = None, cache: Path | None = No
         else:
             yield Check(dependent[1], not spy.past_fields, "; ".join(spy.past_fields))
         if mixed:
-            yield Check(dependent[2] + " (not applicable: the mixed setting labels its first stage)", True)
+            yield Check(dependent[2] + " (not applicable: the mixed setting labels its first step)", True)
         else:
             relabelled = _run(spec, work / "relabelled", cls, relabel=True)
             reason = (f"the run with permuted labels failed: {relabelled.error}" if relabelled.out is None
@@ -307,7 +307,7 @@ def run_checks(method: str, workdir: Path | None = None, cache: Path | None = No
             logs = (work / "killed" / "runs").glob("*/log.txt")
             if resumed.out is None:
                 reason = f"the resumed run failed: {resumed.error}"
-            elif not any(f"resuming after {'stage' if mixed else 'step'} {KILLED_AT - 1}" in p.read_text() for p in logs):
+            elif not any(f"resuming after step {KILLED_AT - 1}" in p.read_text() for p in logs):
                 reason = "it did not resume from the checkpoint"
             else:
                 reason = _same_metrics(first.out, resumed.out)

@@ -1,4 +1,4 @@
-"""The stages of class-iNCD, the paper's protocol, for the one stage loop (`bench.protocol.runner`): stage t hands
+"""The steps of class-iNCD, the paper's protocol, for the one step loop (`bench.protocol.runner`): step t hands
 the method the unlabelled training images of task t's classes (and earlier tasks' to a reference method that
 declares `sees_past_steps`), and evaluates it on the test images of tasks 0..t: task t's map frozen on its val
 images, the earlier tasks' re-fitted on theirs (`bench.protocol.evaluate`), each earlier head read again unless
@@ -26,10 +26,9 @@ from bench.protocol.hooks import MethodHooks
 Labelled = tuple[np.ndarray, np.ndarray]  # the labels of a split's images, and the task of each
 
 
-class ClassIncrementalStages:
-    """Class-iNCD's stages (`bench.protocol.stages.Stages`): one per task of the run's layout."""
+class ClassIncrementalSteps:
+    """Class-iNCD's steps (`bench.protocol.steps.Steps`): one per task of the run's layout."""
 
-    noun = "step"
 
     def __init__(self, spec: RunSpec, parts: Any, feed: Feed) -> None:
         self.n_steps, self.layout, self.feed = spec.n_steps, parts.layout, feed

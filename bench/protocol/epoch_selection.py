@@ -1,11 +1,11 @@
-"""Which epoch of a training loop a mixed-setting stage keeps (`setting.selection`).
+"""Which epoch of a training loop a mixed-setting step keeps (`setting.selection`).
 
 - `last`: the model as its last epoch left it (what the paper's methods report; the continual category
   discovery peers select on their test set instead: `happy`).
-- `val`: the epoch whose model scored best on a held-out part of the labelled stage (`setting.val_fraction`
+- `val`: the epoch whose model scored best on a held-out part of the labelled step (`setting.val_fraction`
   of each labelled class's images, never trained on; the manifest's `validation`), as the GCD papers
-  select on their labelled validation images. In an unlabelled stage those images are all of old
-  classes: the score then measures what the stage's training costs the labelled classes.
+  select on their labelled validation images. In an unlabelled step those images are all of old
+  classes: the score then measures what the step's training costs the labelled classes.
 - `oracle`: the epoch whose model scored best on the test images of the classes seen so far. It reads
   the test labels, so it is a leak: runs only when a user asks, and every result of such a run is
   marked "oracle on test".
@@ -35,8 +35,8 @@ STRICT = ("happy", "promptccd")  # the peers' rules: a checkpoint moves only on 
 
 
 class EpochSelection:
-    """One stage's selection: `rule` and, unless it is `last`, the `score` of a prediction function
-    (higher is better). `chosen` lists, per training loop of the stage, (epoch kept, epochs run), 0-based. A tie
+    """One step's selection: `rule` and, unless it is `last`, the `score` of a prediction function
+    (higher is better). `chosen` lists, per training loop of the step, (epoch kept, epochs run), 0-based. A tie
     keeps the later epoch (a flat score keeps the last), except under `happy`, whose checkpoint moves only on a
     strictly higher score (and under `promptccd`). With `every` = n, only the epochs 0, n, 2n, … are scored."""
 

@@ -1,4 +1,4 @@
-"""How many classes a stage's images hold, estimated from their features (the "unknown K" axis of continual
+"""How many classes a step's images hold, estimated from their features (the "unknown K" axis of continual
 category discovery, `setting.k`). Two estimators, seeded throughout, so the same features and seed give the
 same K:
 

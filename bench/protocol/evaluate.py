@@ -51,7 +51,7 @@ where the run has it):
 - F_max = max_{k < T−1} a_k − a_{T−1}, the usual "max over steps" forgetting.
 With T = 1 both are 0.
 - For `gcd` and `gcd_sep`: All, Old and New = the mean over steps of the per-step `all`, `old` and
-  `new` accuracy, as continual category discovery papers average their stages (Old over steps 1..T−1;
+  `new` accuracy, as continual category discovery papers average their steps (Old over steps 1..T−1;
   absent with T = 1).
 """
 from __future__ import annotations
@@ -108,11 +108,11 @@ def _matched(y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
 
 
 def old_new_accuracy(labels: np.ndarray, pred: np.ndarray, old_classes: np.ndarray) -> dict[str, float]:
-    """All / Old / New accuracy (%) of one stage's predictions as the continual category discovery papers
+    """All / Old / New accuracy (%) of one step's predictions as the continual category discovery papers
     report it: ONE Hungarian match of `pred` on every image, its correctness split by whether an image's
-    class is in `old_classes`. Which classes are old is the caller's: the labelled stage's classes
-    ("hard"), or every class seen before this stage ("soft"); the two differ from the second unlabelled
-    stage on. A group without images is NaN."""
+    class is in `old_classes`. Which classes are old is the caller's: the labelled step's classes
+    ("hard"), or every class seen before this step ("soft"); the two differ from the second unlabelled
+    step on. A group without images is NaN."""
     return old_new_accuracies(labels, pred, old_classes)[0]
 
 
@@ -268,7 +268,7 @@ class Evaluator:
         if missing:
             raise ValueError(f"cannot summarise {n_steps} steps: missing rows (step, group, flavour, metric) {missing}")
         out = []
-        for flavour in CD_FLAVOURS:  # stage averages, as continual category discovery papers report
+        for flavour in CD_FLAVOURS:  # step averages, as continual category discovery papers report
             for group, metric in (("all", "All"), ("old", "Old"), ("new", "New")):
                 per_step = [value[(k, group, flavour, "acc")] for k in range(n_steps) if (k, group, flavour, "acc") in value]
                 if per_step:

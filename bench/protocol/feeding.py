@@ -157,7 +157,7 @@ INPUTS: dict[str, Any] = {"features": FeatureInputs, "tokens": TokenInputs}
 class Feed:
     """A run's data as its method sees it: what each step's `Step` is made of (`bench.protocol.step.step_of`), and
     the batches of the val and test images the runner evaluates it on. `train_task` is the task of each training
-    image (None where a mixed protocol leaves classes out: its stages come from its manifest, not by task)."""
+    image (None where a mixed protocol leaves classes out: its steps come from its manifest, not by task)."""
 
     def __init__(self, inputs: Any, train: FeatureViews | None, train_task: np.ndarray | None, seed: int,
                  device: torch.device, n_steps: int, sees_past_steps: bool) -> None:
@@ -182,7 +182,7 @@ def feed_for(spec: RunSpec, method: MethodHooks, data: Any, backbone: Any, devic
             f"{train.views.shape[1]} stored views, test {tuple(test.plain.shape)}, {time.monotonic() - clock:.1f}s")
     inputs = INPUTS[method.runs_on.inputs](method=method, backbone=backbone, data=data, device=device, spec=spec,
                                    features=(train, val, test), val_images=val_images, log=log, results=results)
-    # a mixed protocol may leave classes out (its stages feed themselves from its manifest, not by task)
+    # a mixed protocol may leave classes out (its steps feed themselves from its manifest, not by task)
     train_task = layout.task_of(data.train.labels) if layout.num_classes == data.num_classes else None
     return Feed(inputs, train, train_task, spec.seed, device, spec.n_steps,
                 method.runs_on.sees_past_steps)

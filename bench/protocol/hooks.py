@@ -1,5 +1,5 @@
 """The hooks the protocol calls on a method, as a type: what `bench.methods.base.Method` implements and what the
-stage loop, the evaluation and the conformance kit may rely on. The protocol sits below the method zoo, so it
+step loop, the evaluation and the conformance kit may rely on. The protocol sits below the method zoo, so it
 names the hooks here rather than importing the base class; a plugin subclasses `Method` and gets them all."""
 from __future__ import annotations
 

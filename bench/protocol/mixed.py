@@ -1,25 +1,25 @@
-"""The stages of the `mixed` setting (continual category discovery, `bench.splits.settings`) for the one stage
+"""The steps of the `mixed` setting (continual category discovery, `bench.splits.settings`) for the one step
 loop (`bench.protocol.runner`): the split is drawn once into a manifest (`split.json`, written with the run and
-read back on resume); stage t hands the method the stage's images (with their labels in the labelled stage
+read back on resume); step t hands the method the step's images (with their labels in the labelled step
 only), and is evaluated on the test images of every class seen so far.
 
 Metric rows (percent), all computed from what is stored in `predictions.npz`, so that
 `bench metrics recompute` gives them again:
 
-- per stage t: `all` (flavour `cgcd`): ONE Hungarian match of the method's predictions on the test images
-  of the classes of stages 0..t; `old` / `new` under that match in two senses, flavour `cgcd_hard` (old:
-  the labelled stage's classes) and `cgcd_soft` (old: the classes of stages before t). Stage 0 has `all` only.
-  With `setting.evaluation=transductive` (PromptCCD's, `bench.protocol.transductive`), a stage t > 0's rows
+- per step t: `all` (flavour `cgcd`): ONE Hungarian match of the method's predictions on the test images
+  of the classes of steps 0..t; `old` / `new` under that match in two senses, flavour `cgcd_hard` (old:
+  the labelled step's classes) and `cgcd_soft` (old: the classes of steps before t). Step 0 has `all` only.
+  With `setting.evaluation=transductive` (PromptCCD's, `bench.protocol.transductive`), a step t > 0's rows
   score instead the semi-supervised k-means clusters of its own training images, and the test images' rows
-  are kept under the flavours `inductive`, `inductive_hard`, `inductive_soft` (stage 0 is scored on the test
-  images either way: the labelled stage has no unlabelled image to cluster).
-- per unlabelled stage: `k` rows, `true` (new classes the stage brings) and `given` (what the method was
+  are kept under the flavours `inductive`, `inductive_hard`, `inductive_soft` (step 0 is scored on the test
+  images either way: the labelled step has no unlabelled image to cluster).
+- per unlabelled step: `k` rows, `true` (new classes the step brings) and `given` (what the method was
   told: the true count, or the estimate of `setting.k`).
 - summary (flavour `cgcd`): `All`, `Old_hard`, `New_hard`, `Old_soft`, `New_soft`, the means over the
-  unlabelled stages, as the continual category discovery papers average them; `A` = `All`; `F`, the
-  forgetting of the labelled classes, their accuracy after the labelled stage minus after the last stage
-  (under each stage's own match; NaN where the last stage has no Old row: nothing to measure; always on the
-  test images, whose images, unlike a stage's own, are the same after the labelled stage and after the last);
+  unlabelled steps, as the continual category discovery papers average them; `A` = `All`; `F`, the
+  forgetting of the labelled classes, their accuracy after the labelled step minus after the last step
+  (under each step's own match; NaN where the last step has no Old row: nothing to measure; always on the
+  test images, whose images, unlike a step's own, are the same after the labelled step and after the last);
   `D`, discovery, = `New_soft`; `K_error`, the mean |given − true|.
 """
 from __future__ import annotations
@@ -59,7 +59,7 @@ def manifest_of(out: Path, protocol: MixedProtocol, train_labels: np.ndarray, se
     """The run's split: read back from its `split.json` (a resumed run), else the `given` one
     (`setting.manifest_file`), or Happy's draw replayed (`happy`: whether its classes arrive shuffled;
     `bench.splits.happy_draw`), or one drawn with `seed`, and written; with `validation`, that fraction of
-    each labelled class's stage-0 images is held out (`bench.splits.manifests.hold_out`)."""
+    each labelled class's step-0 images is held out (`bench.splits.manifests.hold_out`)."""
     path = out / SPLIT_FILE
     if path.exists():
         return Manifest.from_json(path.read_text())
@@ -74,19 +74,19 @@ def manifest_of(out: Path, protocol: MixedProtocol, train_labels: np.ndarray, se
     if validation:
         manifest = hold_out(manifest, train_labels, validation, seed)
     write_atomic(path, manifest.to_json())
-    sizes = ", ".join(str(len(s)) for s in manifest.stages)
+    sizes = ", ".join(str(len(s)) for s in manifest.steps)
     held = f", {len(manifest.validation)} labelled images held out for validation" if validation else ""
     how = "given" if given is not None else "drawn as Happy's code draws" if happy is not None else f"drawn with seed {seed}"
     log(f"split {how} into {SPLIT_FILE}: "
-        f"{len(manifest.stages)} stages of {sizes} images "
-        f"(stage 0 labelled){held}")
+        f"{len(manifest.steps)} steps of {sizes} images "
+        f"(step 0 labelled){held}")
     return manifest
 
 
 def selection_for(rule: str, feed: Feed, source: str, index: np.ndarray, labels: np.ndarray) -> EpochSelection:
-    """A stage's epoch selection (`bench.protocol.epoch_selection`): for `val`, `oracle` and `happy`, scored by the clustering
+    """A step's epoch selection (`bench.protocol.epoch_selection`): for `val`, `oracle` and `happy`, scored by the clustering
     accuracy of a prediction function on the `source` images `index` of classes `labels` (`promptccd`:
-    `MixedStages.step`)."""
+    `MixedSteps.step`)."""
     if rule == "last":
         return LAST
 
@@ -99,9 +99,9 @@ def selection_for(rule: str, feed: Feed, source: str, index: np.ndarray, labels:
 
 def estimate_new_classes(features: torch.Tensor, known: int, k_max_new: int, seed: int,
                          labelled: tuple[torch.Tensor, np.ndarray] | None = None) -> int:
-    """The new classes of an unlabelled stage (`bench.protocol.estimate_k`): the stage holds every known class
+    """The new classes of an unlabelled step (`bench.protocol.estimate_k`): the step holds every known class
     and some new ones, so K runs over known+1 .. known+k_max_new and the estimate is K − known. Without
-    `labelled`, by k-means silhouette over the stage's images; with it (the labelled stage's features and
+    `labelled`, by k-means silhouette over the step's images; with it (the labelled step's features and
     classes), by GCD's Brent search over k-means of both, scored on the labelled images."""
     from bench.protocol.estimate_k import brent_k, estimate_k
 
@@ -116,13 +116,12 @@ def estimate_new_classes(features: torch.Tensor, known: int, k_max_new: int, see
     return brent_k(x, rows, labelled[1], known + 1, min(known + k_max_new, len(x)), seed) - known
 
 
-class MixedStages:
-    """The mixed setting's stages for the stage loop (`bench.protocol.stages.Stages`): stage 0 hands the
-    labelled images of the labelled classes with their labels; stage t > 0 the unlabelled images of stage t
-    (old and new classes mixed), with the count of new classes given or estimated (`setting.k`); each stage
-    is evaluated on the test images of every class seen so far, from what it stores (`stage_rows`)."""
+class MixedSteps:
+    """The mixed setting's steps for the step loop (`bench.protocol.steps.Steps`): step 0 hands the
+    labelled images of the labelled classes with their labels; step t > 0 the unlabelled images of step t
+    (old and new classes mixed), with the count of new classes given or estimated (`setting.k`); each step
+    is evaluated on the test images of every class seen so far, from what it stores (`step_rows`)."""
 
-    noun = "stage"
 
     def __init__(self, spec: RunSpec, parts: Any, feed: Feed, out: Path, log: Log) -> None:
         self.spec, self.method, self.feed, self.log = spec, parts.method, feed, log
@@ -135,7 +134,7 @@ class MixedStages:
                                     log, self.setting["val_fraction"] if self.rule == "val" else None, parts.manifest,
                                     happy)
         self.test_labels = np.asarray(self.data.test.labels)
-        self.test_stage = stage_of(self.test_labels, self.layout)
+        self.test_step = arrival_step(self.test_labels, self.layout)
         self.evaluation = self.setting.get("evaluation", "inductive")
         if (self.evaluation == "transductive" or self.rule == "promptccd") and not embeds(self.method):
             raise BenchError(f"method {spec.method!r} reads tokens and gives no representation (its embed()): "
@@ -152,37 +151,37 @@ class MixedStages:
         pass
 
     def step(self, t: int, stored: Mapping[str, np.ndarray]) -> Step:
-        """Stage t's images (labelled in a labelled stage only), told of the classes of the earlier stages (the K
+        """Step t's images (labelled in a labelled step only), told of the classes of the earlier steps (the K
         each was given, from `stored`) and of its new ones (given or estimated), with the epoch selection its
         rule scores. `evaluate` reads all of that back from the `Step` it returns."""
         spec, manifest, layout = self.spec, self.manifest, self.layout
         known = int(sum(stored[Keys.k_given(s)][0] for s in range(t)))
         n_new = layout.sizes[t]
         if t > 0 and self.setting["k"] != "known":
-            # GCD's search scores k-means on the labelled stage's images: the protocol holds their labels
-            first = manifest.stages[0]
+            # GCD's search scores k-means on the labelled step's images: the protocol holds their labels
+            first = manifest.steps[0]
             given = ((self._represented(first), self.data.train.labels[first]) if self.setting["k"] == "brent"
                      else None)
-            rows = step_order(manifest.stages[t], spec.seed, t)  # in the order the method gets them
+            rows = step_order(manifest.steps[t], spec.seed, t)  # in the order the method gets them
             n_new = max(1, estimate_new_classes(self._represented(rows), known,
                                                 self.setting["k_max_new"] or layout.sizes[0], spec.seed * 1000 + t,
                                                 given))
-        # labels reach the method only in a labelled stage, and only that stage's (`step_of`)
+        # labels reach the method only in a labelled step, and only that step's (`step_of`)
         labels = self.data.train.labels if manifest.labelled[t] else None
-        return step_of(self.feed, t, manifest.stages, n_classes=n_new, offset=known, labels=labels,
+        return step_of(self.feed, t, manifest.steps, n_classes=n_new, offset=known, labels=labels,
                        selection=self._selection(t))
 
     def _selection(self, t: int) -> EpochSelection:
-        """Stage t's epoch selection (`setting.selection`), scored on the images its rule reads."""
+        """Step t's epoch selection (`setting.selection`), scored on the images its rule reads."""
         feed, layout, manifest = self.feed, self.layout, self.manifest
         if self.rule == "promptccd":  # k-means at every class of the protocol over every test image of them
-            every = np.flatnonzero(self.test_stage < layout.n_steps)
+            every = np.flatnonzero(self.test_step < layout.n_steps)
             score = promptccd_score(self.method, feed, every, self.test_labels[every],
-                                    np.unique(self.test_labels[self.test_stage == 0]), layout.num_classes,
+                                    np.unique(self.test_labels[self.test_step == 0]), layout.num_classes,
                                     self.spec.seed * 1000 + t)
             return EpochSelection("promptccd", score, every=PROMPTCCD_EVERY)
         if self.rule in TEST_SELECTIONS:
-            seen = np.flatnonzero(self.test_stage <= t)
+            seen = np.flatnonzero(self.test_step <= t)
             return selection_for(self.rule, feed, "test", seen, self.test_labels[seen])
         return selection_for(self.rule, feed, "train", manifest.validation, self.data.train.labels[manifest.validation])
 
@@ -195,7 +194,7 @@ class MixedStages:
         return embedding(self.method, self.feed.batches("train", rows))
 
     def evaluate(self, t: int, step: Step, method: MethodHooks, stored: dict[str, np.ndarray]) -> list[MetricRow]:
-        """Stage t's rows, from what it stores: the method's predictions at the classes `step` told it of
+        """Step t's rows, from what it stores: the method's predictions at the classes `step` told it of
         (`offset` known + `n_classes` new), the K it was given, and the epochs `step.selection` kept."""
         stored[Keys.mixed] = np.asarray([1], dtype=np.int8)  # `replay` reads it
         selection, classes = step.selection, step.offset + step.n_classes
@@ -203,24 +202,24 @@ class MixedStages:
             stored[Keys.selected(t)] = compact(np.asarray([e for e, _ in selection.chosen], dtype=np.int64))
             for i, scored in enumerate(selection.scores):  # (epoch, score) of every epoch scored: the page's curve
                 stored[Keys.epoch_score(t, i)] = np.asarray(scored, dtype=np.float32).reshape(-1, 2)
-            self.log(f"stage {t}: kept epochs {', '.join(f'{e + 1}/{n}' for e, n in selection.chosen) or '- (no epochs)'} "
+            self.log(f"step {t}: kept epochs {', '.join(f'{e + 1}/{n}' for e, n in selection.chosen) or '- (no epochs)'} "
                      f"by {self.rule}{' (ORACLE ON TEST)' if self.rule in TEST_SELECTIONS else ''}")
-        seen = np.flatnonzero(self.test_stage <= t)
+        seen = np.flatnonzero(self.test_step <= t)
         stored[Keys.test_labels(t)] = compact(self.test_labels[seen])
         stored[Keys.unified(t)] = compact(_predict(method, self.feed, seen, classes, t))
         stored[Keys.k_given(t)] = compact(np.asarray([step.n_classes]))
         if self.evaluation == "transductive" and t > 0:
-            first, rows = self.manifest.stages[0], self.manifest.stages[t]
+            first, rows = self.manifest.steps[0], self.manifest.steps[t]
             stored[Keys.trans_labels(t)] = compact(self.data.train.labels[rows])
             stored[Keys.trans_pred(t)] = compact(transductive_predictions(
                 self.method, self.feed, first, self.data.train.labels[first], rows, classes, self.spec.seed * 1000 + t))
-        return stage_rows(t, stored, self.layout)
+        return step_rows(t, stored, self.layout)
 
     def summary(self, rows: list[MetricRow]) -> list[MetricRow]:
         return summary(rows, self.spec.n_steps)
 
     def describe(self, t: int, rows: list[MetricRow]) -> str:
-        return _stage_line(t, self.spec.n_steps, rows)
+        return _step_line(t, self.spec.n_steps, rows)
 
 
 @torch.no_grad()
@@ -230,15 +229,15 @@ def _predict(method: MethodHooks, feed: Feed, index: np.ndarray, classes: int, t
     return torch.cat(preds).numpy() if preds else np.empty(0, dtype=np.int64)
 
 
-def stage_of(labels: np.ndarray, layout: TaskLayout) -> np.ndarray:
-    """The stage that brings each class; a class the protocol leaves out gets n_steps (never seen)."""
+def arrival_step(labels: np.ndarray, layout: TaskLayout) -> np.ndarray:
+    """The step that brings each class; a class the protocol leaves out gets n_steps (never seen)."""
     labels = np.asarray(labels, dtype=np.int64)
     inside = labels < layout.num_classes
     return np.where(inside, layout.task_of(np.where(inside, labels, 0)), layout.n_steps)
 
 
-def stage_rows(t: int, stored: Mapping[str, np.ndarray], layout: TaskLayout) -> list[MetricRow]:
-    """Stage t's rows from what it stored: its test labels, the method's predictions, the K it was given (and,
+def step_rows(t: int, stored: Mapping[str, np.ndarray], layout: TaskLayout) -> list[MetricRow]:
+    """Step t's rows from what it stored: its test labels, the method's predictions, the K it was given (and,
     evaluated transductively, its own images' labels and clusters: those are its `cgcd` rows then)."""
     inductive = accuracy_rows(t, np.asarray(stored[Keys.test_labels(t)]), np.asarray(stored[Keys.unified(t)]), layout)
     if t == 0:
@@ -254,9 +253,9 @@ def stage_rows(t: int, stored: Mapping[str, np.ndarray], layout: TaskLayout) -> 
 
 
 def accuracy_rows(t: int, labels: np.ndarray, pred: np.ndarray, layout: TaskLayout) -> list[MetricRow]:
-    """`all` under one match of `pred` to `labels`; after stage 0, `old`/`new` under it, hard and soft."""
-    stage = stage_of(labels, layout)
-    hard, soft = old_new_accuracies(labels, pred, np.unique(labels[stage == 0]), np.unique(labels[stage < t]))
+    """`all` under one match of `pred` to `labels`; after step 0, `old`/`new` under it, hard and soft."""
+    arrived = arrival_step(labels, layout)
+    hard, soft = old_new_accuracies(labels, pred, np.unique(labels[arrived == 0]), np.unique(labels[arrived < t]))
     rows = [MetricRow(t, "all", "cgcd", "acc", hard["all"])]
     if t == 0:
         return rows
@@ -266,41 +265,41 @@ def accuracy_rows(t: int, labels: np.ndarray, pred: np.ndarray, layout: TaskLayo
 
 
 def selected_rows(t: int, stored: Mapping[str, np.ndarray]) -> list[MetricRow]:
-    """The epoch (1-based) each training loop of stage t kept, where the run selected among epochs."""
+    """The epoch (1-based) each training loop of step t kept, where the run selected among epochs."""
     chosen = np.asarray(stored.get(Keys.selected(t), []))
     return [MetricRow(t, "selected_epoch", "cgcd", f"loop_{i}", float(e + 1)) for i, e in enumerate(chosen)]
 
 
 def summary(rows: list[MetricRow], n_steps: int) -> list[MetricRow]:
-    """The run's summary rows (module docstring) from its per-stage rows."""
+    """The run's summary rows (module docstring) from its per-step rows."""
     at = {(r.step, r.group, r.flavour, r.metric): r.value for r in rows}
-    stages = range(1, n_steps)
+    steps = range(1, n_steps)
 
     def mean(group: str, flavour: str, metric: str = "acc") -> float:
-        values = [at[(t, group, flavour, metric)] for t in stages if (t, group, flavour, metric) in at]
+        values = [at[(t, group, flavour, metric)] for t in steps if (t, group, flavour, metric) in at]
         return float(np.mean(values)) if values else float("nan")
 
     out = {"All": mean("all", "cgcd"), "Old_hard": mean("old", "cgcd_hard"), "New_hard": mean("new", "cgcd_hard"),
            "Old_soft": mean("old", "cgcd_soft"), "New_soft": mean("new", "cgcd_soft")}
     last = n_steps - 1
-    # no Old row at the last stage (none of its test images is of a labelled class, or no later stage): no
+    # no Old row at the last step (none of its test images is of a labelled class, or no later step): no
     # forgetting can be measured, and NaN says so (0 would claim none)
     labelled_last = at.get((last, "old", "inductive_hard", "acc"), at.get((last, "old", "cgcd_hard", "acc"), float("nan")))
     out.update(A=out["All"], F=at[(0, "all", "cgcd", "acc")] - labelled_last, D=out["New_soft"],
                K_error=float(np.mean([abs(at[(t, "k", "cgcd", "given")] - at[(t, "k", "cgcd", "true")])
-                                      for t in stages])) if n_steps > 1 else 0.0)
+                                      for t in steps])) if n_steps > 1 else 0.0)
     return [MetricRow(last, "summary", "cgcd", metric, value) for metric, value in out.items()]
 
 
 def replay(stored: Mapping[str, np.ndarray], layout: TaskLayout) -> list[MetricRow]:
     """A finished mixed run's rows from its `predictions.npz` alone (`bench metrics recompute`)."""
-    rows = [row for t in range(layout.n_steps) for row in stage_rows(t, stored, layout)]
+    rows = [row for t in range(layout.n_steps) for row in step_rows(t, stored, layout)]
     return rows + summary(rows, layout.n_steps)
 
 
-def _stage_line(t: int, n_steps: int, rows: list[MetricRow]) -> str:
+def _step_line(t: int, n_steps: int, rows: list[MetricRow]) -> str:
     acc = {(r.group, r.flavour): r.value for r in rows if r.metric == "acc"}
-    said = f"stage {t}/{n_steps - 1}{' (labelled)' if t == 0 else ''}: all {acc[('all', 'cgcd')]:.1f}"
+    said = f"step {t}/{n_steps - 1}{' (labelled)' if t == 0 else ''}: all {acc[('all', 'cgcd')]:.1f}"
     if t > 0:
         said += (f", old/new hard {acc.get(('old', 'cgcd_hard'), float('nan')):.1f}/"
                  f"{acc.get(('new', 'cgcd_hard'), float('nan')):.1f}, soft {acc.get(('old', 'cgcd_soft'), float('nan')):.1f}/"

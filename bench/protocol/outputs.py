@@ -13,10 +13,10 @@ from bench.errors import BenchError
 from bench.protocol.hooks import MethodHooks
 
 
-def checked(method: MethodHooks, what: str, out: torch.Tensor, rows: int, width: int, stage: int) -> torch.Tensor:
-    """`out` (what `method`'s `what` answered for `rows` images at stage `stage`, 0-based) if it is rows × width."""
+def checked(method: MethodHooks, what: str, out: torch.Tensor, rows: int, width: int, step: int) -> torch.Tensor:
+    """`out` (what `method`'s `what` answered for `rows` images at step `step`, 0-based) if it is rows × width."""
     shape = tuple(out.shape)
     if shape != (rows, width):
-        raise BenchError(f"method {type(method).__name__}: {what} of {rows} images after step {stage + 1} has shape "
+        raise BenchError(f"method {type(method).__name__}: {what} of {rows} images after step {step + 1} has shape "
                          f"{shape}, not {rows} × {width} (one column per class {'of the task' if 'task' in what else 'seen so far'})")
     return out

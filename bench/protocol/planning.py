@@ -18,7 +18,7 @@ from bench.features.backbones import build_backbone
 from bench.data import ImageSet, build_dataset
 from bench.errors import BenchError
 from bench.splits.layout import TaskLayout
-from bench.splits.settings import arrival_order, protocol_for, setting_of, stage_sizes
+from bench.splits.settings import arrival_order, protocol_for, setting_of, step_sizes
 from bench.config.spec import RunSpec
 from bench.protocol.hooks import MethodHooks
 
@@ -74,7 +74,7 @@ def assemble(spec: RunSpec, out: Path, device: torch.device, log: Log) -> Parts:
     if order_seed is not None:
         log(f"class order {order_seed}: the canonical classes in the order {data.extra['class_order']}")
     protocol = manifest = None
-    if setting_of(spec.config) == "mixed":  # its stages own the labelled classes, then each stage's new ones
+    if setting_of(spec.config) == "mixed":  # its steps own the labelled classes, then each step's new ones
         if spec.config["setting"].get("whole_train") and data.val is not None:
             log(f"the {spec.split} protocol trains on the whole official training set: the {len(data.val)} images "
                 f"of the val partition are given back to training")
@@ -83,16 +83,16 @@ def assemble(spec: RunSpec, out: Path, device: torch.device, log: Log) -> Parts:
             data, manifest, protocol = _from_manifest_file(spec, data, log)
         else:
             arrival = arrival_order(spec.config["setting"], data.num_classes, spec.dataset)
-            if arrival is not None:  # the new classes in a peer's order: its stages bring them so
+            if arrival is not None:  # the new classes in a peer's order: its steps bring them so
                 before = np.asarray(data.extra.get("class_order", np.arange(data.num_classes)))
                 data = data.in_class_order(arrival)
                 data.extra["class_order"] = before[arrival].tolist()  # in the canonical classes
                 log(f"classes arrive in {spec.config['setting']['arrival']}'s order: {data.extra['class_order']}")
             protocol = protocol_for(spec.config["setting"], data.num_classes, data.train.labels)
-        sizes = stage_sizes(protocol)
+        sizes = step_sizes(protocol)
         layout = TaskLayout(tuple(int(o) for o in np.cumsum((0,) + sizes[:-1])), sizes)
         if layout.num_classes < data.num_classes:
-            why = "no stage of the file holds them" if manifest is not None else "its stages cannot share them equally"
+            why = "no step of the file holds them" if manifest is not None else "its steps cannot share them equally"
             log(f"the {spec.split} protocol leaves classes {layout.num_classes}..{data.num_classes - 1} out: {why}; "
                 f"neither their training nor their test images take part")
     else:
@@ -117,7 +117,7 @@ def assemble(spec: RunSpec, out: Path, device: torch.device, log: Log) -> Parts:
 
 def _from_manifest_file(spec: RunSpec, data: Any, log: Log) -> tuple[Any, Any, Any]:
     """A mixed run that holds a given split (`setting.manifest_file`): the dataset in the class order its
-    stages make, the manifest, and its counts as the run's protocol."""
+    steps make, the manifest, and its counts as the run's protocol."""
     from bench.splits.manifests import class_order_of, protocol_of, read_manifest_file
 
     setting = spec.config["setting"]
@@ -128,7 +128,7 @@ def _from_manifest_file(spec: RunSpec, data: Any, log: Log) -> tuple[Any, Any, A
     order = class_order_of(manifest, data.train.labels, data.num_classes, setting["manifest_file"])
     data = data.in_class_order(order)
     protocol = protocol_of(manifest, data.train.labels)
-    log(f"split read from {setting['manifest_file']} (sha256 {digest[:12]}…): {len(manifest.stages)} stages of "
-        f"{', '.join(str(len(rows)) for rows in manifest.stages)} images; classes in the order its stages make: "
-        f"{order[:sum(stage_sizes(protocol))].tolist()}")
+    log(f"split read from {setting['manifest_file']} (sha256 {digest[:12]}…): {len(manifest.steps)} steps of "
+        f"{', '.join(str(len(rows)) for rows in manifest.steps)} images; classes in the order its steps make: "
+        f"{order[:sum(step_sizes(protocol))].tolist()}")
     return data, manifest, protocol

@@ -23,7 +23,7 @@ from bench.config.spec import RunSpec
 from bench.core.provenance import VERSION_COLUMNS, utc_now
 from bench.core.storage import atomic_path, write_atomic
 from bench.errors import first_line
-from bench.protocol.stages import replay as replay_stored, reported_of
+from bench.protocol.steps import replay as replay_stored, reported_of
 from bench.runs import predictions
 from bench.runs.metrics_file import metrics_frame, write_metrics
 from bench.runs.predictions import PREDICTIONS, ForeignFile, NewerSchema, check_owner, opened

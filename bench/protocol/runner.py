@@ -1,11 +1,11 @@
-"""One job = one RunSpec, run as the protocol says, in the one stage loop every setting shares
-(`run_stages`): for each stage, the method learns what the stage hands it, is evaluated on everything seen
-so far, and the stage is recorded (a checkpoint after every stage, so that a killed or requeued run resumes
-from its last finished stage with the same final metrics).
+"""One job = one RunSpec, run as the protocol says, in the one step loop every setting shares
+(`run_steps`): for each step, the method learns what the step hands it, is evaluated on everything seen
+so far, and the step is recorded (a checkpoint after every step, so that a killed or requeued run resumes
+from its last finished step with the same final metrics).
 
-The protocol is enforced here: a method receives `Step`s holding the training data of the current stage,
-with labels only where its setting gives them (`bench.protocol.stages`: class-iNCD gives none; the mixed
-setting's labelled stage does), and earlier stages' only if it declares `runs_on.sees_past_steps`; the
+The protocol is enforced here: a method receives `Step`s holding the training data of the current step,
+with labels only where its setting gives them (`bench.protocol.steps`: class-iNCD gives none; the mixed
+setting's labelled step does), and earlier steps' only if it declares `runs_on.sees_past_steps`; the
 labels of evaluation stay with the evaluator. What the run is made of is `bench.protocol.planning`, what
 the method is fed `bench.protocol.feeding`, and where it is all kept `bench.runs`.
 """
@@ -28,7 +28,7 @@ from bench.core.storage import write_atomic
 from bench.protocol.feeding import feed_for
 from bench.protocol.planning import Parts, assemble, device_of, threads_of
 from bench.protocol.recompute import repaired
-from bench.protocol.stages import Stages, reported_of, stages_for
+from bench.protocol.steps import Steps, reported_of, steps_for
 from bench.protocol.step import epochs_recorded
 from bench.runs import checkpoint
 from bench.runs.checkpoint import Progress
@@ -90,7 +90,7 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
     Config(dict(spec.config)).dump(str(out / "config.py"))
     device = device_of(spec)
     clock = time.monotonic()
-    state = checkpoint.read_checkpoint(out, log)  # first: the stages it holds ran with its thread count, the rest must too
+    state = checkpoint.read_checkpoint(out, log)  # first: the steps it holds ran with its thread count, the rest must too
     threads = threads_of(spec, state, log)
     # the GPUs this process was given (a pool's worker, a SLURM job): which of a node's GPUs it ran on
     given = f" (CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']})" if "CUDA_VISIBLE_DEVICES" in os.environ else ""
@@ -100,15 +100,15 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
     parts = assemble(spec, out, device, log)
     feed = feed_for(spec, parts.method, parts.data, parts.backbone, device, parts.val_images, parts.layout, log,
                     out.parent.parent, clock)
-    stages = stages_for(spec, parts, feed, out, log)
+    steps = steps_for(spec, parts, feed, out, log)
     progress = Progress.of(state)
     if state is not None:
         parts.method.load_state_dict(state["method"])
-        stages.load_state_dict(state["evaluator"])
-        log(f"resuming after {stages.noun} {state['step']}")
+        steps.load_state_dict(state["evaluator"])
+        log(f"resuming after step {state['step']}")
     tracking = Tracking.start(spec, out.parent.parent, log, resumed=state is not None)
     try:
-        rows = run_stages(spec, parts.method, stages, progress, out, log, clock, threads, tracking)
+        rows = run_steps(spec, parts.method, steps, progress, out, log, clock, threads, tracking)
         tracking.final(_record(spec, out, log, parts, rows, progress, device, clock))  # sent once the files are written
     except BaseException as err:
         tracking.finish("failed" if isinstance(err, Exception) else "interrupted")
@@ -116,27 +116,27 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
     tracking.finish("finished")
 
 
-def run_stages(spec: RunSpec, method: MethodHooks, stages: Stages, progress: Progress, out: Path, log: Log, clock: float,
+def run_steps(spec: RunSpec, method: MethodHooks, steps: Steps, progress: Progress, out: Path, log: Log, clock: float,
                threads: int, tracking: Tracking | None = None) -> list[MetricRow]:
-    """The protocol, the same for every setting: from the first stage `progress` has not recorded, the method
-    learns the stage's `Step`, is evaluated on everything seen so far (as that `Step` told it), and the stage is
+    """The protocol, the same for every setting: from the first step `progress` has not recorded, the method
+    learns the step's `Step`, is evaluated on everything seen so far (as that `Step` told it), and the step is
     recorded (its rows, what its evaluation was computed from, a checkpoint). The run's rows, its summary's last.
-    Each stage's losses and rows go to the run's trackers before its checkpoint: a run killed between the two
-    sends the stage again when it resumes, the same numbers at the same steps, rather than never."""
+    Each step's losses and rows go to the run's trackers before its checkpoint: a run killed between the two
+    sends the step again when it resumes, the same numbers at the same steps, rather than never."""
     tracking = tracking or Tracking({}, log)
     for t in range(progress.next_step, spec.n_steps):
         seed_everything(spec.seed * 1000 + t)
-        step = stages.step(t, progress.stored)
+        step = steps.step(t, progress.stored)
         with epochs_recorded() as losses:
             method.learn(step)
         for i, loop in enumerate(losses):  # each training loop's loss per epoch, for the run's page
             progress.stored[Keys.epoch_loss(t, i)] = np.asarray(loop, dtype=np.float32)
-        rows = stages.evaluate(t, step, method, progress.stored)
+        rows = steps.evaluate(t, step, method, progress.stored)
         progress.rows.extend(rows)
-        log(stages.describe(t, rows))
+        log(steps.describe(t, rows))
         tracking.step(t, losses, rows)
-        checkpoint.save_checkpoint(out / CHECKPOINT, progress.state(t, method, stages, time.monotonic() - clock, threads))
-    return progress.rows + stages.summary(progress.rows)
+        checkpoint.save_checkpoint(out / CHECKPOINT, progress.state(t, method, steps, time.monotonic() - clock, threads))
+    return progress.rows + steps.summary(progress.rows)
 
 
 def _record(spec: RunSpec, out: Path, log: Log, parts: Parts, rows: list[MetricRow], progress: Progress,

@@ -1,4 +1,4 @@
-"""What a method is handed at each step of the stage loop: the `Step`, built in one place (`step_of`) for every
+"""What a method is handed at each step of the step loop: the `Step`, built in one place (`step_of`) for every
 setting. It belongs to the protocol, not to the methods (`bench.methods.base` imports it from here): what a method
 may see is the protocol's to say."""
 from __future__ import annotations
@@ -18,8 +18,8 @@ from bench.protocol.epoch_selection import LAST, EpochSelection
 @dataclass
 class Step:
     """Step `index` of the sequence: the UNLABELLED training data of this step's classes (in the `mixed`
-    setting, `labels` holds the classes of a labelled stage's images, and a later stage's images are
-    unlabelled images of this stage's `n_classes` new classes mixed with images of the `offset` classes
+    setting, `labels` holds the classes of a labelled step's images, and a later step's images are
+    unlabelled images of this step's `n_classes` new classes mixed with images of the `offset` classes
     seen before, in any proportion).
 
     `offset` is the first class index of the step and `n_classes` its class count (known to the
@@ -37,10 +37,10 @@ class Step:
     device: torch.device = torch.device("cpu")
     tokens: Any = None
     past_tokens: list[Any] = field(default_factory=list)
-    # The class of each image of `train`, in 0..offset+n_classes-1: given ONLY in a labelled stage of the
-    # `mixed` setting (stage 0, classes [0, n_classes)); None in every unlabelled step and in class-iNCD.
+    # The class of each image of `train`, in 0..offset+n_classes-1: given ONLY in a labelled step of the
+    # `mixed` setting (step 0, classes [0, n_classes)); None in every unlabelled step and in class-iNCD.
     labels: torch.Tensor | None = None
-    # Which epoch of each training loop the stage keeps (`setting.selection` of the mixed setting): a method
+    # Which epoch of each training loop the step keeps (`setting.selection` of the mixed setting): a method
     # that trains over epochs wraps each loop in `selection.over(parameters, logits)`; `last` does nothing.
     selection: EpochSelection = LAST
 
@@ -63,7 +63,7 @@ class Fed(Protocol):
     """What `step_of` reads of a run's feed (`bench.protocol.feeding.Feed`)."""
 
     train: FeatureViews | None  # the training images' features; None for a method on tokens alone
-    inputs: Any  # its `step_fields(rows of each stage, sees_past)`: a method on tokens gets them there
+    inputs: Any  # its `step_fields(rows of each step, sees_past)`: a method on tokens gets them there
     seed: int
     device: torch.device
     n_steps: int
@@ -72,13 +72,13 @@ class Fed(Protocol):
 
 def step_of(feed: Fed, t: int, images: Sequence[np.ndarray], *, n_classes: int, offset: int,
             labels: np.ndarray | None = None, selection: EpochSelection = LAST) -> Step:
-    """Stage t's `Step`, in every setting. What a setting decides comes in as data: `images`, the training images
-    of each stage 0..t (class-iNCD: each task's; the mixed setting: its manifest's stages); the classes the method
+    """Step t's `Step`, in every setting. What a setting decides comes in as data: `images`, the training images
+    of each step 0..t (class-iNCD: each task's; the mixed setting: its manifest's steps); the classes the method
     is told of (`n_classes` new ones after `offset`); `labels`, the class of every training image, given only for
-    a stage its setting labels (they reach the method for this stage's images only); and the epoch `selection`.
-    The rest is the protocol's: each stage's images in a seeded order (`step_order`), earlier stages' only to a
+    a step its setting labels (they reach the method for this step's images only); and the epoch `selection`.
+    The rest is the protocol's: each step's images in a seeded order (`step_order`), earlier steps' only to a
     method that declares `sees_past_steps`, and features or tokens as the method reads them."""
-    rows = [step_order(np.asarray(stage), feed.seed, s) for s, stage in enumerate(images[:t + 1])]
+    rows = [step_order(np.asarray(step), feed.seed, s) for s, step in enumerate(images[:t + 1])]
     sees_past = feed.sees_past_steps
 
     def features_of(index: np.ndarray) -> FeatureViews | None:
@@ -90,7 +90,7 @@ def step_of(feed: Fed, t: int, images: Sequence[np.ndarray], *, n_classes: int, 
                 selection=selection, **feed.inputs.step_fields(rows, sees_past))
 
 
-# the per-epoch mean losses of the training loops of the step in progress (`record_epochs`), collected by the stage
+# the per-epoch mean losses of the training loops of the step in progress (`record_epochs`), collected by the step
 # loop (`epochs_recorded`) and stored with the run's predictions, for its page's training curves
 _EPOCH_LOSSES: ContextVar[list[list[float]] | None] = ContextVar("epoch_losses", default=None)
 

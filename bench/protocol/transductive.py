@@ -4,9 +4,9 @@
 
 Both cluster the method's representation (its `embed`, `methods.base.Method.embed`), L2-normalised, not its head:
 
-- **transductive evaluation**: stage t > 0 is scored on its own (unlabelled) training images. Semi-supervised
+- **transductive evaluation**: step t > 0 is scored on its own (unlabelled) training images. Semi-supervised
   k-means at K = the classes seen so far (what the method was told) clusters the representation of the labelled
-  stage's images, with their labels, and of stage t's images; the accuracy is on stage t's images, under one
+  step's images, with their labels, and of step t's images; the accuracy is on step t's images, under one
   Hungarian match over all of them, Old being the labelled classes (PromptCCD's `split_cluster_acc_v2` with its
   `discovered_K`; bench's `cgcd_hard`; `cgcd_soft` too).
 - **PromptCCD's selection**: every 10th epoch of a training loop (epochs 0, 10, 20, … counted from 0: its
@@ -146,8 +146,8 @@ def ss_kmeans(unlabelled: torch.Tensor, labelled: torch.Tensor, labels: torch.Te
 
 def transductive_predictions(method: MethodHooks, feed: Feed, labelled_rows: np.ndarray, labelled_labels: np.ndarray,
                              rows: np.ndarray, k: int, seed: int) -> np.ndarray:
-    """The clusters of the training images `rows` (a stage's) by semi-supervised k-means at K = `k` over the
-    method's representation of them and of the labelled stage's images `labelled_rows` (classes `labelled_labels`)."""
+    """The clusters of the training images `rows` (a step's) by semi-supervised k-means at K = `k` over the
+    method's representation of them and of the labelled step's images `labelled_rows` (classes `labelled_labels`)."""
     labelled = embedding(method, feed.batches("train", labelled_rows))
     unlabelled = embedding(method, feed.batches("train", rows))
     gen = torch.Generator().manual_seed(seed)

@@ -176,9 +176,9 @@ def step_forgetting(frame: pd.DataFrame, order: Mapping[str, Sequence[str]] | No
 
 
 def _mixed_forgetting(frame: pd.DataFrame) -> pd.DataFrame:
-    """The mixed setting's forgetting after every stage (its runs' F, `bench.protocol.mixed`): the labelled
-    classes' accuracy after the labelled stage (`all` at stage 0) minus their accuracy after stage t (`old` hard,
-    on the test images: flavour `inductive_hard` where the stages were scored transductively); 0 at stage 0."""
+    """The mixed setting's forgetting after every step (its runs' F, `bench.protocol.mixed`): the labelled
+    classes' accuracy after the labelled step (`all` at step 0) minus their accuracy after step t (`old` hard,
+    on the test images: flavour `inductive_hard` where the steps were scored transductively); 0 at step 0."""
     mixed = frame[frame["reported_F"] == "cgcd/F"]
     first = mixed[(mixed["step"] == 0) & (mixed["group"] == "all") & (mixed["flavour"] == "cgcd") & (mixed["metric"] == "acc")]
     old = mixed[(mixed["step"] >= 1) & (mixed["group"] == "old") & (mixed["metric"] == "acc")]

@@ -1,7 +1,7 @@
 """The mixed setting's table (continual category discovery, `bench.protocol.mixed`): what those papers report,
 side by side for every method of a (dataset, split): All, Old and New in the hard sense (labelled-stage
-classes vs the rest) and the soft one (classes seen before a stage vs new in it), each the mean over the
-unlabelled stages; forgetting F and discovery D apart; the error in K beside them. Mean ± std over seeds."""
+classes vs the rest) and the soft one (classes seen before a step vs new in it), each the mean over the
+unlabelled steps; forgetting F and discovery D apart; the error in K beside them. Mean ± std over seeds."""
 from __future__ import annotations
 
 import pandas as pd

@@ -105,7 +105,7 @@ def scorer(stored: Mapping[str, np.ndarray], source: str) -> Scorer:
     if metric not in BOOTSTRAPPED:
         raise NotBootstrapped(f"{source}: only A and A_sample are recomputed per resample")
     if is_mixed(stored):
-        raise NotBootstrapped("a run of the mixed setting: its stages are not bootstrapped")
+        raise NotBootstrapped("a run of the mixed setting: its steps are not bootstrapped")
     layout = layout_of(stored)
     last = layout.n_steps - 1
     labels = np.asarray(stored[Keys.test_labels(last)], dtype=np.int64)

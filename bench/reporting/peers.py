@@ -5,7 +5,7 @@ from and its source) beside the cells bench measured on the same protocol.
 A published cell is set beside a measured one where its file names bench's cell: the dataset, the split
 (the protocol), the method label, the backbone, K known or estimated, the evaluation (inductive, or PromptCCD's
 transductive one) and the metric row (step, group, flavour, metric of `metrics.parquet`, `bench.protocol.mixed`).
-A cell whose protocol bench lacks (no dataset or split in its file: Caltech-101, Happy's 10 stages, a metric
+A cell whose protocol bench lacks (no dataset or split in its file: Caltech-101, Happy's 10 steps, a metric
 bench does not compute) is kept as reference only, and says so. Each configuration of a protocol that ran (a
 draw, Happy's arrival order) is a measured row of its own, never averaged with another.
 """
@@ -114,7 +114,7 @@ def cite(row: dict) -> str:
 def _cell(row: dict) -> str:
     if row["status"] == "no bench protocol":
         return "no bench protocol" + (f" ({row['note']})" if row["note"] else "")
-    step = "" if row["step"] in ("summary", "") else f"stage {row['step']} "
+    step = "" if row["step"] in ("summary", "") else f"step {row['step']} "
     what = row["metric"] if row["group"] == "summary" else f"{row['group']}" + (
         f" ({row['flavour'].split('_')[1]})" if "_" in row["flavour"] else "")
     return f"{row['dataset']} · {row['split']} · {step}{what}"

@@ -68,7 +68,7 @@ def compute(frame: pd.DataFrame, scores: pd.DataFrame, runs: Mapping[str, Path] 
         if part.values.shape[1] < 3:
             out.notes[metric].append(f"Friedman test of {metric} refused: {part.values.shape[1]} methods; it needs "
                                      f"at least 3 (the post-hoc test compares the pair)")
-    boot, out.notes["bootstrap"] = ({}, []) if not runs or not options.resamples else \
+    boot, out.notes["bootstrap"] = ({}, []) if not runs or not options.resamples else\
         _bootstrap(frame, scores, runs, options)
     out.comparisons = comparisons(scores, options, boot)
     out.seconds = time.perf_counter() - start
@@ -182,7 +182,7 @@ def test_lines(r: Ranks) -> list[str]:
                         f"p = {number(r.iman_davenport[1])}" if r.iman_davenport else "") + ".")
     differ = [(a, b) for i, a in enumerate(r.pvalues.index) for b in r.pvalues.index[i + 1:]
               if r.pvalues.loc[a, b] < 0.05]
-    cd = f"; critical difference {r.critical_difference:.3f} average ranks at α = 0.05" \
+    cd = f"; critical difference {r.critical_difference:.3f} average ranks at α = 0.05"\
         if r.critical_difference is not None else ""
     lines.append(f"Post-hoc: {r.test}{cd}; pairs that differ (p < 0.05): "
                  + (", ".join(f"{a} vs {b} (p = {number(r.pvalues.loc[a, b])})" for a, b in differ) or "none") + ".")

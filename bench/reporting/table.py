@@ -121,7 +121,7 @@ def _values(cells: dict, split: str, label: str, datasets: Sequence[str], bold: 
 
 def _markdown(cells: dict, shape: Shape, datasets: Sequence[str]) -> str:
     # github tables have no rules: Tab. 2's separator is LaTeX-only
-    headers = (["split"] if shape.split_column else []) + list(shape.columns) \
+    headers = (["split"] if shape.split_column else []) + list(shape.columns)\
         + [f"{d} {m}{'↓' if m in LOWER_IS_BETTER else '↑'}" for d in datasets for m in METRICS]
     rows = [([split] if shape.split_column else []) + list(row.header)
             + _values(cells, split, row.label, datasets, "**{}**", " ± ", "†")
@@ -153,7 +153,7 @@ def _latex(cells: dict, shape: Shape, datasets: Sequence[str], caption: str) -> 
         for j, row in enumerate(rows):
             if row.rule_above:
                 lines.append(rf"\cmidrule{{{first}-{width}}}")
-            lead = [] if not shape.split_column else \
+            lead = [] if not shape.split_column else\
                 [rf"\multirow{{{len(rows)}}}{{*}}{{{escape_latex(split)}}}" if j == 0 else ""]
             values = _values(cells, split, row.label, datasets, r"\textbf{{{}}}", r"\,$\pm$\,", r"$^\dagger$")
             lines.append(" & ".join(lead + [_latex_cell(h) for h in row.header] + values) + r" \\")
@@ -188,7 +188,7 @@ def protocol_note(scores: pd.DataFrame) -> str:
     parts.append("A and F task-agnostic (W/O)" + (f", except {', '.join(others)}" if others else ""))
     if "features" in scores:
         groups = by_value("features")
-        text = "; ".join(f"{value} ({', '.join(labels)})" for value, labels in groups.items()) if len(groups) > 1 \
+        text = "; ".join(f"{value} ({', '.join(labels)})" for value, labels in groups.items()) if len(groups) > 1\
             else next(iter(groups), "unknown")
         parts.append(f"Features: {text}")
         if any("bank" in value for value in groups):

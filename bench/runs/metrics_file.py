@@ -23,7 +23,7 @@ def metrics_frame(spec: RunSpec, rows: list[MetricRow], device: torch.device, st
                   mapping_images: str, reported: Mapping[str, tuple[str, str]], weights: Any = False) -> pd.DataFrame:
     """The run's rows with its identity and provenance columns, including the versions that decide its
     numbers (`bench.core.provenance`; `weights`: what the backbone was loaded from). `reported`: the
-    (flavour, metric) of the summary rows that are its A and F (its setting's, `bench.protocol.stages.reported_of`)."""
+    (flavour, metric) of the summary rows that are its A and F (its setting's, `bench.protocol.steps.reported_of`)."""
     from bench.registries import METHODS
 
     frame = pd.DataFrame([asdict(r) for r in rows])

@@ -6,7 +6,7 @@ This module is the schema. Every reader and writer names the file's arrays throu
 through `layout_of` and `is_mixed`; `declared` says whether a key is one the schema knows.
 
 The file: a NumPy archive (`np.load`, no pickle), compressed, written once with `metrics.parquet`
-(`bench.runs.runstore.finish`) from what the run kept in its checkpoint while it ran. t is a step (a stage of
+(`bench.runs.runstore.finish`) from what the run kept in its checkpoint while it ran. t is a step (a step of
 the mixed setting), 0-based; s < t an earlier step; i a training loop of step t, in the order the method ran them.
 "int" means the smallest integer type that holds the values (int8, int16, int32, else int64: `compact`); a
 CIFAR-100 5-step run keeps at most about 0.3 MB (docs/results.md says what takes the room).
@@ -46,16 +46,16 @@ class-iNCD (`bench.protocol.class_incd`, written by `record`):
 The mixed setting (`bench.protocol.mixed`):
 
 - `mixed_setting` (int8, one value: 1): the file is a mixed run's (`is_mixed`); that setting replays its rows.
-- `k_given_<t>` (int, one value): the count of new classes stage t's method was told: the true count, or the
-  estimate of `setting.k` (stage 0: its labelled classes).
-- `selected_<t>` (int, one per training loop): the epoch (0-based) each training loop of stage t kept, where the
+- `k_given_<t>` (int, one value): the count of new classes step t's method was told: the true count, or the
+  estimate of `setting.k` (step 0: its labelled classes).
+- `selected_<t>` (int, one per training loop): the epoch (0-based) each training loop of step t kept, where the
   run selects one (`setting.selection` other than `last`).
 - `epoch_score_<t>_<i>` (float32, one row per epoch scored): (epoch, score) of every epoch the selection scored in
-  training loop i of stage t (in the same runs).
-- `trans_labels_<t>` (int, one per image): with `setting.evaluation=transductive`, t > 0, the labels of stage t's
+  training loop i of step t (in the same runs).
+- `trans_labels_<t>` (int, one per image): with `setting.evaluation=transductive`, t > 0, the labels of step t's
   training images, in the manifest's order.
 - `trans_pred_<t>` (int, one per image): their semi-supervised k-means clusters (`bench.protocol.transductive`),
-  which stage t's `cgcd` rows score then.
+  which step t's `cgcd` rows score then.
 
 Versions: 1, the arrays above. Files written before `schema_version` was kept hold the same arrays and read as
 version 1. A change that an older bench would misread takes the next number; a file of a version newer than

@@ -50,19 +50,19 @@ def happy_draw(protocol: MixedProtocol, train_labels: np.ndarray, shuffled: bool
         chosen = rs.choice(len(images), size=int(protocol.labelled_fraction * len(images)), replace=False)
         labelled.append(images[chosen])
         pool[c] = images[np.array(list(set(range(len(images))) - set(chosen.tolist())), dtype=np.int64)]
-    stages: list[list[np.ndarray]] = [[] for _ in protocol.stages]
-    for s, counts in enumerate(protocol.stages):
+    steps: list[list[np.ndarray]] = [[] for _ in protocol.steps]
+    for s, counts in enumerate(protocol.steps):
         for c in protocol.labelled_classes:
-            stages[s].append(pool[c][rs.choice(len(pool[c]), size=_fits(counts[c], len(pool[c]), c), replace=False)])
+            steps[s].append(pool[c][rs.choice(len(pool[c]), size=_fits(counts[c], len(pool[c]), c), replace=False)])
     if shuffled:  # Happy shuffles its new classes (every class not labelled): its draws continue from there
         rs.seed(0)
         rs.shuffle(np.array(sorted(set(of_class) - set(protocol.labelled_classes))))
-    for s, counts in enumerate(protocol.stages):
+    for s, counts in enumerate(protocol.steps):
         for c in sorted(set(counts) - set(protocol.labelled_classes)):  # arrival order: bench numbers them so
             images = of_class[c]
-            stages[s].append(images[rs.choice(len(images), size=min(counts[c], len(images)), replace=False)])
-    return Manifest((np.concatenate(labelled), *(np.concatenate(parts) for parts in stages)),
-                    (True,) + (False,) * len(protocol.stages))
+            steps[s].append(images[rs.choice(len(images), size=min(counts[c], len(images)), replace=False)])
+    return Manifest((np.concatenate(labelled), *(np.concatenate(parts) for parts in steps)),
+                    (True,) + (False,) * len(protocol.steps))
 
 
 def _fits(count: int, available: int, c: int) -> int:

@@ -1,4 +1,4 @@
-"""How a run's classes are cut into tasks (the class-iNCD steps, or the stages of the mixed setting): task k
+"""How a run's classes are cut into tasks (the class-iNCD steps, or the steps of the mixed setting): task k
 owns a contiguous range of the dataset's classes in its class order."""
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The `mixed` setting of continual category discovery (its pieces): a labelled first
-stage, then unlabelled stages that mix images of classes already seen with new ones.
+step, then unlabelled steps that mix images of classes already seen with new ones.
 
-A `MixedProtocol` says, per stage, how many training images of which class it holds; `draw` turns it
-into a `Manifest` (which image goes to which stage, labelled or not) for a dataset's training labels
+A `MixedProtocol` says, per step, how many training images of which class it holds; `draw` turns it
+into a `Manifest` (which image goes to which step, labelled or not) for a dataset's training labels
 and a seed. A manifest is what a run would record and can be written and read back (`to_json`,
 `from_json`, versioned); `read_happy` imports the split file Happy (NeurIPS'24) ships, so that the
 counts are exactly that file's (PromptCCD's files and Happy's SSB class splits: `bench.splits.peer_splits`).
@@ -25,47 +25,47 @@ MANIFEST_VERSION = 1
 
 @dataclass(frozen=True)
 class MixedProtocol:
-    """Stage 0: `labelled_fraction` of every image of each class in `labelled_classes`, with labels.
-    Stage s >= 1: `stages[s - 1]`, a map class -> number of unlabelled images.
+    """Step 0: `labelled_fraction` of every image of each class in `labelled_classes`, with labels.
+    Step s >= 1: `steps[s - 1]`, a map class -> number of unlabelled images.
 
     Two fields only PromptCCD's rule (bench.splits.peer_splits) needs, off by default (Happy's way):
     `labelled_counts`, the labelled images per class when a rule fixes them (PromptCCD floors
-    `n * fraction`, where `labelled_fraction` would round); `disjoint`, every image in at most one stage
-    (PromptCCD partitions each class's images among the stages, where Happy draws each stage afresh)."""
+    `n * fraction`, where `labelled_fraction` would round); `disjoint`, every image in at most one step
+    (PromptCCD partitions each class's images among the steps, where Happy draws each step afresh)."""
 
     labelled_classes: tuple[int, ...]
     labelled_fraction: float
-    stages: tuple[Mapping[int, int], ...]
+    steps: tuple[Mapping[int, int], ...]
     labelled_counts: Mapping[int, int] | None = None
     disjoint: bool = False
 
-    def seen_before(self, stage: int) -> set[int]:
-        """The classes of stages 0..stage-1 (the "soft" old classes of `stage`)."""
+    def seen_before(self, step: int) -> set[int]:
+        """The classes of steps 0..stage-1 (the "soft" old classes of `step`)."""
         seen = set(self.labelled_classes)
-        for counts in self.stages[:max(stage - 1, 0)]:
+        for counts in self.steps[:max(step - 1, 0)]:
             seen |= set(counts)
         return seen
 
 
 @dataclass(frozen=True)
 class Manifest:
-    """Which training images each stage holds: `stages[0]` the labelled stage, then the unlabelled ones
+    """Which training images each step holds: `steps[0]` the labelled step, then the unlabelled ones
     (indices into the dataset's training set)."""
 
-    stages: tuple[np.ndarray, ...]
+    steps: tuple[np.ndarray, ...]
     labelled: tuple[bool, ...]
-    # labelled images held out of stage 0 for epoch selection (`setting.selection=val`), never trained on
+    # labelled images held out of step 0 for epoch selection (`setting.selection=val`), never trained on
     validation: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
 
     def counts(self, train_labels: np.ndarray) -> list[dict[int, int]]:
-        """Per stage, images per class."""
+        """Per step, images per class."""
         labels = np.asarray(train_labels)
         return [dict(zip(*map(np.ndarray.tolist, np.unique(labels[index], return_counts=True))))
-                for index in self.stages]
+                for index in self.steps]
 
     def to_json(self) -> str:
         data = {"version": MANIFEST_VERSION, "labelled": list(self.labelled),
-                "stages": [index.tolist() for index in self.stages]}
+                "stages": [index.tolist() for index in self.steps]}
         if len(self.validation):
             data["validation"] = self.validation.tolist()
         return json.dumps(data)
@@ -73,49 +73,49 @@ class Manifest:
     @classmethod
     def from_json(cls, text: str) -> "Manifest":
         """A manifest from its JSON, or a `BenchError` saying what is wrong with it: an object with `version`,
-        `stages` (lists of training-image indices: integers >= 0, each at most once in a stage), `labelled`
-        (one boolean per stage) and optionally `validation`; the labelled stages share no image with the others
+        `steps` (lists of training-image indices: integers >= 0, each at most once in a step), `labelled`
+        (one boolean per step) and optionally `validation`; the labelled steps share no image with the others
         nor with `validation` (`check`)."""
         data = json.loads(text)
         if not isinstance(data, dict):
-            raise BenchError(f"a split manifest is a JSON object with version, stages and labelled; got a "
+            raise BenchError(f"a split manifest is a JSON object with version, steps and labelled; got a "
                              f"{type(data).__name__}")
         if data.get("version") != MANIFEST_VERSION:
             raise BenchError(f"split manifest version {data.get('version')!r}: this bench reads version "
                              f"{MANIFEST_VERSION}")
-        stages, labelled = data.get("stages"), data.get("labelled")
-        if not isinstance(stages, list) or not isinstance(labelled, list) or len(stages) != len(labelled) \
+        steps, labelled = data.get("stages"), data.get("labelled")
+        if not isinstance(steps, list) or not isinstance(labelled, list) or len(steps) != len(labelled)\
                 or not all(isinstance(flag, bool) for flag in labelled):
-            raise BenchError("a split manifest's `stages` is a list of lists of image indices and its `labelled` a "
-                             "list of as many true/false, one per stage")
-        manifest = cls(tuple(_indices(rows, f"stage {t}") for t, rows in enumerate(stages)), tuple(labelled),
+            raise BenchError("a split manifest's `steps` is a list of lists of image indices and its `labelled` a "
+                             "list of as many true/false, one per step")
+        manifest = cls(tuple(_indices(rows, f"step {t}") for t, rows in enumerate(steps)), tuple(labelled),
                        _indices(data.get("validation", []), "validation"))
         manifest.check()
         return manifest
 
     def check(self) -> None:
-        """Every stage holds images, each at most once; a labelled stage's images are in no other stage and none
-        is held out for validation; the held-out images are in no stage (a `BenchError` otherwise)."""
-        for t, rows in enumerate(self.stages):
+        """Every step holds images, each at most once; a labelled step's images are in no other step and none
+        is held out for validation; the held-out images are in no step (a `BenchError` otherwise)."""
+        for t, rows in enumerate(self.steps):
             if not len(rows):
-                raise BenchError(f"split manifest: stage {t} holds no image")
+                raise BenchError(f"split manifest: step {t} holds no image")
             values, counts = np.unique(rows, return_counts=True)
             if (counts > 1).any():
-                raise BenchError(f"split manifest: stage {t} lists training image {int(values[counts > 1][0])} "
-                                 f"{int(counts.max())} times; an image is at most once in a stage")
-        for t, rows in enumerate(self.stages):
+                raise BenchError(f"split manifest: step {t} lists training image {int(values[counts > 1][0])} "
+                                 f"{int(counts.max())} times; an image is at most once in a step")
+        for t, rows in enumerate(self.steps):
             if not self.labelled[t]:
                 continue
-            for other, their in enumerate(self.stages):
+            for other, their in enumerate(self.steps):
                 shared = np.intersect1d(rows, their) if other != t else np.empty(0)
                 if len(shared):
-                    raise BenchError(f"split manifest: training image {int(shared[0])} is in the labelled stage {t} "
-                                     f"and in stage {other}; a labelled image is in no other stage")
-        for t, rows in enumerate(self.stages):
+                    raise BenchError(f"split manifest: training image {int(shared[0])} is in the labelled step {t} "
+                                     f"and in step {other}; a labelled image is in no other step")
+        for t, rows in enumerate(self.steps):
             shared = np.intersect1d(rows, self.validation)
             if len(shared):
                 raise BenchError(f"split manifest: training image {int(shared[0])} is held out for validation and "
-                                 f"in stage {t}")
+                                 f"in step {t}")
 
 
 def _indices(values: object, where: str) -> np.ndarray:
@@ -130,28 +130,28 @@ def _indices(values: object, where: str) -> np.ndarray:
 
 
 def hold_out(manifest: Manifest, train_labels: np.ndarray, fraction: float, seed: int) -> Manifest:
-    """`manifest` with `fraction` of each labelled class's stage-0 images moved to its `validation`
+    """`manifest` with `fraction` of each labelled class's step-0 images moved to its `validation`
     (at least one image of a class with two or more, never all of them), drawn with `seed`; the other
-    stages are left as they are."""
+    steps are left as they are."""
     labels = np.asarray(train_labels, dtype=np.int64)
-    rng = np.random.default_rng([seed, 1])  # a stream of its own: the stages' draw is unchanged
-    first = manifest.stages[0]
+    rng = np.random.default_rng([seed, 1])  # a stream of its own: the steps' draw is unchanged
+    first = manifest.steps[0]
     held = []
     for c in np.unique(labels[first]):
         images = first[labels[first] == c]
         n = min(len(images) - 1, max(1, int(round(fraction * len(images)))))
         held.append(rng.choice(images, size=n, replace=False) if n > 0 else np.empty(0, dtype=np.int64))
     validation = np.sort(np.concatenate(held)) if held else np.empty(0, dtype=np.int64)
-    stages = (np.setdiff1d(first, validation), *manifest.stages[1:])
-    return Manifest(stages, manifest.labelled, validation)
+    steps = (np.setdiff1d(first, validation), *manifest.steps[1:])
+    return Manifest(steps, manifest.labelled, validation)
 
 
 def draw(protocol: MixedProtocol, train_labels: np.ndarray, seed: int) -> Manifest:
-    """The images of every stage, drawn with `seed`: the labelled stage takes its fraction of each
-    labelled class; an unlabelled stage draws, without replacement within the stage, its count of a
-    labelled class from that class's images the labelled stage left, and of any other class from all of
-    its images (each stage draws afresh, so two stages may share images, as in Happy's code; with
-    `protocol.disjoint`, from what earlier stages left, as in PromptCCD's)."""
+    """The images of every step, drawn with `seed`: the labelled step takes its fraction of each
+    labelled class; an unlabelled step draws, without replacement within the step, its count of a
+    labelled class from that class's images the labelled step left, and of any other class from all of
+    its images (each step draws afresh, so two steps may share images, as in Happy's code; with
+    `protocol.disjoint`, from what earlier steps left, as in PromptCCD's)."""
     labels = np.asarray(train_labels, dtype=np.int64)
     rng = np.random.default_rng(seed)
     by_class = {int(c): np.flatnonzero(labels == c) for c in np.unique(labels)}
@@ -160,22 +160,22 @@ def draw(protocol: MixedProtocol, train_labels: np.ndarray, seed: int) -> Manife
         images = rng.permutation(_images_of(by_class, c))
         cut = _labelled_size(protocol, c, len(images))
         if cut > len(images):
-            raise BenchError(f"the labelled stage asks for {cut} images of class {c}; the dataset has {len(images)}")
+            raise BenchError(f"the labelled step asks for {cut} images of class {c}; the dataset has {len(images)}")
         labelled.append(np.sort(images[:cut]))
         rest[c] = np.sort(images[cut:])
-    stages = [np.concatenate(labelled) if labelled else np.empty(0, dtype=np.int64)]
-    for s, counts in enumerate(protocol.stages, start=1):
+    steps = [np.concatenate(labelled) if labelled else np.empty(0, dtype=np.int64)]
+    for s, counts in enumerate(protocol.steps, start=1):
         picked = []
         for c, n in sorted(counts.items()):
             pool = rest[c] if c in rest else _images_of(by_class, c)
             if n > len(pool):
-                raise BenchError(f"stage {s} asks for {n} images of class {c}; the dataset has {len(pool)} to draw from")
+                raise BenchError(f"step {s} asks for {n} images of class {c}; the dataset has {len(pool)} to draw from")
             chosen = np.sort(rng.choice(pool, size=n, replace=False))
             if protocol.disjoint:
                 rest[c] = np.setdiff1d(pool, chosen)
             picked.append(chosen)
-        stages.append(np.concatenate(picked) if picked else np.empty(0, dtype=np.int64))
-    return Manifest(tuple(stages), (True,) + (False,) * len(protocol.stages))
+        steps.append(np.concatenate(picked) if picked else np.empty(0, dtype=np.int64))
+    return Manifest(tuple(steps), (True,) + (False,) * len(protocol.steps))
 
 
 def _labelled_size(protocol: MixedProtocol, c: int, n: int) -> int:
@@ -193,8 +193,8 @@ def _images_of(by_class: Mapping[int, np.ndarray], c: int) -> np.ndarray:
 # -- Happy's split file (`logs/<dataset>_continual_dataset_dict.txt` in its repository) --
 
 def read_happy(path: str | Path, num_classes: int, labelled_fraction: float = 0.8) -> MixedProtocol:
-    """The protocol of a Happy split file: its per-stage counts (`online_dataset_split_dict`), the order
-    in which the new classes arrive (`novel_targets_shuffle`) and how many arrive per stage. The labelled
+    """The protocol of a Happy split file: its per-step counts (`online_dataset_split_dict`), the order
+    in which the new classes arrive (`novel_targets_shuffle`) and how many arrive per step. The labelled
     classes are the dataset's other classes. The file does not record Happy's labelled fraction
     (`--prop_train_labels`, 0.8 by default in its code): give it."""
     text = read_text(path, "a Happy split file (logs/<dataset>_continual_dataset_dict.txt)")
@@ -202,28 +202,28 @@ def read_happy(path: str | Path, num_classes: int, labelled_fraction: float = 0.
     try:
         counts = ast.literal_eval(sections["online_dataset_split_dict"])  # a literal only: never code
         order = [int(c) for c in re.findall(r"-?\d+", sections["novel_targets_shuffle"])]
-        per_stage = int(sections["num_novel_class_per_session"])
-        n_stages = int(counts["continual_session_num"])
+        per_step = int(sections["num_novel_class_per_session"])
+        n_steps = int(counts["continual_session_num"])
         unseen, old, seen = (int(counts[k]) for k in ("online_novel_unseen_num", "online_old_seen_num",
                                                       "online_novel_seen_num"))
     except (KeyError, ValueError, SyntaxError, TypeError) as err:
         raise BenchError(f"{path}: not a Happy split file ({type(err).__name__}: {err})") from None
-    if n_stages < 1 or per_stage < 1 or min(unseen, old, seen) < 1:
-        raise BenchError(f"{path}: {n_stages} sessions of {per_stage} new classes, {unseen}/{old}/{seen} images per "
+    if n_steps < 1 or per_step < 1 or min(unseen, old, seen) < 1:
+        raise BenchError(f"{path}: {n_steps} sessions of {per_step} new classes, {unseen}/{old}/{seen} images per "
                          f"class (new/old/seen): each must be at least 1")
-    if per_stage * n_stages != len(order) or len(set(order)) != len(order):
-        raise BenchError(f"{path}: {len(order)} new classes do not make {n_stages} stages of {per_stage}")
+    if per_step * n_steps != len(order) or len(set(order)) != len(order):
+        raise BenchError(f"{path}: {len(order)} new classes do not make {n_steps} steps of {per_step}")
     outside = [c for c in order if not 0 <= c < num_classes]
     if outside:
         raise BenchError(f"{path}: new class {outside[0]} is not a class of the dataset (0..{num_classes - 1})")
     labelled = tuple(c for c in range(num_classes) if c not in set(order))
-    stages = []
-    for s in range(n_stages):
-        stage = {c: old for c in labelled}
-        stage.update({c: seen for c in order[:s * per_stage]})
-        stage.update({c: unseen for c in order[s * per_stage:(s + 1) * per_stage]})
-        stages.append(stage)
-    return MixedProtocol(labelled, labelled_fraction, tuple(stages))
+    steps = []
+    for s in range(n_steps):
+        step = {c: old for c in labelled}
+        step.update({c: seen for c in order[:s * per_step]})
+        step.update({c: unseen for c in order[s * per_step:(s + 1) * per_step]})
+        steps.append(step)
+    return MixedProtocol(labelled, labelled_fraction, tuple(steps))
 
 
 def read_text(path: str | Path, what: str) -> str:
@@ -251,20 +251,20 @@ def _sections(text: str, path: str | Path) -> dict[str, str]:
 
 
 def protocol_counts(protocol: MixedProtocol) -> list[dict[int, int]]:
-    """The unlabelled stages' images per class, as the protocol asks (for comparing with a manifest)."""
-    return [dict(stage) for stage in protocol.stages]
+    """The unlabelled steps' images per class, as the protocol asks (for comparing with a manifest)."""
+    return [dict(step) for step in protocol.steps]
 
 
 def labelled_count(protocol: MixedProtocol, train_labels: Sequence[int]) -> dict[int, int]:
-    """Images per labelled class in the labelled stage, for `train_labels`."""
+    """Images per labelled class in the labelled step, for `train_labels`."""
     labels = np.asarray(train_labels)
     return {c: _labelled_size(protocol, c, int((labels == c).sum())) for c in protocol.labelled_classes}
 
 
-def read_manifest_file(path: str | Path, stages: int) -> tuple[Manifest, str]:
+def read_manifest_file(path: str | Path, steps: int) -> tuple[Manifest, str]:
     """A split manifest a user gives (`setting.manifest_file`: a run's `split.json`, or one written from
-    another codebase's files) and its sha256, or a `BenchError` saying what is wrong with it. `stages`:
-    the unlabelled stages the run's split has."""
+    another codebase's files) and its sha256, or a `BenchError` saying what is wrong with it. `steps`:
+    the unlabelled steps the run's split has."""
     import hashlib
 
     path = Path(path).expanduser()
@@ -276,30 +276,30 @@ def read_manifest_file(path: str | Path, stages: int) -> tuple[Manifest, str]:
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as err:
         raise BenchError(f"setting.manifest_file {path}: not a readable split manifest ({type(err).__name__}: "
                          f"{err}); give a run's split.json or one in its format (bench.splits.manifests.Manifest)") from None
-    if len(manifest.stages) != stages + 1 or manifest.labelled != (True,) + (False,) * stages:
-        raise BenchError(f"setting.manifest_file {path}: {len(manifest.stages)} stages labelled {list(manifest.labelled)}; "
-                         f"the split has a labelled stage then {stages} unlabelled ones")
+    if len(manifest.steps) != steps + 1 or manifest.labelled != (True,) + (False,) * steps:
+        raise BenchError(f"setting.manifest_file {path}: {len(manifest.steps)} steps labelled {list(manifest.labelled)}; "
+                         f"the split has a labelled step then {steps} unlabelled ones")
     return manifest, hashlib.sha256(raw).hexdigest()
 
 
 def class_order_of(manifest: Manifest, train_labels: np.ndarray, num_classes: int, source: str) -> np.ndarray:
-    """The class order a manifest's stages make (the labelled stage's classes, then each stage's new ones,
-    each group sorted; classes in no stage last, left out), or a `BenchError` for a manifest that does not
+    """The class order a manifest's steps make (the labelled step's classes, then each step's new ones,
+    each group sorted; classes in no step last, left out), or a `BenchError` for a manifest that does not
     fit the dataset."""
     labels = np.asarray(train_labels, dtype=np.int64)
-    for t, rows in enumerate((*manifest.stages, manifest.validation)):
+    for t, rows in enumerate((*manifest.steps, manifest.validation)):
         outside = rows[(rows < 0) | (rows >= len(labels))]
         if len(outside):
-            where = f"stage {t}" if t < len(manifest.stages) else "its validation"
+            where = f"step {t}" if t < len(manifest.steps) else "its validation"
             raise BenchError(f"{source}: {where} names training image {int(outside[0])}; the dataset has "
                              f"{len(labels)} (0..{len(labels) - 1})")
-        if t < len(manifest.stages) and len(rows) == 0:
-            raise BenchError(f"{source}: stage {t} holds no image")
+        if t < len(manifest.steps) and len(rows) == 0:
+            raise BenchError(f"{source}: step {t} holds no image")
     order: list[int] = []
-    for t, rows in enumerate(manifest.stages):
+    for t, rows in enumerate(manifest.steps):
         new = sorted(set(np.unique(labels[rows]).tolist()) - set(order))
         if t > 0 and not new:
-            raise BenchError(f"{source}: stage {t} brings no new class; every unlabelled stage must")
+            raise BenchError(f"{source}: step {t} brings no new class; every unlabelled step must")
         order += new
     return np.asarray(order + sorted(set(range(num_classes)) - set(order)), dtype=np.int64)
 

@@ -1,5 +1,5 @@
 """Split files that other continual category discovery code ships, read as data into bench's
-`MixedProtocol` and `Manifest` (bench.splits.manifests), so that a run can hold exactly their stages. Nothing a
+`MixedProtocol` and `Manifest` (bench.splits.manifests), so that a run can hold exactly their steps. Nothing a
 file holds is ever run: text is parsed as literals, a pickle through an unpickler that imports nothing.
 
 PromptCCD (Cendra et al., ECCV'24; github.com/Visual-AI/PromptCCD) ships under `config/`:
@@ -8,14 +8,14 @@ PromptCCD (Cendra et al., ECCV'24; github.com/Visual-AI/PromptCCD) ships under `
 - `cifar100/class_dict.txt`, `tinyimagenet/class_dict.txt`: a Python dict literal, class folder name
   (CIFAR-100 label name, TinyImageNet wnid) -> class index;
 - `imagenet100/train_100.txt`, `val_100.txt`: one `relative/path label` line per image.
-It ships no list of stages: its `data.py` draws them at start-up, shuffling each class's images with
+It ships no list of steps: its `data.py` draws them at start-up, shuffling each class's images with
 numpy's global generator seeded with `manual_seed`, in the order its loader lists the training images.
 Where a file fixes that order (ImageNet-100's list) `read_promptccd` rebuilds the very images of every
-stage (a `Manifest`); where the filesystem does (`glob` for CIFAR-100 and TinyImageNet), only the
+step (a `Manifest`); where the filesystem does (`glob` for CIFAR-100 and TinyImageNet), only the
 counts (a `MixedProtocol`) can be PromptCCD's.
 
 Happy (Ma et al., NeurIPS'24; github.com/mashijie1028/Happy-CGCD) takes CUB's classes from the Semantic
-Shift Benchmark's `ssb_splits/cub_osr_splits.pkl` (`read_ssb_splits`); its stage counts are in the
+Shift Benchmark's `ssb_splits/cub_osr_splits.pkl` (`read_ssb_splits`); its step counts are in the
 file `bench.splits.manifests.read_happy` reads.
 """
 from __future__ import annotations
@@ -42,7 +42,7 @@ PER_CLASS = 500  # data_util.load_imagenet100 keeps each class's first 500 lines
 @dataclass(frozen=True)
 class PromptCCDConfig:
     """The parameters of PromptCCD's rule; the defaults are its CIFAR-100 config's (every shipped config
-    has these ratios, 3 stages and seed 1, and 70% of the classes labelled but Stanford Cars: 130 of 196)."""
+    has these ratios, 3 steps and seed 1, and 70% of the classes labelled but Stanford Cars: 130 of 196)."""
 
     classes: int = 100
     labelled_data: int = 70
@@ -56,26 +56,26 @@ class PromptCCDConfig:
         return cls(classes=classes, labelled_data=int(round(0.7 * classes)))
 
     def check(self) -> None:
-        per_stage = (self.classes - self.labelled_data) // max(self.n_stage, 1)
+        per_step = (self.classes - self.labelled_data) // max(self.n_stage, 1)
         rows = self.ccd_split_ratio
-        if not 0 < self.labelled_data < self.classes or self.n_stage < 1 or per_stage < 1:
+        if not 0 < self.labelled_data < self.classes or self.n_stage < 1 or per_step < 1:
             raise BenchError(f"PromptCCD split: {self.classes} classes with {self.labelled_data} labelled make "
-                             f"no {self.n_stage} stages of at least one new class")
+                             f"no {self.n_stage} steps of at least one new class")
         needed = [self.n_stage + 1] + [self.n_stage - a for a in range(self.n_stage)]
-        if len(rows) < len(needed) or any(len(r) < n for r, n in zip(rows, needed)) or \
+        if len(rows) < len(needed) or any(len(r) < n for r, n in zip(rows, needed)) or\
                 any(not 0 <= x <= 1 for r in rows for x in r):
             raise BenchError(f"PromptCCD split: ccd_split_ratio {[list(r) for r in rows]} is not {self.n_stage + 1} "
                              f"rows of {needed} ratios in [0, 1]")
 
 
 def _pieces(config: PromptCCDConfig, c: int, n: int) -> list[tuple[int, int]]:
-    """(stage, size) of the consecutive pieces PromptCCD cuts class `c`'s n shuffled images into (stage 0:
+    """(step, size) of the consecutive pieces PromptCCD cuts class `c`'s n shuffled images into (step 0:
     labelled), as `build_CCD_dataset` in its data.py does. A labelled class (c < labelled_data) keeps
-    int(n * r[0][0]) labelled images, then gives stage s = 1..n_stage int(left * r[0][s]) of those left.
-    A new class arrives in stage a + 1, a = (c % labelled_data) // ((classes - labelled_data) // n_stage),
-    and gives stage a + 1 + j int(left * r[a + 1][j]). Every size is floored and every piece is taken from
-    what the earlier pieces left, so the stages are disjoint; the classes of an incomplete last group
-    (a >= n_stage) are in no stage at all, and `c % labelled_data` wraps when more classes are new than
+    int(n * r[0][0]) labelled images, then gives step s = 1..n_stage int(left * r[0][s]) of those left.
+    A new class arrives in step a + 1, a = (c % labelled_data) // ((classes - labelled_data) // n_stage),
+    and gives step a + 1 + j int(left * r[a + 1][j]). Every size is floored and every piece is taken from
+    what the earlier pieces left, so the steps are disjoint; the classes of an incomplete last group
+    (a >= n_stage) are in no step at all, and `c % labelled_data` wraps when more classes are new than
     labelled. All of this is read from the code (the floors, the disjoint cuts, the arrival formula), which
     is what fixes the numbers; the configs carry only the ratios."""
     if c < config.labelled_data:
@@ -95,13 +95,13 @@ def _pieces(config: PromptCCDConfig, c: int, n: int) -> list[tuple[int, int]]:
 
 def promptccd_protocol(class_counts: Sequence[int] | np.ndarray, config: PromptCCDConfig | None = None,
                        order: Sequence[int] | None = None) -> MixedProtocol:
-    """PromptCCD's stages for a dataset whose class c (in PromptCCD's class order) has `class_counts[c]`
+    """PromptCCD's steps for a dataset whose class c (in PromptCCD's class order) has `class_counts[c]`
     training images; `config` defaults to its CIFAR-100 protocol on len(class_counts) classes, `order[c]`
     is bench's index of class c (default: the same). Its labelled classes are the first `labelled_data`
-    and its new classes arrive in index order, (classes - labelled_data) // n_stage a stage (no shuffle).
-    On CIFAR-100 (500 images a class): 70 labelled classes of 435 labelled images; stage 1 holds 35 of each
-    labelled class and 350 of each of classes 70..79; stage 2 15, 100 and 450 of classes 80..89; stage 3
-    15, 50, 50 and 500 of classes 90..99 (disjoint stages, `MixedProtocol.disjoint`)."""
+    and its new classes arrive in index order, (classes - labelled_data) // n_stage a step (no shuffle).
+    On CIFAR-100 (500 images a class): 70 labelled classes of 435 labelled images; step 1 holds 35 of each
+    labelled class and 350 of each of classes 70..79; step 2 15, 100 and 450 of classes 80..89; step 3
+    15, 50, 50 and 500 of classes 90..99 (disjoint steps, `MixedProtocol.disjoint`)."""
     config = config or PromptCCDConfig.for_classes(len(class_counts))
     config.check()
     if len(class_counts) < config.classes:
@@ -110,37 +110,37 @@ def promptccd_protocol(class_counts: Sequence[int] | np.ndarray, config: PromptC
     if len(index) < config.classes:
         raise BenchError(f"PromptCCD split: {config.classes} classes, but a class order of {len(index)}")
     labelled: dict[int, int] = {}
-    stages: list[dict[int, int]] = [{} for _ in range(config.n_stage)]
+    steps: list[dict[int, int]] = [{} for _ in range(config.n_stage)]
     for c in range(config.classes):
-        for stage, size in _pieces(config, c, int(class_counts[c])):
-            if stage == 0:
+        for step, size in _pieces(config, c, int(class_counts[c])):
+            if step == 0:
                 labelled[index[c]] = size
             elif size:
-                stages[stage - 1][index[c]] = size
-    return MixedProtocol(tuple(index[:config.labelled_data]), config.ccd_split_ratio[0][0], tuple(stages),
+                steps[step - 1][index[c]] = size
+    return MixedProtocol(tuple(index[:config.labelled_data]), config.ccd_split_ratio[0][0], tuple(steps),
                          labelled_counts=labelled, disjoint=True)
 
 
 def promptccd_manifest(labels: Sequence[int] | np.ndarray, config: PromptCCDConfig,
                        index: Sequence[int] | np.ndarray | None = None) -> Manifest:
-    """The very images PromptCCD puts in each stage when its training list, in its loader's order, has
+    """The very images PromptCCD puts in each step when its training list, in its loader's order, has
     PromptCCD classes `labels` (its image i is image `index[i]` of bench's training set): for each class
     in index order, its images shuffled by numpy's legacy generator seeded once with `manual_seed`
     (`seed_everything`, then one `np.random.shuffle` per class, nothing else drawn before), then cut into
-    `_pieces`. Which images, not their order within a stage: PromptCCD reshuffles that per epoch."""
+    `_pieces`. Which images, not their order within a step: PromptCCD reshuffles that per epoch."""
     config.check()
     labels = np.asarray(labels, dtype=np.int64)
     where = np.arange(len(labels)) if index is None else np.asarray(index, dtype=np.int64)
     rng = np.random.RandomState(config.manual_seed)
-    stages: list[list[np.ndarray]] = [[] for _ in range(config.n_stage + 1)]
+    steps: list[list[np.ndarray]] = [[] for _ in range(config.n_stage + 1)]
     for c in range(config.classes):
         members = np.flatnonzero(labels == c)
         rng.shuffle(members)
         start = 0
-        for stage, size in _pieces(config, c, len(members)):
-            stages[stage].append(members[start:start + size])
+        for step, size in _pieces(config, c, len(members)):
+            steps[step].append(members[start:start + size])
             start += size
-    return Manifest(tuple(np.sort(where[np.concatenate(s)]) if s else np.empty(0, dtype=np.int64) for s in stages),
+    return Manifest(tuple(np.sort(where[np.concatenate(s)]) if s else np.empty(0, dtype=np.int64) for s in steps),
                     (True,) + (False,) * config.n_stage)
 
 
@@ -182,7 +182,7 @@ def read_class_dict(path: str | Path, class_names: Sequence[str]) -> tuple[int, 
         table = ast.literal_eval(read_text(path, "a PromptCCD class_dict.txt").strip())
     except (ValueError, SyntaxError, RecursionError, MemoryError) as err:
         raise BenchError(f"{path}: not a PromptCCD class_dict ({first_line(err)})") from None
-    if not isinstance(table, dict) or not all(isinstance(k, str) and type(v) is int for k, v in table.items()) \
+    if not isinstance(table, dict) or not all(isinstance(k, str) and type(v) is int for k, v in table.items())\
             or sorted(table.values()) != list(range(len(table))):
         raise BenchError(f"{path}: not a PromptCCD class_dict (a dict of class names to the indices 0..n-1)")
     where = {name: i for i, name in enumerate(class_names)}

@@ -2,17 +2,17 @@
 
 - `incd`, the paper's class-iNCD: every step holds unlabelled images of its new classes only. Its
   splits are `2-step`, `5-step`, `10-step` (`bench.config.spec.SPLITS`).
-- `mixed`, continual generalized category discovery (PromptCCD, Happy, VB-CGCD): stage 0 holds labelled
-  images of the first classes; every later stage holds unlabelled images of its new classes mixed with
+- `mixed`, continual generalized category discovery (PromptCCD, Happy, VB-CGCD): step 0 holds labelled
+  images of the first classes; every later step holds unlabelled images of its new classes mixed with
   images of every class seen before. Its splits are the protocols of `MIXED_SPLITS`, e.g.
-  `happy-5-stage`: the split names the protocol and its number of stages, and the run's `setting`
+  `happy-5-stage`: the split names the protocol and its number of steps, and the run's `setting`
   section holds its counts, the seed of its draw and how K is known, all part of the run id.
 
 A mixed protocol is a rule, so that it applies to any dataset. Happy's (`happy-5-stage`): the labelled classes are the first
 `labelled_classes` of the class order (a fraction of the classes, or a count), of which
 `labelled_fraction` of the images are labelled; the rest of the classes arrive in equal groups, one per
-stage, and stage s holds, per class, `old_seen` images of each labelled class (from the images the labelled
-stage left), `novel_seen` of each class that arrived in an earlier stage and `novel_unseen` of each class
+step, and step s holds, per class, `old_seen` images of each labelled class (from the images the labelled
+step left), `novel_seen` of each class that arrived in an earlier step and `novel_unseen` of each class
 arriving now. A count below 1 is a fraction of the class's training images (at least one image).
 PromptCCD's (`promptccd-3-stage`) is `bench.splits.peer_splits.promptccd_protocol` with the section's ratios.
 """
@@ -28,9 +28,9 @@ from bench.splits.manifests import MixedProtocol
 
 SETTINGS: dict[str, str] = {
     "incd": "class-iNCD (the paper's): each step holds unlabelled images of its new classes only",
-    "mixed": "continual category discovery: a labelled first stage, then unlabelled stages of old and new classes",
+    "mixed": "continual category discovery: a labelled first step, then unlabelled steps of old and new classes",
 }
-# setting.selection: which epoch of its training a stage keeps (`bench.protocol.epoch_selection`)
+# setting.selection: which epoch of its training a step keeps (`bench.protocol.epoch_selection`)
 SELECTIONS: dict[str, str] = {
     "last": "the last epoch",
     "val": "the best epoch on held-out labelled images",
@@ -45,13 +45,13 @@ ORACLE_MARK = "oracle on test"
 # (`--shuffle_classes --seed 0`) shuffle them (`bench.splits.peer_splits.happy_arrival_order`); "happy-ssb", the
 # dataset's SSB known classes labelled (Happy's `--use_ssb_splits`, on by default) and the others in Happy's order
 ARRIVALS = ("canonical", "happy", "happy-ssb")
-# setting.evaluation: what a stage is scored on (`bench.protocol.mixed`, `bench.protocol.transductive`)
+# setting.evaluation: what a step is scored on (`bench.protocol.mixed`, `bench.protocol.transductive`)
 EVALUATIONS: dict[str, str] = {
     "inductive": "the method's predictions on the test images of every class seen so far (Happy's)",
-    "transductive": "semi-supervised k-means at known K over the method's representation of the stage's own "
+    "transductive": "semi-supervised k-means at known K over the method's representation of the step's own "
                     "training images (PromptCCD's)",
 }
-# setting.draw: which images each stage holds (`bench.splits.manifests.draw`, `bench.splits.happy_draw`)
+# setting.draw: which images each step holds (`bench.splits.manifests.draw`, `bench.splits.happy_draw`)
 DRAWS: dict[str, str] = {
     "bench": "bench's draw, seeded with setting.manifest_seed",
     "happy": "Happy's code's draw, replayed: its very images (CIFAR, TinyImageNet, ImageNet-100, CUB-200)",
@@ -61,10 +61,10 @@ K_SOURCES = ("known", "silhouette", "brent")  # setting.k: the new classes' coun
 
 @dataclass(frozen=True)
 class MixedSplit:
-    """A registered mixed protocol: its unlabelled stages, the rule that cuts them (`happy`: the counts
+    """A registered mixed protocol: its unlabelled steps, the rule that cuts them (`happy`: the counts
     below; `promptccd`: `bench.splits.peer_splits.promptccd_protocol`) and the defaults of its `setting` section."""
 
-    stages: int
+    steps: int
     source: str
     counts: Mapping[str, Any]
     rule: str = "happy"
@@ -76,15 +76,15 @@ class MixedSplit:
 
 
 # Happy (Ma et al., NeurIPS'24), CIFAR-100: 50 labelled classes (80% of their images labelled), then 5
-# stages of 10 new classes; per stage 25 images of each labelled class, 25 of each earlier new class and
+# steps of 10 new classes; per step 25 images of each labelled class, 25 of each earlier new class and
 # 400 of each new one (`online_old_seen_num`, `online_novel_seen_num`, `online_novel_unseen_num` of its
-# `logs/cifar100_continual_dataset_dict.txt`: stages of 5250, 5500, ... 6250 images). As fractions of
+# `logs/cifar100_continual_dataset_dict.txt`: steps of 5250, 5500, ... 6250 images). As fractions of
 # CIFAR-100's 500 images per class, the rule gives exactly those counts there.
 HAPPY = dict(labelled_classes=0.5, labelled_fraction=0.8, old_seen=0.05, novel_seen=0.05, novel_unseen=0.8)
 # PromptCCD (Cendra et al., ECCV'24), CIFAR-100 (`config/cifar100/*.yaml`, `data.py:build_CCD_dataset`):
-# the first 70% of the classes labelled, 3 stages; `ccd_split_ratio` row r cuts the images of the classes
-# arriving at stage r (row 0: the labelled ones, whose first piece is labelled) into one piece per stage
-# from r on, each a floor of its ratio of what is left; no image is in two stages.
+# the first 70% of the classes labelled, 3 steps; `ccd_split_ratio` row r cuts the images of the classes
+# arriving at step r (row 0: the labelled ones, whose first piece is labelled) into one piece per step
+# from r on, each a floor of its ratio of what is left; no image is in two steps.
 PROMPTCCD = dict(labelled_classes=0.7, ccd_split_ratio=[[0.87, 0.54, 0.5, 1.0], [0.7, 0.67, 1.0], [0.9, 1.0], [1.0]])
 # Happy on CUB-200 (its README's command: `--num_old_classes 100 --prop_train_labels 0.8 --online_old_seen_num 5
 # --online_novel_seen_num 5 --online_novel_unseen_num 25 --shuffle_classes --seed 0`, SSB splits on): the SSB
@@ -106,7 +106,7 @@ SETTING_KEYS: dict[str, Any] = {"name": "mixed", "protocol": "", "manifest_seed"
                                 "k_max_new": 0, "selection": "last", "val_fraction": 0.1,
                                 # the order the new classes arrive in: the class order, or Happy's shuffle of them
                                 "arrival": "canonical",
-                                # what a stage is scored on: the test images (inductive) or its own (transductive)
+                                # what a step is scored on: the test images (inductive) or its own (transductive)
                                 "evaluation": "inductive",
                                 # which images: bench's seeded draw, or Happy's code's replayed (`happy_draw`)
                                 "draw": "bench",
@@ -123,7 +123,7 @@ def with_manifest_file(setting: dict[str, Any]) -> dict[str, Any]:
 
     if not isinstance(setting["manifest_file"], str):
         raise BenchError(f"bad setting.manifest_file={setting['manifest_file']!r}: the path of a split manifest")
-    _, digest = read_manifest_file(setting["manifest_file"], MIXED_SPLITS[setting["protocol"]].stages)
+    _, digest = read_manifest_file(setting["manifest_file"], MIXED_SPLITS[setting["protocol"]].steps)
     return {**setting, "manifest_sha256": digest}
 
 
@@ -190,7 +190,7 @@ def check_setting(setting: Mapping[str, Any]) -> None:
             raise fail(key, value, "a fraction in (0, 1) of the classes or images, or a count >= 1")
     if split.rule == "happy" and setting["labelled_fraction"] >= 1:
         raise fail("labelled_fraction", setting["labelled_fraction"],
-                   "a fraction in (0, 1): the labelled classes' other images feed the later stages")
+                   "a fraction in (0, 1): the labelled classes' other images feed the later steps")
 
 
 def _count(share: float, n: int) -> int:
@@ -200,21 +200,21 @@ def _count(share: float, n: int) -> int:
 
 
 def class_groups(setting: Mapping[str, Any], num_classes: int) -> tuple[int, int]:
-    """The labelled classes and the new classes per stage of a mixed protocol on `num_classes` classes
-    (the classes the stages cannot share equally are left out, as Happy leaves them)."""
+    """The labelled classes and the new classes per step of a mixed protocol on `num_classes` classes
+    (the classes the steps cannot share equally are left out, as Happy leaves them)."""
     split = MIXED_SPLITS[setting["protocol"]]
     labelled = min(_count(setting["labelled_classes"], num_classes), num_classes)
-    per_stage = (num_classes - labelled) // split.stages
-    if per_stage < 1:
-        raise BenchError(f"the {setting['protocol']} protocol needs at least one new class per stage: {num_classes} "
-                         f"classes with {labelled} labelled leave {num_classes - labelled} for {split.stages} stages")
+    per_step = (num_classes - labelled) // split.steps
+    if per_step < 1:
+        raise BenchError(f"the {setting['protocol']} protocol needs at least one new class per step: {num_classes} "
+                         f"classes with {labelled} labelled leave {num_classes - labelled} for {split.steps} steps")
     if split.rule == "promptccd":
         _promptccd_config(setting, num_classes).check()
-    return labelled, per_stage
+    return labelled, per_step
 
 
 def arrival_order(setting: Mapping[str, Any], num_classes: int, dataset: str = "") -> np.ndarray | None:
-    """The classes in the order a mixed run's stages bring them, where `setting.arrival` reorders them; None for
+    """The classes in the order a mixed run's steps bring them, where `setting.arrival` reorders them; None for
     the class order. `happy`: the labelled classes first, as they are, then the new ones in the order Happy's
     runs shuffle them (its `data/cifar.py` shuffles the sorted new classes with numpy seeded 0: on CIFAR-100 its
     logs/cifar_continual_dataset_dict.txt). `happy-ssb`: the dataset's SSB known classes first (in the SSB
@@ -246,35 +246,35 @@ def _promptccd_config(setting: Mapping[str, Any], num_classes: int) -> Any:
     if not isinstance(ratios, (list, tuple)) or not all(isinstance(r, (list, tuple)) for r in ratios):
         raise BenchError(f"bad setting.ccd_split_ratio={ratios!r}: a list of lists of ratios, as PromptCCD's config")
     return PromptCCDConfig(classes=num_classes, labelled_data=_count(setting["labelled_classes"], num_classes),
-                           n_stage=MIXED_SPLITS[setting["protocol"]].stages,
+                           n_stage=MIXED_SPLITS[setting["protocol"]].steps,
                            ccd_split_ratio=tuple(tuple(float(x) for x in r) for r in ratios))
 
 
 def protocol_for(setting: Mapping[str, Any], num_classes: int, train_labels: np.ndarray) -> MixedProtocol:
     """The protocol of a mixed run on a dataset with `num_classes` classes (in its class order), whose
     training images have `train_labels`."""
-    stages = MIXED_SPLITS[setting["protocol"]].stages
-    labelled, per_stage = class_groups(setting, num_classes)
+    steps = MIXED_SPLITS[setting["protocol"]].steps
+    labelled, per_step = class_groups(setting, num_classes)
     sizes = np.bincount(np.asarray(train_labels, dtype=np.int64), minlength=num_classes)
     if MIXED_SPLITS[setting["protocol"]].rule == "promptccd":
         from bench.splits.peer_splits import promptccd_protocol
 
         return promptccd_protocol(sizes.tolist(), _promptccd_config(setting, num_classes))
-    arrivals = [range(labelled + s * per_stage, labelled + (s + 1) * per_stage) for s in range(stages)]
-    protocol_stages = []
-    for s in range(stages):
+    arrivals = [range(labelled + s * per_step, labelled + (s + 1) * per_step) for s in range(steps)]
+    protocol_steps = []
+    for s in range(steps):
         counts = {c: _count(setting["old_seen"], int(sizes[c])) for c in range(labelled)}
         counts.update({c: _count(setting["novel_seen"], int(sizes[c])) for a in arrivals[:s] for c in a})
         counts.update({c: _count(setting["novel_unseen"], int(sizes[c])) for c in arrivals[s]})
-        protocol_stages.append(counts)
-    return MixedProtocol(tuple(range(labelled)), float(setting["labelled_fraction"]), tuple(protocol_stages))
+        protocol_steps.append(counts)
+    return MixedProtocol(tuple(range(labelled)), float(setting["labelled_fraction"]), tuple(protocol_steps))
 
 
-def stage_sizes(protocol: MixedProtocol) -> tuple[int, ...]:
-    """How many classes each stage introduces: the labelled ones, then each stage's new ones."""
+def step_sizes(protocol: MixedProtocol) -> tuple[int, ...]:
+    """How many classes each step introduces: the labelled ones, then each step's new ones."""
     seen = set(protocol.labelled_classes)
     sizes = [len(seen)]
-    for counts in protocol.stages:
+    for counts in protocol.steps:
         sizes.append(len(set(counts) - seen))
         seen |= set(counts)
     return tuple(sizes)
@@ -304,4 +304,4 @@ def describe(split: str, config: Mapping[str, Any]) -> str:
 
 __all__ = ["SETTINGS", "EVALUATIONS", "MIXED_SPLITS", "MixedSplit", "arrival_order", "check_setting", "class_groups", "describe",
            "mixed_setting",
-           "protocol_for", "setting_of", "stage_sizes"]
+           "protocol_for", "setting_of", "step_sizes"]

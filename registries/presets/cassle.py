@@ -49,7 +49,7 @@ equations = dict(
 )
 # `code` (the default): the discovery head as the authors' Baseline scripts train it (their CaSSLe
 # heads came from scripts_cassle_linear, Baseline's code: weight decay 5e-5, one mean over the two
-# views, the authors' per-dataset views); the self-supervised stage is the same in both presets.
+# views, the authors' per-dataset views); the self-supervised step is the same in both presets.
 code = dict(weight_decay=5e-5, swap_reduction="mean", features=dict(policy="code"))
 # The authors' head training used batch 128 on TinyImageNet (scripts_cassle_linear).
 overrides = dict(code={"tinyimagenet": dict(batch_size=128)}, equations={"tinyimagenet": dict(batch_size=128)})

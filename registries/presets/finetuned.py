@@ -1,4 +1,4 @@
-# What EwC, LwF and DER share (docs/methods.md#adapted-il-methods; stages:
+# What EwC, LwF and DER share (docs/methods.md#adapted-il-methods; steps:
 # docs/methods.md#epoch-loop): per step a warm-up of
 # the new head on the frozen encoder, then the main stage with the last block training. The paper gives
 # no epochs or batch for them: the EwC/LwF scripts' 100 + 100 epochs and batch 256 are used by both

@@ -7,7 +7,7 @@ equations = dict(
     normalize=True,  # L2-normalise the plain features
     shrinkage=0.5,  # α in Σ = (1 − α)·S + α·(tr(S)/D)·I, in (0, 1]; 1: isotropic, one variance a class
     min_variance=1e-6,  # σ²_min: the floor of tr(S)/D; a one-image class gets σ²_min·I
-    em_iters=10,  # EM iterations of an unlabelled stage after the k-means initialisation
+    em_iters=10,  # EM iterations of an unlabelled step after the k-means initialisation
     max_iter=200,  # Lloyd iterations of the anchored k-means that initialises the new classes
     n_init=10,  # its k-means++ inits; the one of least inertia is kept
 )

@@ -1,5 +1,5 @@
 # Joint (unfrozen) (docs/methods.md#joint-unfrozen). The Baseline heads (the warm start) take Baseline's keys.
-# Stage epochs and batches are the scripts' (CIFAR: stage 2 with batch 128); the paper gives none.
+# Step epochs and batches are the scripts' (CIFAR: step 2 with batch 128); the paper gives none.
 # `unfreeze`: how many last blocks train (1: blocks.11 of ViT-B/16, the authors' g=11), or the name
 # of the first trainable block ("blocks.11").
 _base_ = ["./baseline.py"]

@@ -6,6 +6,6 @@
 equations = dict(
     normalize=True,  # L2-normalise the plain features first
     max_iter=200,  # Lloyd iterations of the anchored k-means per init, fewer once no assignment changes
-    n_init=10,  # k-means++ inits of an unlabelled stage; the one of least inertia is kept
+    n_init=10,  # k-means++ inits of an unlabelled step; the one of least inertia is kept
 )
 code = dict(features=dict(policy="code"))

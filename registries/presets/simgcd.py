@@ -1,4 +1,4 @@
-# Continual SimGCD (docs/methods.md#simgcd-continual): SimGCD fine-tuned stage after stage in the mixed setting. Its stages
+# Continual SimGCD (docs/methods.md#simgcd-continual): SimGCD fine-tuned step after step in the mixed setting. Its steps
 # are Happy-CGCD's README commands (`train_happy.py`, CIFAR-100) with Happy's parts off and SimGCD's global
 # mean-entropy term on; the `equations` preset is the same (SimGCD's paper gives these values too).
 equations = dict(
@@ -15,7 +15,7 @@ equations = dict(
     momentum=0.9,
     weight_decay=5e-5,             # none on biases and 1-D weights (SimGCD's `get_params_groups`)
     eta_min_ratio=1e-3,            # cosine to lr·1e-3
-    sup_weight=0.35,               # λ of the labelled stage
+    sup_weight=0.35,               # λ of the labelled step
     memax_weight=1.0,              # ε (CUB: 2, below)
     student_temperature=0.1,
     info_nce_temperature=1.0,      # `info_nce_logits`' default: `args.temperature` is never passed

@@ -7,7 +7,7 @@
 # preset does (this method reads no augmented view). Hard-coded in the code, hence no key: Adam's betas and
 # eps (optax defaults) and the schedule (`classifier/mngmm.py` run_inference, methods/vb_cgcd.py).
 equations = dict(
-    pca_dim=384,  # main.py --num_dim 384: PCA components fitted on the labelled stage (mngmm.py pre_processing)
+    pca_dim=384,  # main.py --num_dim 384: PCA components fitted on the labelled step (mngmm.py pre_processing)
     svi_iters=1000,  # main.py --n_epochs 1000: SVI steps, one minibatch each (mngmm.py run_inference)
     lr=4e-6,  # main.py --lr 4e-6: Adam's base rate, warmed up to 10× over 100 steps, then ×0.85 per 500
     batch_size=128,  # main.py --batch-size 128: the plate's subsample size (mngmm.py model)

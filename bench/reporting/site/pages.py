@@ -88,7 +88,7 @@ def _figures(rows: Sequence[Measure], first: Mapping[str, Any], directory: Path 
         return pd.DataFrame([dict(label=label, step=t, mean=v, std=0.0, n=1) for t, v in points])
 
     curve = sorted((t, v) for t, g, f, m, v in rows if g == "all" and f == flavour and m == metric)
-    if not curve:  # the mixed setting: its stages' `all` rows are flavour cgcd
+    if not curve:  # the mixed setting: its steps' `all` rows are flavour cgcd
         curve = sorted((t, v) for t, g, f, m, v in rows if g == "all" and f == "cgcd" and m == "acc")
     cells = {(t, int(g[5:])): v for t, g, f, m, v in rows if re.fullmatch(r"task_\d+", g) and f == flavour and m == "acc"}
     out = ['<section id="figures"><h2>Per step</h2><div class="panels">']
@@ -175,7 +175,7 @@ def _training_curves(directory: Path | None) -> str:
                                      "score (%)", lambda _: "#2ca02c", xlabel="epoch"))
     if not panels:
         return ""
-    return ('<h3>Training</h3><p class="note">Each training loop\'s mean loss over an epoch\'s batches (a stage may '
+    return ('<h3>Training</h3><p class="note">Each training loop\'s mean loss over an epoch\'s batches (a step may '
             'train several loops, e.g. a warm-up and the main loop), and where the run selected an epoch '
             '(<code>setting.selection</code>), the score of each epoch it scored.</p><div class="panels">'
             + "".join(panels) + "</div>")

@@ -54,7 +54,7 @@ def _leaderboards(scores: pd.DataFrame, runs: Sequence[Run], references: Sequenc
         mine.sort(key=lambda k: (rank[k[1]], -stats[k]["A"]["mean"] if "A" in stats[k] else math.inf))
         backbones = {_backbone(stats.get(k), by_cell.get(k)) for k in mine}
         head = ("method", "dataset", "A ↑ (%)", "A 95% CI", "F ↓ (%)", "F 95% CI", "seeds", "runs",
-                "A · F flavour", "features") + (("backbone",) if len(backbones) > 1 else ()) \
+                "A · F flavour", "features") + (("backbone",) if len(backbones) > 1 else ())\
             + (("rank of A (95% CI)",) if ranks else ())
         for key in mine:
             members, values = by_cell.get(key, []), stats.get(key, {})
@@ -212,11 +212,11 @@ def _cgcd_section(frame: pd.DataFrame, runs_by_cell: Mapping[tuple[str, str, str
                     + "".join(tds) + "</tr>")
     head = ["split", "dataset", "method", *COLUMNS.values(), "seeds", "runs"]
     return ('<section id="cgcd"><h2>Continual category discovery</h2><p class="note">The mixed setting\'s runs '
-            '(cgcd.* beside): accuracy on All classes of a stage\'s test images, on Old and New classes in the hard '
-            'sense (the labelled stage\'s classes vs the rest) and the soft one (classes seen before a stage vs new '
-            'in it), each the mean over the unlabelled stages, in %, mean ± std over seeds; F the forgetting of the '
-            'labelled classes (their accuracy after the labelled stage minus after the last); K error the mean '
-            '|K given − K| over the unlabelled stages (0 where K is known).</p><table class="sortable filterable"><thead><tr>'
+            '(cgcd.* beside): accuracy on All classes of a step\'s test images, on Old and New classes in the hard '
+            'sense (the labelled step\'s classes vs the rest) and the soft one (classes seen before a step vs new '
+            'in it), each the mean over the unlabelled steps, in %, mean ± std over seeds; F the forgetting of the '
+            'labelled classes (their accuracy after the labelled step minus after the last); K error the mean '
+            '|K given − K| over the unlabelled steps (0 where K is known).</p><table class="sortable filterable"><thead><tr>'
             + "".join(f'<th scope="col"><button type="button">{e(h)}</button></th>' for h in head)
             + "</tr></thead><tbody>" + "".join(body) + "</tbody></table></section>")
 

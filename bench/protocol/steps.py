@@ -1,6 +1,6 @@
-"""What a setting gives the one stage loop (`bench.protocol.runner.run_stages`): its stages, the rows each stage
-is evaluated to, and the run's summary. class-iNCD is the staged protocol with no labelled stage and no earlier
-classes in a stage (`bench.protocol.class_incd`); the mixed setting of continual category discovery has both
+"""What a setting gives the one step loop (`bench.protocol.runner.run_steps`): its steps, the rows each step
+is evaluated to, and the run's summary. class-iNCD is the staged protocol with no labelled step and no earlier
+classes in a step (`bench.protocol.class_incd`); the mixed setting of continual category discovery has both
 (`bench.protocol.mixed`).
 """
 from __future__ import annotations
@@ -20,37 +20,36 @@ from bench.config.spec import RunSpec
 from bench.protocol.hooks import MethodHooks
 
 
-class Stages(Protocol):
-    """A setting's stages of one run. `stored` is what the run keeps for `predictions.npz` (in its checkpoint
-    until it ends; its keys are `bench.runs.predictions.Keys`): a stage's evaluation adds to it, and a later stage
-    may read it. A stage keeps nothing between `step` and `evaluate`: what the method was told at stage t is the
+class Steps(Protocol):
+    """A setting's steps of one run. `stored` is what the run keeps for `predictions.npz` (in its checkpoint
+    until it ends; its keys are `bench.runs.predictions.Keys`): a step's evaluation adds to it, and a later step
+    may read it. A step keeps nothing between `step` and `evaluate`: what the method was told at step t is the
     `Step` the loop hands back to `evaluate`."""
 
-    noun: str  # what the log calls a stage: "step" (class-iNCD), "stage" (mixed)
 
     def step(self, t: int, stored: Mapping[str, np.ndarray]) -> Step:
-        """What the method learns from at stage t: the stage's data, and labels only where the setting gives them."""
+        """What the method learns from at step t: the step's data, and labels only where the setting gives them."""
 
     def evaluate(self, t: int, step: Step, method: MethodHooks, stored: dict[str, np.ndarray]) -> list[MetricRow]:
-        """Stage t's metric rows, on everything seen so far, for the method that learnt `step` (stage t's, as `step`
+        """Step t's metric rows, on everything seen so far, for the method that learnt `step` (step t's, as `step`
         built it); what they were computed from goes into `stored`."""
 
     def summary(self, rows: list[MetricRow]) -> list[MetricRow]:
-        """The run's summary rows (A, F, ...) from its per-stage rows."""
+        """The run's summary rows (A, F, ...) from its per-step rows."""
 
     def describe(self, t: int, rows: list[MetricRow]) -> str:
-        """Stage t's line in the run's log."""
+        """Step t's line in the run's log."""
 
     def state_dict(self) -> dict[str, Any]: ...
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
 
 
-def stages_for(spec: RunSpec, parts: Any, feed: Feed, out: Path, log: Callable[[str], None]) -> Stages:
-    """The stages of run `spec` in its setting."""
+def steps_for(spec: RunSpec, parts: Any, feed: Feed, out: Path, log: Callable[[str], None]) -> Steps:
+    """The steps of run `spec` in its setting."""
     if setting_of(spec.config) == "mixed":
-        return mixed.MixedStages(spec, parts, feed, out, log)
-    return class_incd.ClassIncrementalStages(spec, parts, feed)
+        return mixed.MixedSteps(spec, parts, feed, out, log)
+    return class_incd.ClassIncrementalSteps(spec, parts, feed)
 
 
 def reported_of(spec: RunSpec) -> Mapping[str, tuple[str, str]]:
