@@ -29,7 +29,6 @@ Labelled = tuple[np.ndarray, np.ndarray]  # the labels of a split's images, and 
 class ClassIncrementalSteps:
     """Class-iNCD's steps (`bench.protocol.steps.Steps`): one per task of the run's layout."""
 
-
     def __init__(self, spec: RunSpec, parts: Any, feed: Feed) -> None:
         self.n_steps, self.layout, self.feed = spec.n_steps, parts.layout, feed
         self.evaluator = Evaluator(parts.layout)

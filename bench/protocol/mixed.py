@@ -122,7 +122,6 @@ class MixedSteps:
     (old and new classes mixed), with the count of new classes given or estimated (`setting.k`); each step
     is evaluated on the test images of every class seen so far, from what it stores (`step_rows`)."""
 
-
     def __init__(self, spec: RunSpec, parts: Any, feed: Feed, out: Path, log: Log) -> None:
         self.spec, self.method, self.feed, self.log = spec, parts.method, feed, log
         self.data, self.layout = parts.data, parts.layout
