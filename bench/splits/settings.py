@@ -128,7 +128,7 @@ def with_manifest_file(setting: dict[str, Any]) -> dict[str, Any]:
 
 
 def setting_of(config: Mapping[str, Any]) -> str:
-    return config.get("setting", {}).get("name", "incd")
+    return str(config.get("setting", {}).get("name", "incd"))
 
 
 def mixed_setting(split: str, partitioned: bool = False) -> dict[str, Any]:
