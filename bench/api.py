@@ -16,6 +16,7 @@ Imports from: bench.registries, bench.config, bench.reporting, bench.execution.
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Sequence
 
 from bench.config.selection import DEFAULT_RESULTS, Options, PathLike, Selection
@@ -23,12 +24,13 @@ from bench.execution.launch import RunOptions, RunOutcome
 from bench.reporting.pipeline import DEFAULT_REPORT_FORMATS, ReportOptions, ReportOutcome, Results
 
 
-def _use_plugins(include: Sequence[PathLike] | None) -> None:
+def _use_plugins(include: PathLike | Sequence[PathLike] | None) -> None:
     """Plugin folders given to the API, as `--include` gives them to a command (`bench.registries.plugins`)."""
     if include is not None:
         from bench.registries.plugins import activate
 
-        activate(include)
+        # one folder given alone is that folder, not its name's characters
+        activate([include] if isinstance(include, (str, os.PathLike)) else include)
 
 
 def run(grid: str | Selection = "demo", *, methods: Sequence[str] | None = None,
@@ -38,7 +40,7 @@ def run(grid: str | Selection = "demo", *, methods: Sequence[str] | None = None,
         workers: int | None = None, device: str | None = None, threads: int | None = None,
         read_ahead: bool | None = None, weights_dir: PathLike | None = None, force: bool = False,
         retry_failed: bool = False, dry_run: bool = False, profile: str = "default",
-        slurm_options: Options | None = None, wait: bool = False, include: Sequence[PathLike] | None = None,
+        slurm_options: Options | None = None, wait: bool = False, include: PathLike | Sequence[PathLike] | None = None,
         gpus: Sequence[str] | None = None, runs_per_gpu: int = 1, pack: int | str | None = None,
         pack_hours: float = 4.0, trackers: Sequence[str] | None = None) -> RunOutcome:
     """Run a grid, as `bench run` does: the selection's runs not yet done, on `cluster` (local worker
@@ -64,21 +66,21 @@ def report(grid: str | Selection | None = None, *, methods: Sequence[str] | None
            datasets: Sequence[str] | None = None, splits: Sequence[str] | None = None,
            seeds: Sequence[int] | None = None, backbones: Sequence[str] | None = None,
            results: PathLike = DEFAULT_RESULTS, data_root: PathLike | None = None, cache_dir: PathLike | None = None,
-           cfg_options: Options | None = None, format: str | Sequence[str] = DEFAULT_REPORT_FORMATS,
+           cfg_options: Options | None = None, format: str | Sequence[str] | None = DEFAULT_REPORT_FORMATS,
            out: PathLike | None = None, pool_orders: bool = False, by: str | None = None,
            compare: Sequence[str] | None = None, statistics: Any = None,
-           include: Sequence[PathLike] | None = None) -> ReportOutcome:
+           include: PathLike | Sequence[PathLike] | None = None) -> ReportOutcome:
     """Tables and plots of finished runs, as `bench report` writes them: of a grid's selection, or without
     `grid` of every finished run under `results` (`grid` may also be a whole `Selection`). `format`: one of latex,
-    markdown, csv, html (the static site, `index.html`) or several (default: latex and html). `compare`: ["paper"],
+    markdown, csv, html (the static site, `index.html`) or several (default, or None: latex and html). `compare`: ["paper"],
     a mixed-setting peer (["happy"], ["promptccd"], ["vb-cgcd"]) or two method labels. `statistics`:
     `bench.reporting.statistics.Options` or its fields by name. `include`: plugin folders, as for `run`."""
     selection = Selection.of(grid, methods=methods, datasets=datasets, splits=splits, seeds=seeds,
                              backbones=backbones, results=results, data_root=data_root, cache_dir=cache_dir,
                              cfg_options=cfg_options)
     _use_plugins(include)
-    options = ReportOptions(formats=format, out=out, pool_orders=pool_orders, by=by, compare=compare,
-                            statistics=statistics)
+    options = ReportOptions(formats=DEFAULT_REPORT_FORMATS if format is None else format, out=out,
+                            pool_orders=pool_orders, by=by, compare=compare, statistics=statistics)
     from bench.execution.selection import runs_to_report
     from bench.reporting.pipeline import write_reports
 
@@ -89,7 +91,7 @@ def results(grid: str | Selection | None = None, *, methods: Sequence[str] | Non
             datasets: Sequence[str] | None = None, splits: Sequence[str] | None = None,
             seeds: Sequence[int] | None = None, backbones: Sequence[str] | None = None,
             results: PathLike = DEFAULT_RESULTS, cfg_options: Options | None = None,
-            include: Sequence[PathLike] | None = None) -> Results:
+            include: PathLike | Sequence[PathLike] | None = None) -> Results:
     """The finished runs of a grid's selection (or without `grid`, every one under `results`) as pandas objects,
     aggregated over seeds as `bench report` does; the selection's options are `report`'s. Writes nothing."""
     selection = Selection.of(grid, methods=methods, datasets=datasets, splits=splits, seeds=seeds,

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from bench.core.numerics import sklearn_seed
 from bench.methods.gcd_losses import evenness
 
 
@@ -115,7 +116,7 @@ def clustered_rows(z: torch.Tensor, old_rows: torch.Tensor, n_new: int, seed: in
 
     x = F.normalize(z.double(), dim=1).cpu().numpy()
     k = min(len(old_rows) + n_new, len(x))
-    centres = torch.from_numpy(KMeans(n_clusters=k, random_state=seed, n_init=1).fit(x).cluster_centers_)
+    centres = torch.from_numpy(KMeans(n_clusters=k, random_state=sklearn_seed(seed), n_init=1).fit(x).cluster_centers_)
     centres = F.normalize(centres.float(), dim=1)
     likeness = (centres @ F.normalize(old_rows.float().cpu(), dim=1).t()).max(1).values
     chosen = torch.topk(likeness, min(n_new, k), largest=False).indices

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from bench.core.numerics import sklearn_seed
 from bench.methods.base import Method, RunsOn, Step
 from bench.registries import METHODS
 
@@ -39,7 +40,7 @@ class KMeansReference(Method):
 
         hp = self.hparams
         km = KMeans(n_clusters=k, init=hp["init"], n_init=hp["n_init"], max_iter=hp["max_iter"],
-                    algorithm="lloyd", random_state=self.seed * 1000 + step)
+                    algorithm="lloyd", random_state=sklearn_seed(self.seed * 1000 + step))
         km.fit(F.normalize(x.float(), dim=1).cpu().numpy().astype(np.float64))
         return torch.as_tensor(km.cluster_centers_, dtype=torch.float32)
 

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bench.core.numerics import sklearn_seed
 from bench.errors import BenchError
 from bench.features.tokens import run_block, vit_of
 
@@ -42,7 +43,7 @@ class PromptPool:
         if len(self.replay):
             x = np.concatenate([x, self.replay.double().numpy()])
         mixture = GaussianMixture(n_components=min(k, len(x)), covariance_type=self.covariance, reg_covar=1e-3,
-                                  tol=1e-7, max_iter=100, init_params="kmeans", n_init=1, random_state=self.seed)
+                                  tol=1e-7, max_iter=100, init_params="kmeans", n_init=1, random_state=sklearn_seed(self.seed))
         with warnings.catch_warnings():  # EM stopped at max_iter before tol 1e-7, as the code's own fit may: as intended
             warnings.simplefilter("ignore", ConvergenceWarning)
             self.mixture = mixture.fit(x)

@@ -53,6 +53,7 @@ from typing import Any, Callable
 import torch
 from sklearn.mixture import GaussianMixture
 
+from bench.core.numerics import sklearn_seed
 from bench.methods.base import Method, RunsOn, Step
 from bench.methods.ncm_kmeans import check_labels
 from bench.protocol.step import record_epochs
@@ -181,7 +182,7 @@ def cluster(x: torch.Tensor, k: int, hparams: dict[str, Any], seed: int) -> torc
     """The code's clustering (clustering/gmm.py): scikit-learn's full-covariance Gaussian mixture of k
     components on the raw features, k-means initialised, here seeded; the component of each image."""
     gmm = GaussianMixture(n_components=k, covariance_type="full", max_iter=hparams["gmm_max_iter"],
-                          n_init=hparams["gmm_n_init"], reg_covar=hparams["gmm_reg_covar"], random_state=seed)
+                          n_init=hparams["gmm_n_init"], reg_covar=hparams["gmm_reg_covar"], random_state=sklearn_seed(seed))
     return torch.as_tensor(gmm.fit_predict(x.double().cpu().numpy()), dtype=torch.long)
 
 

@@ -169,6 +169,17 @@ def test_two_methods_with_one_slug_are_an_error_naming_both():
     (dict(seeds="0"), "bad seeds='0': an integer or a list of integers"),
     (dict(methods=[None]), "bad methods=[None]: a name or a list of names"),
     (dict(results=123), "bad results=123: a path"),
+    # an empty list selected every run (seeds=[] none); both are refused
+    *[(dict({axis: []}), f"{axis}=[] selects nothing") for axis in ("methods", "datasets", "splits", "backbones",
+                                                                     "seeds")],
+    (dict(seeds=2**63), "--seeds 9223372036854775808: a seed must be an integer from 0 to 4294967295"),
+    (dict(seeds=[0, 2**32]), "--seeds 4294967296: a seed must be an integer from 0 to 4294967295"),
+    (dict(threads=1.5), "bad threads=1.5: an integer"),  # was recorded as 1.5 and run with 1 thread
+    (dict(workers="2"), "bad workers='2': an integer"),
+    (dict(runs_per_gpu=True), "bad runs_per_gpu=True: an integer"),
+    (dict(pack_hours="4"), "bad pack_hours='4': a number"),
+    (dict(cluster="slurm", pack=2, pack_hours=float("inf")), "--pack-hours inf: must be a number > 0"),
+    (dict(force="no"), "bad force='no': True or False"),
 ])
 def test_the_api_refuses_what_it_would_coerce_in_one_bench_error(kwargs, said, tmp_path):
     kwargs = {"results": tmp_path, **kwargs}
@@ -242,3 +253,40 @@ def test_the_command_and_the_api_hand_on_the_same_selection_and_options(tmp_path
     assert by_command == by_api and options == api_options and options.formats == ("markdown", "csv")
     assert (options.compare, options.statistics.correction, options.statistics.resamples) == (("paper",), "bh", 50)
     assert every == every_api == Selection(results=results) and default == api_default
+
+
+@pytest.mark.parametrize("kwargs, said", [
+    (dict(format=["latex", 3]), "bad format=['latex', 3]: a format or a list of them, from latex"),
+    (dict(out=123), "bad out=123: a path"),
+    (dict(pool_orders="yes"), "bad pool_orders='yes': True or False"),
+    (dict(by=1), "bad by=1: a version column"),
+    (dict(statistics=5), "bad statistics=5: a bench.reporting.statistics.Options"),
+    (dict(methods=[]), "methods=[] selects nothing"),
+])
+def test_report_refuses_bad_options_in_one_bench_error(kwargs, said, tmp_path):
+    with pytest.raises(BenchError, match=re.escape(said)):
+        bench.report("demo", results=tmp_path, **kwargs)
+
+
+def test_report_format_none_means_the_default_formats():
+    from bench.reporting.pipeline import DEFAULT_REPORT_FORMATS, ReportOptions
+
+    assert ReportOptions(formats=None).formats == tuple(DEFAULT_REPORT_FORMATS)
+
+
+def test_include_given_as_one_folder_is_that_folder(tmp_path, monkeypatch):
+    seen = []
+    monkeypatch.setattr("bench.registries.plugins.activate", lambda dirs: seen.append(list(dirs)))
+    bench.run("demo", results=tmp_path, methods="Baseline", splits="2-step", seeds=0, dry_run=True,
+              include=str(tmp_path))
+    bench.run("demo", results=tmp_path, methods="Baseline", splits="2-step", seeds=0, dry_run=True,
+              include=tmp_path)
+    assert seen == [[str(tmp_path)], [tmp_path]]  # was: one folder per character of the name
+
+
+def test_the_largest_seed_runs(tmp_path):
+    # a step's seed is `seed * 1000 + t`: scikit-learn's k-means refused it above 2**32 once the run had started
+    from bench.core.numerics import MAX_SEED
+
+    outcome = bench.run("demo", methods="K-means", splits="2-step", seeds=MAX_SEED, cluster="debug", results=tmp_path)
+    assert outcome.ok and len(outcome.done) == 1, outcome.failed

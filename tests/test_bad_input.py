@@ -70,7 +70,7 @@ CASES = [
     ("split larger than the classes", ["run", *SMOKE, *SYNTH, "--splits", "10-step", "--cfg-options", "dataset.num_classes=5"], "split '10-step' does not fit dataset 'synthetic' (5 classes)", None),
     ("unknown timm model", ["run", *SMOKE, "--backbone", "timm:nosuch_model"], "unknown timm model 'nosuch_model' in backbone 'timm:nosuch_model'; valid names are timm.list_models()", None),
     ("misspelt timm model", ["run", *SMOKE, "--backbone", "timm:vit_tiny_patch16_22.augreg"], "did you mean vit_tiny_patch16_224", None),
-    ("negative seed", ["run", *SMOKE, "--seeds", "0", "-1"], "--seeds -1: a seed must be an integer >= 0", None),
+    ("negative seed", ["run", *SMOKE, "--seeds", "0", "-1"], "--seeds -1: a seed must be an integer from 0 to 4294967295", None),
     ("unknown device", ["run", *SMOKE, "--device", "gpu"], "unknown --device 'gpu'; use cpu, cuda or cuda:N", None),
     ("data root with nothing", ["run", *SMOKE, "--datasets", "cifar10", "--data-root", "{empty}"], "dataset 'cifar10' not found or incomplete at ", None),
     ("missing weights file", ["run", *SMOKE, "--backbone", "timm:vit_tiny_patch16_224", "--cfg-options", "backbone.pretrained=/nonexistent/w.pth"], "backbone weights file not found: /nonexistent/w.pth", None),

@@ -99,6 +99,14 @@ def test_an_oracle_run_keeps_its_best_test_epoch_and_says_so(tmp_path):
     assert scored[kept, 1] == scored[:, 1].max()
 
 
+def test_a_method_that_trains_no_epochs_is_not_said_to_have_read_the_test_labels(tmp_path):
+    (spec,) = tiny_specs(methods=["K-means"], splits=["happy-5-stage"], **MIXED, **{"setting.selection": "oracle"})
+    steps = [line for line in (execute(spec, tmp_path) / "log.txt").read_text().splitlines() if "selection" in line
+             or "kept epochs" in line]
+    # was: "step 0: kept epochs - (no epochs) by oracle (ORACLE ON TEST)", for a method that selected nothing
+    assert len(steps) == 6 and all("no epochs to select" in line and "ORACLE" not in line for line in steps), steps
+
+
 def test_a_val_run_holds_out_labelled_images_and_its_selections_are_recomputable(tmp_path):
     (spec,) = tiny_specs(methods=["Baseline++"], splits=["happy-5-stage"], **MIXED,
                          **{"method.epochs": 3, "method.ktrfr_epochs": 3, "setting.selection": "val"})

@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 from bench.config.presets import close_keys, deep_merge, load_preset, resolve_config
 from bench.config.spec import (DEFAULT_PRESET, DEFAULT_SECTIONS, EQUATIONS, SECTION_CHOICES, SPLITS, RunSpec,
                                n_steps_of, parse_method, read_config_file)
+from bench.core.numerics import check_seed
 from bench.core.runs_on import RunsOn
 from bench.errors import BenchError, unknown
 
@@ -114,6 +115,8 @@ def load_grid(name: str) -> Grid:
     blocks = ([block({**cfg, **{k: v for k, v in b.items() if k != "cfg"}, "block_cfg": b.get("cfg", {})})
                for b in cfg["blocks"]] if "blocks" in cfg else [block(cfg)])
     trackers = cfg.get("trackers", ())
+    for seed in cfg["seeds"]:
+        check_seed(int(seed), f"grid {name!r}: seed")
     return Grid(name=name, blocks=tuple(blocks), seeds=tuple(int(s) for s in cfg["seeds"]),
                 cfg=cfg.get("cfg", {}), dataset_options=cfg.get("dataset_options", {}),
                 trackers=(trackers,) if isinstance(trackers, str) else tuple(trackers))

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from bench.core.numerics import check_seed
 from bench.errors import BenchError
 
 if TYPE_CHECKING:
@@ -110,28 +111,62 @@ def parse_options(pairs: Sequence[str], option: str = "--cfg-options") -> dict[s
 
 # -- the Python API's selection arguments, checked at its edge (the command line's are parsed by argparse) --
 
-def names_of(value: Any, what: str) -> tuple[str, ...] | None:
+def names_of(value: Any, what: str, *, empty: bool = False) -> tuple[str, ...] | None:
     """A selection as the API takes it: None (the grid's), one name, or a list of names; anything else is
-    refused in one line (a string is one name, never its characters)."""
+    refused in one line (a string is one name, never its characters). An empty list selects nothing, which no
+    command can say (`--methods` takes one name or more): refused, not read as "all" (`empty`: where an empty
+    list means none, as for extra trackers)."""
     if value is None:
         return None
     if isinstance(value, str):
         return (value,)
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        if not value and not empty:
+            raise BenchError(f"{what}=[] selects nothing: name at least one, or leave {what} out (None) for the "
+                             f"grid's own")
         return tuple(value)
     raise BenchError(f"bad {what}={value!r}: a name or a list of names (strings), e.g. {what}=['baseline', 'k-means']")
 
 
 def seeds_of(value: Any) -> tuple[int, ...] | None:
-    """None (the grid's seeds), one integer or a list of integers; `1.5`, `True` or `"0"` are refused, not coerced
-    (two of them would name the run of seed 1)."""
+    """None (the grid's seeds), one integer or a list of at least one integer in 0 .. MAX_SEED; `1.5`, `True` or
+    `"0"` are refused, not coerced (two of them would name the run of seed 1), and so is a seed the runs could not
+    use, before any starts."""
     if value is None:
         return None
     values = [value] if isinstance(value, numbers.Integral) else value
     if isinstance(values, (list, tuple)) and all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
                                                  for v in values):
+        if not values:
+            raise BenchError("seeds=[] selects nothing: give at least one seed, or leave seeds out (None) for the "
+                             "grid's own")
+        for seed in values:
+            check_seed(int(seed))
         return tuple(int(v) for v in values)
     raise BenchError(f"bad seeds={value!r}: an integer or a list of integers, e.g. seeds=[0, 1, 2]")
+
+
+def whole_of(value: Any, what: str) -> int | None:
+    """A count option as the API takes it (`workers`, `threads`, `runs_per_gpu`): None (the default) or an integer;
+    `1.5`, `"2"` or `True` are refused, not coerced (1.5 threads would be recorded and 1 used). Its range is the
+    command's check (`--workers 0` is refused there, in the command's words)."""
+    if value is None or isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return None if value is None else int(value)
+    raise BenchError(f"bad {what}={value!r}: an integer")
+
+
+def number_of(value: Any, what: str) -> float:
+    """A number option (`pack_hours`): an int or a float, not a string; its range is the command's check."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
+    raise BenchError(f"bad {what}={value!r}: a number, e.g. {what}=4")
+
+
+def flag_of(value: Any, what: str) -> bool:
+    """A yes/no option: True or False (a string such as "no" would be true)."""
+    if isinstance(value, bool):
+        return value
+    raise BenchError(f"bad {what}={value!r}: True or False")
 
 
 def path_of(value: Any, what: str) -> Path:

@@ -34,6 +34,23 @@ def available_cores() -> int:
     return min(cores, int(slurm)) if slurm.isdigit() and int(slurm) >= 1 else cores
 
 
+# The largest seed a run takes: the runner seeds step t with `seed * 1000 + t` (torch takes 64 bits, numpy's legacy
+# generator 32: `seed_everything` wraps it), so that a seed fits 32 bits unsigned keeps every step's seed in reach
+MAX_SEED = 2**32 - 1
+
+
+def check_seed(seed: int, what: str = "--seeds") -> None:
+    """A run's seed: an integer in 0 .. MAX_SEED, refused before any run starts (it failed each run once begun)."""
+    if not 0 <= seed <= MAX_SEED:
+        raise BenchError(f"{what} {seed}: a seed must be an integer from 0 to {MAX_SEED} (2**32 - 1)")
+
+
+def sklearn_seed(seed: int) -> int:
+    """`seed` as scikit-learn takes it (`random_state`: 0 .. 2**32 - 1). A step's seed is `seed * 1000 + t`, which
+    passes 2**32 for seeds above 4294966; below that the value is `seed` itself, so no result changes."""
+    return seed % 2**32
+
+
 def check_threads(threads: int) -> None:
     if threads < 1:
         raise BenchError(f"--threads {threads}: must be an integer >= 1 (CPU compute threads of each run, "

@@ -13,7 +13,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from bench.config.selection import DEFAULT_RESULTS, Options, PathLike, Selection, names_of, options_of
+from bench.config.selection import (DEFAULT_RESULTS, Options, PathLike, Selection, flag_of, names_of, number_of,
+                                    options_of, whole_of)
+from bench.errors import BenchError
 from bench.execution import plan
 from bench.execution.preflight import (check_caches, check_cluster, check_device, check_inputs, check_pack,
                                        check_splits, check_tail_backbones, check_timm_models, local_slots)
@@ -47,7 +49,17 @@ class RunOptions:
     def __post_init__(self) -> None:
         # lists as tuples, and "none given" one value: the command's empty lists are the API's None. What needs
         # the cluster's checks first (`slurm_options` are read for SLURM alone) is checked where it is used.
-        object.__setattr__(self, "trackers", names_of(self.trackers, "trackers") or ())
+        object.__setattr__(self, "trackers", names_of(self.trackers, "trackers", empty=True) or ())
+        # counts, hours and flags as given, not coerced: threads=1.5 would be recorded as 1.5 and run on 1 thread
+        for name in ("workers", "threads"):
+            whole_of(getattr(self, name), name)
+        whole_of(self.runs_per_gpu, "runs_per_gpu")
+        object.__setattr__(self, "pack_hours", number_of(self.pack_hours, "pack_hours"))
+        for name in ("force", "retry_failed", "dry_run", "wait"):
+            flag_of(getattr(self, name), name)
+        for name in ("cluster", "profile"):
+            if not isinstance(getattr(self, name), str):
+                raise BenchError(f"bad {name}={getattr(self, name)!r}: a name (a string)")
         if self.slurm_options is None or isinstance(self.slurm_options, list):
             object.__setattr__(self, "slurm_options", tuple(self.slurm_options or ()))
         if isinstance(self.gpus, list):

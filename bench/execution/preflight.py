@@ -5,6 +5,7 @@ input with the same one-line `BenchError` instead of every run starting, failing
 """
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -273,6 +274,6 @@ def check_pack(cluster: str, pack: int | str | None, hours: float) -> int | str 
     if pack is not None and cluster != "slurm":
         raise BenchError(f"--pack puts several runs in one SLURM array task; --cluster {cluster} runs them on warm "
                          f"workers already (use --cluster slurm, or leave --pack out)")
-    if not hours > 0:
-        raise BenchError(f"--pack-hours {hours}: must be > 0 (the target length of a packed task)")
+    if not 0 < hours < math.inf:
+        raise BenchError(f"--pack-hours {hours}: must be a number > 0 (the target length of a packed task)")
     return pack

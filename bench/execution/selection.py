@@ -27,9 +27,6 @@ def expand_selection(selection: Selection, *, device: str | None = None, read_ah
     if selection.grid is None:
         raise BenchError("no grid to run: name one (--grid NAME; `bench list grids` lists them)")
     loaded = load_grid(selection.grid)
-    negative = [seed for seed in selection.seeds or () if seed < 0]
-    if negative:
-        raise BenchError(f"--seeds {negative[0]}: a seed must be an integer >= 0")
     cache_dir = selection.cache_dir
     location: dict[str, Any] = {"data_root": resolve_data_root(selection.data_root),
                                 "cache_dir": str(Path(cache_dir).resolve()) if cache_dir else None}

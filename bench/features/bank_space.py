@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from bench.core.sizes import size_text
 from bench.core.storage import unwritable
 from bench.errors import BenchError
 
@@ -47,6 +48,7 @@ def check_cache(cache: Path, needed: int, what: str) -> None:
                          f"choose another with --cache-dir DIR or BENCH_CACHE_DIR")
     free = shutil.disk_usage(cache).free
     if needed > free:
-        raise BenchError(f"bank cache {cache} has {free / 2**30:.2f} GiB free and the runs must build {what} "
-                         f"(about {needed / 2**30:.2f} GiB at most); free space or choose another with --cache-dir DIR "
+        # sizes in the unit that shows them (a nearly full disk in GiB read "0.00 GiB free ... about 0.00 GiB")
+        raise BenchError(f"bank cache {cache} has {size_text(free)} free and the runs must build {what} "
+                         f"(about {size_text(needed)} at most); free space or choose another with --cache-dir DIR "
                          f"or BENCH_CACHE_DIR")

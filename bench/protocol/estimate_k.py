@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from bench.core.numerics import sklearn_seed
 from bench.errors import BenchError
 from bench.protocol.evaluate import clustering_accuracy
 
@@ -38,8 +39,8 @@ def silhouette_scores(features: np.ndarray, k_min: int, k_max: int, seed: int = 
     sample = min(len(x), SILHOUETTE_SAMPLE)
     scores = {}
     for k in range(k_min, k_max + 1):
-        assign = KMeans(n_clusters=k, n_init=4, random_state=seed).fit_predict(x)
-        scores[k] = float(silhouette_score(x, assign, sample_size=sample, random_state=seed))
+        assign = KMeans(n_clusters=k, n_init=4, random_state=sklearn_seed(seed)).fit_predict(x)
+        scores[k] = float(silhouette_score(x, assign, sample_size=sample, random_state=sklearn_seed(seed)))
     return scores
 
 
@@ -70,7 +71,7 @@ def brent_k(features: np.ndarray, labelled: np.ndarray, labels: np.ndarray, k_mi
     def loss(k: float) -> float:
         k = int(k)  # GCD's rounding: the search moves over reals, k-means takes their integer part
         if k not in scores:
-            assign = KMeans(n_clusters=k, n_init=4, random_state=seed).fit_predict(x)
+            assign = KMeans(n_clusters=k, n_init=4, random_state=sklearn_seed(seed)).fit_predict(x)
             scores[k] = clustering_accuracy(labels, assign[labelled])
         return -scores[k]
 

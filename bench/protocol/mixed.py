@@ -201,8 +201,11 @@ class MixedSteps:
             stored[Keys.selected(t)] = compact(np.asarray([e for e, _ in selection.chosen], dtype=np.int64))
             for i, scored in enumerate(selection.scores):  # (epoch, score) of every epoch scored: the page's curve
                 stored[Keys.epoch_score(t, i)] = np.asarray(scored, dtype=np.float32).reshape(-1, 2)
-            self.log(f"step {t}: kept epochs {', '.join(f'{e + 1}/{n}' for e, n in selection.chosen) or '- (no epochs)'} "
-                     f"by {self.rule}{' (ORACLE ON TEST)' if self.rule in TEST_SELECTIONS else ''}")
+            if not selection.chosen:  # K-means and its kin train no epochs: nothing was chosen, nothing read the test
+                self.log(f"step {t}: no epochs to select (the method trains none); {self.rule} selection not used")
+            else:
+                self.log(f"step {t}: kept epochs {', '.join(f'{e + 1}/{n}' for e, n in selection.chosen)} "
+                         f"by {self.rule}{' (ORACLE ON TEST)' if self.rule in TEST_SELECTIONS else ''}")
         seen = np.flatnonzero(self.test_step <= t)
         stored[Keys.test_labels(t)] = compact(self.test_labels[seen])
         stored[Keys.unified(t)] = compact(_predict(method, self.feed, seen, classes, t))

@@ -39,6 +39,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.core.distances import squared_distances
+from bench.core.numerics import sklearn_seed
 from bench.errors import BenchError
 from bench.protocol.evaluate import old_new_accuracies
 from bench.protocol.feeding import Feed
@@ -163,7 +164,7 @@ def promptccd_score(method: MethodHooks, feed: Feed, index: np.ndarray, labels: 
 
     def score(_logits: Any) -> float:
         z = embedding(method, feed.batches("test", index)).double().cpu().numpy()
-        assign = KMeans(n_clusters=min(k, len(z)), random_state=seed).fit_predict(z)
+        assign = KMeans(n_clusters=min(k, len(z)), random_state=sklearn_seed(seed)).fit_predict(z)
         return old_new_accuracies(labels, assign, old_classes)[0]["old"]
 
     return score

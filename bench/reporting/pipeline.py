@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from bench.config.selection import PathLike, Selected
+from bench.config.selection import PathLike, Selected, flag_of, path_of
 from bench.core.provenance import VERSION_COLUMNS
 from bench.core.storage import shortened, unwritable, usable_path
 from bench.errors import BenchError, disk_full, unknown
@@ -32,7 +32,7 @@ class ReportOptions:
     `pool_orders`, `by` (a version column), `compare` (["paper"], a mixed-setting peer, or two method labels) and
     `statistics` (`bench.reporting.statistics.Options`, its fields by name, or None for the defaults)."""
 
-    formats: str | Sequence[str] = DEFAULT_REPORT_FORMATS
+    formats: str | Sequence[str] = DEFAULT_REPORT_FORMATS  # None, from the API, is taken as the default
     out: PathLike | None = None
     pool_orders: bool = False
     by: str | None = None
@@ -44,19 +44,28 @@ class ReportOptions:
         from bench.reporting.peers import peer_name
         from bench.reporting.stats_files import statistics_options
 
-        formats = (self.formats,) if isinstance(self.formats, str) else tuple(dict.fromkeys(self.formats))
+        given = DEFAULT_REPORT_FORMATS if self.formats is None else self.formats
+        if isinstance(given, str):
+            formats: tuple[str, ...] = (given,)
+        elif isinstance(given, (list, tuple)) and all(isinstance(f, str) for f in given):
+            formats = tuple(dict.fromkeys(given))
+        else:
+            raise BenchError(f"bad format={given!r}: a format or a list of them, from {', '.join(REPORT_FORMATS)}")
         for fmt in formats:
             if fmt not in REPORT_FORMATS:
                 raise unknown("report format", fmt, REPORT_FORMATS)
         if not formats:
             raise BenchError(f"no report format given; choose from {', '.join(REPORT_FORMATS)}")
+        if self.by is not None and not isinstance(self.by, str):
+            raise BenchError(f"bad by={self.by!r}: a version column, from {', '.join(VERSION_COLUMNS)}")
         if self.by is not None and self.by not in VERSION_COLUMNS:
             raise unknown("version column", self.by, VERSION_COLUMNS)
         compare = self.compare if self.compare is None or isinstance(self.compare, str) else tuple(self.compare)
         compare = (compare,) if isinstance(compare, str) else compare
         # a frozen dataclass: the normalized values are set once, here
         object.__setattr__(self, "formats", formats)
-        object.__setattr__(self, "out", Path(self.out) if self.out else None)
+        object.__setattr__(self, "out", path_of(self.out, "out") if self.out else None)
+        flag_of(self.pool_orders, "pool_orders")
         object.__setattr__(self, "statistics", statistics_options(self.statistics))
         object.__setattr__(self, "compare", compare)
         object.__setattr__(self, "peer", peer_name(compare))

@@ -95,6 +95,9 @@ def statistics_options(options: Options | Mapping[str, Any] | None) -> Options:
     names a wrong one."""
     from bench.errors import BenchError
 
+    if options is not None and not isinstance(options, (Options, Mapping)):
+        raise BenchError(f"bad statistics={options!r}: a bench.reporting.statistics.Options, a dict of its fields, "
+                         f"or None (the defaults)")
     try:
         return Options(**options) if isinstance(options, Mapping) else options or Options()
     except (TypeError, ValueError) as err:
