@@ -117,6 +117,8 @@ def defect(manifest_json: dict, kind: str) -> object:
         data["validation"] = [steps[1][0]]
     elif kind == "a string index":
         steps[1][0] = "7"
+    elif kind == "every step labelled":
+        data["labelled"] = [True] * len(steps)
     return data
 
 
@@ -130,6 +132,9 @@ def defect(manifest_json: dict, kind: str) -> object:
     ("a list", "a split manifest is a JSON object with version, steps and labelled; got a list"),
     ("validation in a step", "is held out for validation and in step 1"),
     ("a string index", "step 1 lists '7'; an image index is an integer >= 0"),
+    # the cause, not its symptom (was: "training image 80 is in the labelled step 1 and in step 2")
+    ("every step labelled", "6 steps labelled \\[True, True, True, True, True, True\\]; the split has a labelled step "
+                            "then 5 unlabelled ones"),
 ])
 def test_each_manifest_defect_is_refused_when_the_run_is_planned(tmp_path, kind, said):
     split = json.loads((execute(spec_with(), tmp_path / "a") / "split.json").read_text())

@@ -118,6 +118,13 @@ def test_promptccd_files_that_do_not_match_the_dataset_are_one_line(tmp_path, im
     (tmp_path / "bad.yaml").write_text("DATA:\n  classes: __import__('os').system('false')\n")
     with pytest.raises(BenchError, match="not a PromptCCD config"):
         read_promptccd(tmp_path / "bad.yaml", labels)
+    # labels of another dataset: 3 classes cut by a 6-class rule (was a protocol of empty classes), or 8 classes
+    few, many = np.repeat(np.arange(3), 10), np.repeat(np.arange(8), 10)
+    with pytest.raises(BenchError, match=r"c.yaml has 6 classes and 3 of them have no training image \(class 3 first; "
+                                         r"the labels given hold 3 classes\)"):
+        read_promptccd(config, few)
+    with pytest.raises(BenchError, match=r"train_labels hold class 6; .*c.yaml has 6 classes \(0..5\)"):
+        read_promptccd(config, many)
 
 
 # -- Happy's SSB class splits --
