@@ -51,8 +51,8 @@ def open_resized(path: Path, short: int) -> Image.Image:
     from PIL import Image, UnidentifiedImageError
 
     try:
-        with Image.open(path) as img:
-            img = img.convert("RGB")
+        with Image.open(path) as opened:
+            img = opened.convert("RGB")
             w, h = img.size
             scale = short / min(w, h)
             return img.resize((max(short, round(w * scale)), max(short, round(h * scale))), Image.Resampling.BICUBIC)
