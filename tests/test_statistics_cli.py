@@ -62,6 +62,13 @@ def test_posthoc_correction_and_bootstrap_reach_the_files(results, tmp_path, cap
             ran = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", doc.name], cwd=out,
                                  capture_output=True, text=True, timeout=120)
             assert ran.returncode == 0, ran.stdout[-2000:]
+        # as a paper inputs it, from its own folder: the diagrams are found beside stats.tex (were by bare name)
+        paper = tmp_path / "paper.tex"
+        paper.write_text(f"\\documentclass{{article}}\n\\usepackage{{booktabs,graphicx}}\n\\begin{{document}}\n"
+                         f"\\input{{{out.name}/stats.tex}}\n\\end{{document}}\n")
+        ran = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", paper.name], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=120)
+        assert ran.returncode == 0, ran.stdout[-2000:]
 
 
 def test_bootstrap_zero_leaves_out_the_image_bootstrap(results, tmp_path):

@@ -44,14 +44,19 @@ def render(stats: Statistics, fmt: str) -> str:
         out = tabulate(rows, headers=headers, tablefmt="latex_booktabs" if latex else "github", disable_numparse=True)
         return latex_symbols(out) if latex else out
 
-    parts = [r"% needs \usepackage{booktabs,graphicx}" if latex else "# Statistics"]
+    # the diagrams beside stats.tex, wherever a paper \input's it from (LaTeX's \CurrentFilePath, 2020 and later;
+    # without it, or input from its own folder, the bare names)
+    parts = [r"% needs \usepackage{booktabs,graphicx}" "\n"
+             r"\edef\benchstatsdir{\ifdefined\CurrentFilePath\CurrentFilePath\fi}" "\n"
+             r"\edef\benchstatsdir{\ifx\benchstatsdir\empty\else\benchstatsdir/\fi}"
+             if latex else "# Statistics"]
     for metric in ("A", "F"):
         r = stats.ranks.get(metric)
         if r is None:
             continue
         parts += [head(f"Average ranks of {TITLES[metric]}"), *[text(line) for line in test_lines(r)],
                   table(rank_rows(r), RANK_HEADERS),
-                  (rf"\includegraphics[width=\linewidth]{{cd_{metric}.pdf}}" if latex
+                  (rf"\includegraphics[width=\linewidth]{{\benchstatsdir cd_{metric}.pdf}}" if latex
                    else f"![critical-difference diagram of {metric}](cd_{metric}.png)")]
     notes = all_notes(stats)
     if notes:
