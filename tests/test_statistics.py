@@ -191,3 +191,23 @@ def test_runs_on_other_images_are_not_paired():
     runs = {("a", 0): stored_run(rng, 10, 0.7), ("b", 0): stored_run(rng, 11, 0.7)}
     scorers, scores = bootstrap(runs, 50)
     assert paired(scorers, scores, "a", "b") is None
+
+
+def test_a_difference_the_same_on_every_seed_is_not_called_significant():
+    import warnings
+
+    from bench.reporting.statistics import Options, comparisons
+
+    def row(label, by_seed):
+        return dict(split="2-step", dataset="d", metric="A", label=label, mean=float(np.mean(list(by_seed.values()))),
+                    by_seed=by_seed)
+
+    scores = pd.DataFrame([row("best", {0: 0.7, 1: 0.8, 2: 0.9}), row("same gap", {0: 0.5, 1: 0.6, 2: 0.7}),
+                           row("tied", {0: 0.7, 1: 0.8, 2: 0.9}), row("varied", {0: 0.5, 1: 0.75, 2: 0.6})])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # was: scipy's "Precision loss ..." warning, then p 0.000, "significant"
+        table = comparisons(scores, Options()).set_index("method")
+    assert math.isnan(table.loc["same gap", "p"]) and not table.loc["same gap", "significant"]
+    assert math.isclose(table.loc["same gap", "diff"], -0.2, rel_tol=1e-9)
+    assert table.loc["tied", "p"] == 1.0 and not table.loc["tied", "significant"]
+    assert 0 < table.loc["varied", "p"] < 1

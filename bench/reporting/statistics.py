@@ -96,9 +96,13 @@ def comparisons(scores: pd.DataFrame, options: Options,
             mine = row["by_seed"] if isinstance(row.get("by_seed"), Mapping) else {}
             shared = sorted(set(mine) & set(best_seeds))
             a, b = np.array([mine[s] for s in shared]), np.array([best_seeds[s] for s in shared])
-            p = math.nan
-            if len(shared) >= 2:
-                p = 1.0 if not np.any(a - b) else float(ttest_rel(a, b).pvalue)
+            p, d = math.nan, a - b
+            # the same difference on every seed (to rounding: 0.5 - 0.7 and 0.6 - 0.8 differ in the last bit) leaves
+            # a t-test nothing to weigh: scipy gives p = 0 and a precision warning; such a pair is not tested
+            if len(shared) >= 2 and not np.ptp(d) <= 1e-9 * np.abs(d).max():
+                p = float(ttest_rel(a, b).pvalue)
+            elif len(shared) >= 2 and not np.any(d):
+                p = 1.0
             paired = (boot or {}).get((str(split), str(dataset), str(row["label"]))) if metric == "A" else None
             rows.append(dict(split=str(split), dataset=str(dataset), metric=metric, method=str(row["label"]),
                              best=str(best["label"]), diff=float(np.mean(a - b)) if shared else math.nan,
@@ -210,7 +214,8 @@ def comparison_note(stats: Statistics) -> str:
     tested = int(table["p"].notna().sum()) if len(table) else 0
     return (f"Each method against the best of its block (by mean): the paired t-test over the seeds both ran, its "
             f"p-value corrected with {CORRECTION_NAMES[o.correction]} over the {tested} tests of this table "
-            f"(significant: corrected p < {o.alpha}); a pair with fewer than 2 shared seeds is not tested (--). "
+            f"(significant: corrected p < {o.alpha}); a pair with fewer than 2 shared seeds, or with the same "
+            f"nonzero difference on every seed (no variance to test), is not tested (--). "
             + (f"Where runs stored their predictions, A is recomputed on {o.resamples} paired resamples of the test "
                f"images and seeds: the difference's 95% percentile interval and the probability that the method "
                f"beats the best." if o.resamples else "Image bootstrap off (--bootstrap 0)."))
