@@ -242,6 +242,27 @@ def test_data_summary_command(roots, capsys, tmp_path):
     assert "not found or incomplete" in capsys.readouterr().err
 
 
+def test_data_summary_of_a_mixed_split_shows_the_steps_a_run_holds(capsys, tmp_path):
+    """Was a 6-task class-iNCD table (CIFAR-100) or a refusal (digits) for a split `bench run` runs."""
+    import json
+
+    from bench.protocol.runner import execute
+    from tests.helpers import tiny_specs
+
+    options = {"dataset.num_classes": 12, "dataset.train_per_class": 20, "dataset.test_per_class": 4}
+    (spec,) = tiny_specs(methods=["K-means"], splits=["happy-5-stage"], **options)
+    split = json.loads((execute(spec, tmp_path / "run") / "split.json").read_text())
+    assert main(["data", "summary", "synthetic", "--split", "happy-5-stage", "--results", str(tmp_path),
+                 "--cfg-options", *[f"{k}={v}" for k, v in options.items()]]) == 0
+    out = capsys.readouterr().out
+    assert "happy-5-stage: 6 labelled classes (0.8 of their images labelled), then 5 unlabelled steps" in out
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in out.splitlines()[3:]]
+    assert [r[1] for r in rows] == ["labelled"] + ["unlabelled"] * 5
+    assert [int(r[4]) + int(r[5]) for r in rows] == [len(images) for images in split["stages"]]
+    assert [int(r[3]) for r in rows] == [6, 1, 1, 1, 1, 1] and [int(r[2]) for r in rows] == [0, 6, 7, 8, 9, 10]
+    assert [int(r[6]) for r in rows] == [4 * (6 + t) for t in range(6)]  # 4 test images of every class seen
+
+
 TINY_VIT = ["--backbone", "timm:vit_tiny_patch16_224", "--cfg-options", "backbone.pretrained=False",
             "backbone.kwargs.img_size=32", "backbone.kwargs.patch_size=16", "backbone.kwargs.embed_dim=32",
             "backbone.kwargs.depth=1", "backbone.kwargs.num_heads=2", "method.epochs=2", "features.views=2"]

@@ -21,7 +21,8 @@ def add_parser(sub: Any) -> None:
     data.add_argument("datasets", nargs="+", metavar="DATASET",
                       help="summary: one dataset; fetch: datasets, or `paper` for the paper's five")
     data.add_argument("--data-root", help="directory holding the datasets (else $BENCH_DATA_ROOT)")
-    data.add_argument("--split", default="2-step", help="summary: 2-step, 5-step or 10-step (default: 2-step)")
+    data.add_argument("--split", default="2-step", help="summary: 2-step, 5-step, 10-step or a split of the mixed setting, e.g. happy-5-stage "
+                           "(default: 2-step)")
     data.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="summary: where partitions are persisted")
     data.add_argument("--cfg-options", nargs="+", default=[], metavar="K=V",
                       help="summary: dataset options, e.g. dataset.root=DIR")
@@ -49,7 +50,10 @@ def fetch(args: argparse.Namespace) -> int:
 
 def summary(args: argparse.Namespace, dataset: str) -> int:
     from bench.data import build_dataset
-    from bench.data.summary import summary_table
+    import numpy as np
+
+    from bench.data.summary import mixed_summary_table, summary_table
+    from bench.splits.settings import MIXED_SPLITS
     from bench.config.spec import n_steps_of
     from bench.execution.preflight import resolve_data_root
     from bench.registries import load_all
@@ -63,6 +67,10 @@ def summary(args: argparse.Namespace, dataset: str) -> int:
         options[key.split(".", 1)[1]] = value
     n_steps = n_steps_of(args.split)
     data = build_dataset(dataset, options, resolve_data_root(args.data_root), str(Path(args.results).resolve() / "partitions"))
+    if args.split in MIXED_SPLITS:  # a labelled step, then steps of old and new classes: not class-iNCD's tasks
+        print(mixed_summary_table(data.name, args.split, np.asarray(data.train.labels), np.asarray(data.test.labels),
+                                  data.num_classes, partitioned=data.val is not None, root=data.root))
+        return 0
     try:
         print(summary_table(data.name, data.train.labels, data.test.labels, data.num_classes, n_steps,
                             len(data.val) if data.val is not None else 0, root=data.root))

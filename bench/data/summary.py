@@ -1,4 +1,5 @@
-"""`bench data summary`: per task, the class range, class count, and train/test image counts."""
+"""`bench data summary`: per task, the class range, class count, and train/test image counts; for a split of the
+mixed setting (`happy-5-stage` ...), its labelled step and each later step's old and new classes and images."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -38,3 +39,30 @@ def summary_table(name: str, train_labels: np.ndarray, test_labels: np.ndarray, 
     source = f" (read from {root})" if root else ""
     return (f"{name}: {num_classes} classes, {int(train.sum())} train and {int(test.sum())} test images{held}; "
             f"{n_steps}-step split{source}\n{table}")
+
+
+def mixed_summary_table(name: str, split: str, train_labels: np.ndarray, test_labels: np.ndarray, num_classes: int,
+                        partitioned: bool = False, root: str = "") -> str:
+    """The mixed split `split` as `bench run` cuts the dataset with the protocol's own settings (the classes in
+    their canonical order; a run's `split.json` says which images): the labelled classes and images of step 0,
+    then per step the classes seen before and new, the images of each, and the test images of every class seen."""
+    from bench.splits.manifests import labelled_count
+    from bench.splits.settings import mixed_setting, protocol_for
+
+    protocol = protocol_for(mixed_setting(split, partitioned), num_classes, train_labels)
+    test = np.bincount(test_labels, minlength=num_classes)
+    labelled = labelled_count(protocol, train_labels.tolist())
+    seen = set(protocol.labelled_classes)
+    rows = [(0, "labelled", 0, len(seen), 0, sum(labelled.values()), int(test[sorted(seen)].sum()))]
+    for t, counts in enumerate(protocol.steps, 1):
+        new = set(counts) - seen
+        old_images = sum(n for c, n in counts.items() if c in seen)
+        rows.append((t, "unlabelled", len(set(counts) & seen), len(new), old_images,
+                     sum(counts[c] for c in new), int(test[sorted(seen | new)].sum())))
+        seen |= new
+    table = tabulate(rows, headers=("step", "images", "old classes", "new classes", "old images", "new images",
+                                    "test (seen classes)"), tablefmt="github")
+    source = f" (read from {root})" if root else ""
+    return (f"{name}: {num_classes} classes, {len(train_labels)} train and {int(test.sum())} test images; {split}: "
+            f"{len(protocol.labelled_classes)} labelled classes ({protocol.labelled_fraction:g} of their images "
+            f"labelled), then {len(protocol.steps)} unlabelled steps{source}\n{table}")
