@@ -14,7 +14,8 @@ from bench.config.grids import expand, grid_names, load_grid
 # names a results directory, so changing one would orphan every finished run
 PINNED = [
     ("demo", dict(), 0, "fe8b7ca37b5e3be2"),
-    ("paper", dict(methods=["EwC"], datasets=["cifar100"], splits=["5-step"], seeds=[0]), 2, "b4fe11e9b589ea5f"),
+    # index 0: a selection narrows the grid, so EwC no longer runs on Tab. 4's other two backbones (the same id)
+    ("paper", dict(methods=["EwC"], datasets=["cifar100"], splits=["5-step"], seeds=[0]), 0, "b4fe11e9b589ea5f"),
     ("smoke", dict(methods=["Joint (unfrozen)"]), 0, "9fb1fc91b697caac"),
 ]
 
@@ -55,3 +56,21 @@ def test_only_bench_is_importable_at_the_top_level():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd="/", env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"})
     assert out.stdout.strip() == "[]"
+
+
+def test_a_selection_narrows_a_grid_and_adds_only_what_the_grid_does_not_hold():
+    cgcd = load_grid("cgcd")
+    # Happy is in one block of cgcd (Happy's CUB, trained last block): --methods happy runs it there alone
+    # (was: in every block, 12 runs the grid does not hold beside its own 3)
+    happy = expand(cgcd, methods=["happy"])
+    assert {(s.method, s.dataset, s.split) for s in happy} == {("Happy", "cub200", "happy-cub-5-stage")}
+    assert len(happy) == len(cgcd.seeds)
+    assert {s.run_id for s in happy} <= {s.run_id for s in expand(cgcd)}  # the grid's own runs, nothing else
+    narrowed = expand(cgcd, methods=["K-means"], datasets=["cifar100"])
+    assert {s.run_id for s in narrowed} <= {s.run_id for s in expand(cgcd)}
+    assert {s.split for s in narrowed} == {"happy-5-stage", "promptccd-3-stage"}
+    # what the grid does not hold is run across it, as before: EwC on the demo grid, the synthetic dataset
+    demo = load_grid("demo")
+    ewc = expand(demo, methods=["EwC"], seeds=[0])
+    assert {(s.dataset, s.split) for s in ewc} == {(d, sp) for d in demo.datasets for sp in demo.splits}
+    assert {s.dataset for s in expand(demo, datasets=["synthetic"], seeds=[0])} == {"synthetic"}

@@ -140,8 +140,9 @@ def expand(grid: Grid, *, methods: Sequence[str] | None = None, datasets: Sequen
            location: Mapping[str, Any] | None = None) -> list[RunSpec]:
     """Every (method, dataset, split, backbone, seed) of the grid, filtered by the CLI's selections.
 
-    A selection may name entries outside the grid (e.g. `--datasets synthetic` on the demo grid):
-    the selection replaces that axis.
+    A selection narrows the grid: an entry the grid holds runs in the blocks that hold it, never in the others
+    (`--methods happy` on a grid that runs Happy on CUB alone runs Happy on CUB). An entry outside the grid (e.g.
+    `--datasets synthetic` on the demo grid, a method of one's own) is run in every block: it replaces that axis.
     """
     from bench.data import reader_class
     from bench.registries import DATASETS
@@ -149,16 +150,18 @@ def expand(grid: Grid, *, methods: Sequence[str] | None = None, datasets: Sequen
     options = dict(options or {})
     selected = [parse_method(entry) for entry in methods or grid.methods]  # unknown names refused here
     _check_method_keys(options, selected)
+    held = [parse_method(m) for m in grid.methods]
     specs: dict[str, RunSpec] = {}
     for block in grid.blocks:
-        block_methods = selected if methods else [parse_method(m) for m in block.methods]
+        own = [parse_method(m) for m in block.methods]
+        block_methods = [m for m in selected if m in own or m not in held] if methods else own
         for method, preset in block_methods:
-            for dataset in datasets or block.datasets:
+            for dataset in _narrowed(datasets, block.datasets, grid.datasets):
                 if reader_class(dataset) is None:
                     raise unknown("dataset", dataset, DATASETS.module_dict)
-                for split in splits or block.splits:
+                for split in _narrowed(splits, block.splits, grid.splits):
                     n_steps = n_steps_of(split)
-                    for backbone in backbones or block.backbones:
+                    for backbone in _narrowed(backbones, block.backbones, grid.backbones):
                         _check_backbone(backbone)
                         grid_cfg = deep_merge(deep_merge(dict(grid.cfg), block.cfg),
                                               {"dataset": grid.dataset_options.get(dataset, {})})
@@ -171,6 +174,12 @@ def expand(grid: Grid, *, methods: Sequence[str] | None = None, datasets: Sequen
     return sorted(specs.values(), key=lambda s: (s.method, s.preset, s.dataset, s.n_steps, s.backbone, s.seed))
 
 
+def _narrowed(selected: Sequence[str] | None, block: Sequence[str], grid: Sequence[str]) -> Sequence[str]:
+    """A block's entries on one axis under a selection: the block's own, or those selected that the block holds or
+    the grid does not (`expand`)."""
+    return block if not selected else [v for v in selected if v in block or v not in grid]
+
+
 def members(grid: Grid, block: Block, specs: Sequence[RunSpec], options: Mapping[str, Any] | None = None,
             replaced: Sequence[str] = ()) -> list[RunSpec]:
     """The runs of `specs` that `block` makes: on its axes (but those a selection `replaced`, as `expand` does:
@@ -180,8 +189,13 @@ def members(grid: Grid, block: Block, specs: Sequence[RunSpec], options: Mapping
     from dataclasses import replace
 
     out = []
+    held = {"methods": {parse_method(m) for m in grid.methods}, "datasets": set(grid.datasets),
+            "splits": set(grid.splits), "backbones": set(grid.backbones)}
     for spec in specs:
-        if not block.contains(spec, replaced):
+        # a replaced axis admits what the grid does not hold; what it holds stays in its own blocks (`expand`)
+        on_axes = {"methods": (spec.method, spec.preset), "datasets": spec.dataset, "splits": spec.split,
+                   "backbones": spec.backbone}
+        if not block.contains(spec, [axis for axis in replaced if on_axes[axis] not in held[axis]]):
             continue
         grid_cfg = deep_merge(deep_merge(dict(grid.cfg), block.cfg), {"dataset": grid.dataset_options.get(spec.dataset, {})})
         config = resolve_config(spec.method, spec.preset, spec.dataset, spec.split, grid_cfg, dict(options or {}))

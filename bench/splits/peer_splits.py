@@ -281,18 +281,12 @@ def read_promptccd(config: str | Path, train_labels: Sequence[int], *, class_dic
         raise BenchError(f"train_labels hold class {int(beyond[0])}; {config} has {parameters.classes} classes "
                          f"(0..{parameters.classes - 1}): give the training labels of the dataset it is for")
     counts = np.asarray([int((labels == order[c]).sum()) for c in range(parameters.classes)])
-    _check_counts(counts, labels, config)
-    return PromptCCDSplit(parameters, promptccd_protocol(counts, parameters, order), None)
-
-
-def _check_counts(counts: np.ndarray, labels: np.ndarray, config: str | Path) -> None:
-    """Every class of the protocol has training images: labels of 3 classes cut by a 100-class rule gave 97 empty
-    classes and a protocol of nothing, silently."""
-    empty = np.flatnonzero(counts == 0)
+    empty = np.flatnonzero(counts == 0)  # labels of 3 classes cut by a 100-class rule: 97 empty classes, silently
     if len(empty):
         raise BenchError(f"{config} has {len(counts)} classes and {len(empty)} of them have no training image "
                          f"(class {int(empty[0])} first; the labels given hold {len(np.unique(labels))} classes): give "
                          f"the training labels of the dataset it is for")
+    return PromptCCDSplit(parameters, promptccd_protocol(counts, parameters, order), None)
 
 
 def _order_of(source: str | Path, theirs: np.ndarray, ours: np.ndarray, classes: int) -> tuple[int, ...]:
