@@ -320,3 +320,58 @@ def test_progress_shows_bytes_rate_and_time_left_on_a_terminal_only(server, tmp_
     download(file, tmp_path / "b", url, out=io.StringIO(), stream=log)
     assert log.getvalue() == ""
     assert Progress("x", 100, log).on is False
+
+
+def _fetch(url: str, root: Path, sums: Path, name: str = "cifar10") -> list[str]:
+    return ["data", "fetch", name, "--data-root", str(root), "--mirror", url, "--checksums", str(sums)]
+
+
+def _pin(tmp_path: Path, files: dict[str, bytes]) -> Path:
+    sums = tmp_path / "pinned"
+    sums.write_text("".join(f"{hashlib.sha256(b).hexdigest()}  {n}\n" for n, b in files.items()))
+    return sums
+
+
+def _everything(folder: Path) -> dict[str, bytes | str]:
+    return {str(p.relative_to(folder)): os.readlink(p) if p.is_symlink() else p.read_bytes() if p.is_file() else "dir"
+            for p in folder.rglob("*")}
+
+
+HOSTILE = {  # cifar-10-python.tar.gz's members, as a mirror could serve them with a checksum pinned to match
+    "link-then-file": ([("cifar-10-batches-py", "dir", None), ("escape", "sym", "../../../outside"),
+                        ("escape/pwned", "file", b"x"), ("hl", "hard", "../../../outside/flag"),
+                        ("hl", "file", b"overwrite")], "its member 'escape' is a symbolic link"),
+    "dotdot": ([("../../../outside/flag", "file", b"overwrite")], "its member '../../../outside/flag' has a `..` part"),
+    "clash": ([("cifar-10-batches-py/x", "file", b"1"), ("cifar-10-batches-py/x/y", "file", b"2")],
+              "its member 'cifar-10-batches-py/x/y' needs a folder 'cifar-10-batches-py/x' where there is a file"),
+}
+
+
+@pytest.mark.parametrize("attack", [*HOSTILE, "cve-2025-4517"])
+def test_a_hostile_archive_is_refused_even_with_its_checksum_pinned(attack, server, tmp_path, capsys):
+    """The archive matches the checksum given, as one served with a mirror's checksums file would: it is refused
+    all the same, naming the member; nothing is written outside the data root, no dataset folder is left, and the
+    archive is deleted (the same command would unpack it again)."""
+    from tests import archive_attacks
+
+    state, url = server
+    root, outside = tmp_path / "data", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "flag").write_bytes(b"original")
+    work = tmp_path / "build"
+    work.mkdir()
+    if attack == "cve-2025-4517":  # sized for the folder bench unpacks in, as an attacker who knows it would
+        archive = archive_attacks.path_max_chain(work, root.resolve() / WORK_DIR / "cifar10.staging")
+        says = "its member 'a' is a symbolic link"
+    else:
+        members, says = HOSTILE[attack]
+        archive = archive_attacks.tar(work / "hostile.tgz", members)
+    state.files["cifar-10-python.tar.gz"] = archive.read_bytes()
+    sums = _pin(tmp_path, {"cifar-10-python.tar.gz": archive.read_bytes()})
+    assert main(_fetch(url, root, sums)) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert says in err and "refused to unpack cifar-10-python.tar.gz" in err and "--checksums" in err
+    assert _everything(outside) == {"flag": b"original"}
+    assert list(root.iterdir()) == []  # no dataset folder, no staging folder, no archive
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["build", "data", "outside", "pinned"]

@@ -4,20 +4,21 @@ then moved into the data root.
 Everything in flight lives in `<data root>/.bench-fetch/`: the part files a broken download resumes from,
 the verified archives, and the folder a dataset is assembled in. No reader looks there, and the dataset's
 folder appears in the data root by one rename once its reader has read it, so a fetch killed at any point
-leaves no folder bench would take for the dataset; the same command then resumes.
+leaves no folder bench would take for the dataset; the same command then resumes. Archives are unpacked by
+`bench.core.unpack`, which trusts none of their members: a link, a device, a name leading out, members that
+clash or a bomb refuse the archive, which is deleted with what it unpacked.
 """
 from __future__ import annotations
 
 import os
 import shutil
 import sys
-import tarfile
-import zipfile
 from pathlib import Path
 from typing import IO, Mapping, Sequence
 
 from bench.core.download import WORK_DIR, Progress, RemoteFile, download, held, mirror_from, with_checksum
 from bench.core.sizes import size_text
+from bench.core.unpack import UnsafeArchive, unpack
 from bench.data.base import DatasetError
 from bench.data.sources import DATASET_SOURCES, PAPER_DATASETS, DatasetSource
 from bench.errors import BenchError, unknown
@@ -41,25 +42,11 @@ def expand_names(names: Sequence[str]) -> list[str]:
 
 
 def _unpack(archive: Path, into: Path, stream: IO[str] | None) -> None:
-    """Unpack a .tar(.gz) or .zip archive into `into`, drawing progress by the bytes of the archive read.
-    Tar members go through tarfile's `data` filter: no absolute paths, no links or paths leading out."""
-    into.mkdir(parents=True, exist_ok=True)
+    """Unpack a .tar(.gz) or .zip archive into `into`, drawing progress by the bytes of the archive read; every
+    member checked before it is written (`bench.core.unpack`)."""
     progress = Progress(f"unpacking {archive.name}", archive.stat().st_size, stream)
     try:
-        if zipfile.is_zipfile(archive):
-            with zipfile.ZipFile(archive) as zf:
-                done = 0
-                for info in zf.infolist():
-                    zf.extract(info, into)  # zipfile drops absolute and `..` parts of member names
-                    done += info.compress_size
-                    progress.update(done)
-            return
-        with archive.open("rb") as raw, tarfile.open(fileobj=raw, mode="r|*") as tar:
-            for member in tar:  # a stream: one pass over a multi-GB archive, members extracted as they come
-                tar.extract(member, into, filter="data")
-                progress.update(raw.tell())
-    except (tarfile.TarError, zipfile.BadZipFile, EOFError) as err:
-        raise DatasetError(f"cannot unpack {archive}: {type(err).__name__}: {err}") from None
+        unpack(archive, into, progress)
     finally:
         progress.close()
 
@@ -153,11 +140,17 @@ def _assemble(name: str, source: DatasetSource, files: list[RemoteFile], work: P
         place = staging / part.into
         print(f"  {file.name}: {size_text(path.stat().st_size)}, {how}; "
               f"{'unpacking' if part.unpack else 'placing'} it", file=out, flush=True)
-        if part.unpack:
-            _unpack(path, place, stream)
-        else:
-            place.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, place / file.name)
+        try:
+            if part.unpack:
+                _unpack(path, place, stream)
+            else:
+                place.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, place / file.name)
+        except UnsafeArchive as err:  # deleted, or the same command would unpack it again
+            path.unlink()
+            pinned = "the checksum --checksums gave" if file != part.file else "bench's recorded checksum"
+            raise UnsafeArchive(f"{name}: {err}; deleted it and what it had unpacked (it matched {pinned}: pin only "
+                                f"a checksum its publisher published or one of a file you trust)") from None
     folder = staging / source.folder
     if not folder.is_dir():
         raise DatasetError(f"{name}: the fetched files hold no {source.folder}/ folder (found: "
