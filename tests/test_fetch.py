@@ -23,6 +23,7 @@ import pytest
 
 from bench.cli import main
 from bench.core.download import WORK_DIR, Progress, RemoteFile, download
+from bench.core.sizes import size_text
 from tests import fixtures_datasets as fx
 
 CHUNK = 16 * 1024
@@ -320,3 +321,177 @@ def test_progress_shows_bytes_rate_and_time_left_on_a_terminal_only(server, tmp_
     download(file, tmp_path / "b", url, out=io.StringIO(), stream=log)
     assert log.getvalue() == ""
     assert Progress("x", 100, log).on is False
+
+
+def _fetch(url: str, root: Path, sums: Path, name: str = "cifar10") -> list[str]:
+    return ["data", "fetch", name, "--data-root", str(root), "--mirror", url, "--checksums", str(sums)]
+
+
+def _pin(tmp_path: Path, files: dict[str, bytes]) -> Path:
+    sums = tmp_path / "pinned"
+    sums.write_text("".join(f"{hashlib.sha256(b).hexdigest()}  {n}\n" for n, b in files.items()))
+    return sums
+
+
+@pytest.fixture
+def cifar_sums(archives, tmp_path) -> Path:
+    """The checksum of the test's cifar-10-python.tar.gz alone: no line for a file a cifar10 fetch does not use."""
+    return _pin(tmp_path, {"cifar-10-python.tar.gz": archives["cifar-10-python.tar.gz"]})
+
+
+def _everything(folder: Path) -> dict[str, bytes | str]:
+    return {str(p.relative_to(folder)): os.readlink(p) if p.is_symlink() else p.read_bytes() if p.is_file() else "dir"
+            for p in folder.rglob("*")}
+
+
+HOSTILE = {  # cifar-10-python.tar.gz's members, as a mirror could serve them with a checksum pinned to match
+    "link-then-file": ([("cifar-10-batches-py", "dir", None), ("escape", "sym", "../../../outside"),
+                        ("escape/pwned", "file", b"x"), ("hl", "hard", "../../../outside/flag"),
+                        ("hl", "file", b"overwrite")], "its member 'escape' is a symbolic link"),
+    "dotdot": ([("../../../outside/flag", "file", b"overwrite")], "its member '../../../outside/flag' has a `..` part"),
+    "clash": ([("cifar-10-batches-py/x", "file", b"1"), ("cifar-10-batches-py/x/y", "file", b"2")],
+              "its member 'cifar-10-batches-py/x/y' needs a folder 'cifar-10-batches-py/x' where there is a file"),
+}
+
+
+@pytest.mark.parametrize("attack", [*HOSTILE, "cve-2025-4517"])
+def test_a_hostile_archive_is_refused_even_with_its_checksum_pinned(attack, server, tmp_path, capsys):
+    """The archive matches the checksum given, as one served with a mirror's checksums file would: it is refused
+    all the same, naming the member; nothing is written outside the data root, no dataset folder is left, and the
+    archive is deleted (the same command would unpack it again)."""
+    from tests import archive_attacks
+
+    state, url = server
+    root, outside = tmp_path / "data", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "flag").write_bytes(b"original")
+    work = tmp_path / "build"
+    work.mkdir()
+    if attack == "cve-2025-4517":  # sized for the folder bench unpacks in, as an attacker who knows it would
+        archive = archive_attacks.path_max_chain(work, root.resolve() / WORK_DIR / "cifar10.staging")
+        says = "its member 'a' is a symbolic link"
+    else:
+        members, says = HOSTILE[attack]
+        archive = archive_attacks.tar(work / "hostile.tgz", members)
+    state.files["cifar-10-python.tar.gz"] = archive.read_bytes()
+    sums = _pin(tmp_path, {"cifar-10-python.tar.gz": archive.read_bytes()})
+    assert main(_fetch(url, root, sums)) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert says in err and "refused to unpack cifar-10-python.tar.gz" in err and "--checksums" in err
+    assert _everything(outside) == {"flag": b"original"}
+    assert list(root.iterdir()) == []  # no dataset folder, no staging folder, no archive
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["build", "data", "outside", "pinned"]
+
+
+def test_a_data_root_that_is_a_file_or_cannot_be_written_is_one_line(server, cifar_sums, tmp_path, monkeypatch,
+                                                                     capsys):
+    _, url = server
+    file = tmp_path / "a-file"
+    file.write_text("")
+    assert main(_fetch(url, file, cifar_sums)) == 2
+    assert capsys.readouterr().err.strip() == (f"bench: error: the data root {file} is a file, not a folder: give "
+                                               f"--data-root (or $BENCH_DATA_ROOT) a folder")
+    assert main(_fetch(url, file / "data", cifar_sums)) == 2  # under a file: cannot be made
+    assert "cannot make the data root" in capsys.readouterr().err
+    root = tmp_path / "read-only"
+    root.mkdir()
+    if os.geteuid() == 0:  # root writes through any mode: a read-only file system's answer, simulated
+        real = Path.mkdir
+
+        def refused(self, *args, **kwargs):
+            if self == root / WORK_DIR:
+                raise PermissionError(13, "Permission denied", str(self))
+            return real(self, *args, **kwargs)
+
+        monkeypatch.setattr(Path, "mkdir", refused)
+    else:
+        root.chmod(0o555)
+    try:
+        assert main(_fetch(url, root, cifar_sums)) == 2
+    finally:
+        root.chmod(0o755)
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"bench: error: cannot write in {root} (Permission denied)") and "\n" not in err
+
+
+def test_a_file_where_the_fetch_keeps_its_work_is_one_line(server, cifar_sums, tmp_path, capsys):
+    _, url = server
+    root = tmp_path / "data"
+    root.mkdir()
+    (root / WORK_DIR).write_text("mine")
+    assert main(_fetch(url, root, cifar_sums)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"bench: error: {root / WORK_DIR} is a file where bench keeps what it fetches in flight (a "
+                   f"folder): move it away and fetch again")
+    assert (root / WORK_DIR).read_text() == "mine"
+
+
+class _FullDisk:
+    """Files opened for writing whose path passes `hits` get a few bytes, then ENOSPC, as on a full disk."""
+
+    def __init__(self, hits, monkeypatch: pytest.MonkeyPatch) -> None:
+        import builtins
+        import errno
+
+        real = builtins.open
+
+        def guarded(file, mode="r", *args, **kwargs):
+            if any(c in mode for c in "wax+") and hits(str(file)):
+                with real(file, mode, *args, **kwargs) as fh:
+                    fh.write(b"\0" * 1000)
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return real(file, mode, *args, **kwargs)
+
+        monkeypatch.setattr(builtins, "open", guarded)
+        monkeypatch.setattr(io, "open", guarded)
+
+
+def test_a_disk_that_fills_while_downloading_removes_the_part_file_and_says_what_the_dataset_needs(
+        server, archives, cifar_sums, tmp_path, monkeypatch, capsys):
+    state, url = server
+    root = tmp_path / "data"
+    _FullDisk(lambda path: path.endswith(".part"), monkeypatch)
+    assert main(_fetch(url, root, cifar_sums)) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--results" not in err and "--cache-dir" not in err  # not bench run's advice
+    size = size_text(len(archives["cifar-10-python.tar.gz"]))
+    assert err.startswith(f"bench: error: no space left on device downloading cifar-10-python.tar.gz ({size}) "
+                          f"into {root.resolve() / WORK_DIR}: removed the partial download; cifar10's archives take "
+                          f"{size} and unpack to about as much again: free ")
+    assert f"under {root.resolve()} and run the same command again" in err
+    assert list(root.iterdir()) == []  # no part file kept to fill the disk again
+
+
+def test_a_disk_that_fills_while_unpacking_keeps_the_verified_download_and_the_same_command_resumes(
+        server, archives, cifar_sums, tmp_path, monkeypatch, capsys):
+    state, url = server
+    root = tmp_path / "data"
+    _FullDisk(lambda path: ".staging" in path, monkeypatch)
+    assert main(_fetch(url, root, cifar_sums)) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--results" not in err
+    assert err.startswith(f"bench: error: no space left on device unpacking cifar-10-python.tar.gz into "
+                          f"{root.resolve() / WORK_DIR}: removed what it had unpacked and kept the verified download")
+    assert sorted(p.name for p in (root / WORK_DIR).iterdir()) == ["cifar-10-python.tar.gz"]
+    assert list(root.iterdir()) == [root / WORK_DIR]
+    monkeypatch.undo()
+    state.requests.clear()
+    assert main(_fetch(url, root, cifar_sums)) == 0
+    assert state.requests == []  # the verified download was used again
+    assert sorted(p.name for p in root.iterdir()) == ["cifar-10-batches-py"]
+
+
+def test_checksums_lines_that_name_no_file_fetched_are_said(server, archives, checksums, tmp_path, capsys):
+    state, url = server
+    typo = tmp_path / "typo"
+    typo.write_text(f"{hashlib.sha256(archives['cifar-10-python.tar.gz']).hexdigest()}  cifar-10-python.tgz\n")
+    assert main(_fetch(url, tmp_path / "a", typo)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("bench: error: no line of --checksums names a file of the datasets fetched (cifar-10-python.tgz); "
+                   "they are cifar-10-python.tar.gz")
+    assert state.requests == []  # refused before anything was downloaded
+    assert main(_fetch(url, tmp_path / "b", checksums)) == 0  # the test archives' checksums: one matches, ten do not
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("bench: warning: 10 line(s) of --checksums name no file of the datasets fetched, unused: ")
+    assert "CUB_200_2011.tgz" in err and "and 5 more" in err and "cifar-10-python.tar.gz" not in err

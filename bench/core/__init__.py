@@ -10,6 +10,8 @@
 - `download`: files fetched from their publisher or a mirror: resumed, verified, kept only whole, with
   progress on a terminal (`bench data fetch`, `bench weights fetch`).
 - `sizes`: byte counts as a person reads them (`size_text`: `1.5 MiB`).
+- `unpack`: archives unpacked without trusting them: each member checked before it is written (no link, device
+  or name leading out, no clash, bounded size), for `bench data fetch`; standard library only.
 
 Imports from: bench.errors.
 """

@@ -2,7 +2,8 @@
 
 A download goes to `<name>.part` in a working folder, resumes from what that file holds (an HTTP Range
 request; a server that ignores it sends the whole file again), and is renamed to `<name>` only after its
-checksum matched. A file whose checksum does not match is deleted. Progress (bytes, rate, time left) is
+checksum matched. A file whose checksum does not match is deleted, and so is the part file of a download that
+filled the disk (resuming it would only fill it again). Progress (bytes, rate, time left) is
 drawn on a terminal and nothing is drawn in a log. Only the standard library speaks HTTP here (urllib).
 """
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import IO, Iterator, Mapping
 
 from bench.core.resources import VERSION
 from bench.core.sizes import size_text
-from bench.errors import BenchError
+from bench.errors import BenchError, disk_full
 
 MIRROR_ENV = "BENCH_MIRROR"
 # beside what is fetched (on its file system, so that the final rename is atomic); no reader looks in it
@@ -82,6 +83,20 @@ def read_checksums(path: str | Path) -> dict[str, str]:
             raise BenchError(f"{path}, line {number}: expected `<sha256 or md5 hex digest>  <file name>`, got {line!r}")
         table[name] = digest.lower()
     return table
+
+
+def check_pins(checksums: Mapping[str, str], used: set[str], what: str) -> None:
+    """`--checksums` lines that name no file of what is fetched (`used`): an error where none names one (a typo
+    pins nothing, silently), else one warning line naming them."""
+    extra = sorted(set(checksums) - used)
+    if not extra:
+        return
+    listed = ", ".join(extra[:5]) + (f" and {len(extra) - 5} more" if len(extra) > 5 else "")
+    if len(extra) == len(checksums):
+        raise BenchError(f"no line of --checksums names a file of the {what} fetched ({listed}); they are "
+                         f"{', '.join(sorted(used)) or 'none'}")
+    print(f"bench: warning: {len(extra)} line(s) of --checksums name no file of the {what} fetched, unused: {listed}",
+          file=sys.stderr)
 
 
 def with_checksum(file: RemoteFile, checksums: Mapping[str, str]) -> RemoteFile:
@@ -163,9 +178,19 @@ def mismatch(file: RemoteFile, path: Path, stream: IO[str] | None = None) -> str
 def held(folder: Path, key: str) -> Iterator[None]:
     """An exclusive lock on `key` in `folder`, refused at once where another fetch holds it (the two would
     write into the same part file)."""
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{key}.lock"
-    with path.open("w") as fh:
+    if folder.exists() and not folder.is_dir():
+        raise BenchError(f"{folder} is a file where bench keeps what it fetches in flight (a folder): move it away "
+                         f"and fetch again")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fh = path.open("w")
+    except OSError as err:
+        if disk_full(err):
+            raise
+        raise BenchError(f"cannot write in {folder.parent} ({err.strerror or err}): fetching needs a folder you can "
+                         f"write; give another one") from None
+    with fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -174,6 +199,19 @@ def held(folder: Path, key: str) -> Iterator[None]:
             yield
         finally:
             path.unlink(missing_ok=True)  # by its holder, still holding it: a later fetch makes its own
+
+
+class NoSpace(BenchError):
+    """The disk filled while a file was downloaded; its part file was removed. `size`: the whole file's, if known."""
+
+    def __init__(self, message: str, size: int | None) -> None:
+        super().__init__(message)
+        self.size = size
+
+
+class _Full(Exception):
+    def __init__(self, total: int | None) -> None:
+        self.total = total
 
 
 def _network(err: BaseException, url: str) -> bool:
@@ -222,6 +260,10 @@ def _transfer(url: str, part: Path, label: str, stream: IO[str] | None) -> bool:
                     out.write(block)
                     have += len(block)
                     progress.update(have)
+        except OSError as err:
+            if disk_full(err):
+                raise _Full(total) from err
+            raise
         finally:
             progress.close()
     return total is None or have >= total
@@ -248,6 +290,11 @@ def download(file: RemoteFile, folder: Path, mirror: str | None = None, out: IO[
             if _transfer(url, part, file.name, stream):
                 break
             reason = "the connection ended early"
+        except _Full as full:  # a part file kept on a full disk only fills it again: removed, and said
+            part.unlink(missing_ok=True)
+            size = f" ({size_text(full.total)})" if full.total else ""
+            raise NoSpace(f"no space left on device downloading {file.name}{size} into {folder}: removed the "
+                          f"partial download", full.total) from None
         except Exception as err:  # noqa: BLE001  (only the connection's errors are retried; see _network)
             if not _network(err, url):
                 if isinstance(err, (urllib.error.URLError, ValueError)):

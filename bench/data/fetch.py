@@ -4,23 +4,25 @@ then moved into the data root.
 Everything in flight lives in `<data root>/.bench-fetch/`: the part files a broken download resumes from,
 the verified archives, and the folder a dataset is assembled in. No reader looks there, and the dataset's
 folder appears in the data root by one rename once its reader has read it, so a fetch killed at any point
-leaves no folder bench would take for the dataset; the same command then resumes.
+leaves no folder bench would take for the dataset; the same command then resumes. Archives are unpacked by
+`bench.core.unpack`, which trusts none of their members: a link, a device, a name leading out, members that
+clash or a bomb refuse the archive, which is deleted with what it unpacked.
 """
 from __future__ import annotations
 
 import os
 import shutil
 import sys
-import tarfile
-import zipfile
 from pathlib import Path
 from typing import IO, Mapping, Sequence
 
-from bench.core.download import WORK_DIR, Progress, RemoteFile, download, held, mirror_from, with_checksum
+from bench.core.download import (WORK_DIR, NoSpace, Progress, RemoteFile, check_pins, download, held, mirror_from,
+                                 with_checksum)
 from bench.core.sizes import size_text
+from bench.core.unpack import UnsafeArchive, unpack
 from bench.data.base import DatasetError
 from bench.data.sources import DATASET_SOURCES, PAPER_DATASETS, DatasetSource
-from bench.errors import BenchError, unknown
+from bench.errors import BenchError, disk_full, unknown
 
 GROUPS = {"paper": PAPER_DATASETS}  # names that stand for several datasets
 
@@ -41,25 +43,11 @@ def expand_names(names: Sequence[str]) -> list[str]:
 
 
 def _unpack(archive: Path, into: Path, stream: IO[str] | None) -> None:
-    """Unpack a .tar(.gz) or .zip archive into `into`, drawing progress by the bytes of the archive read.
-    Tar members go through tarfile's `data` filter: no absolute paths, no links or paths leading out."""
-    into.mkdir(parents=True, exist_ok=True)
+    """Unpack a .tar(.gz) or .zip archive into `into`, drawing progress by the bytes of the archive read; every
+    member checked before it is written (`bench.core.unpack`)."""
     progress = Progress(f"unpacking {archive.name}", archive.stat().st_size, stream)
     try:
-        if zipfile.is_zipfile(archive):
-            with zipfile.ZipFile(archive) as zf:
-                done = 0
-                for info in zf.infolist():
-                    zf.extract(info, into)  # zipfile drops absolute and `..` parts of member names
-                    done += info.compress_size
-                    progress.update(done)
-            return
-        with archive.open("rb") as raw, tarfile.open(fileobj=raw, mode="r|*") as tar:
-            for member in tar:  # a stream: one pass over a multi-GB archive, members extracted as they come
-                tar.extract(member, into, filter="data")
-                progress.update(raw.tell())
-    except (tarfile.TarError, zipfile.BadZipFile, EOFError) as err:
-        raise DatasetError(f"cannot unpack {archive}: {type(err).__name__}: {err}") from None
+        unpack(archive, into, progress)
     finally:
         progress.close()
 
@@ -148,21 +136,46 @@ def _assemble(name: str, source: DatasetSource, files: list[RemoteFile], work: P
     shutil.rmtree(staging, ignore_errors=True)  # what a killed fetch half-unpacked
     print(f"{name}: fetching {', '.join(f.name for f in files)} into {work.parent}", file=out, flush=True)
     for part, file in zip(source.parts, files):
-        path = download(file, work, mirror, out, stream)
+        try:
+            path = download(file, work, mirror, out, stream)
+        except NoSpace as err:
+            raise BenchError(f"{err}; {_needs(name, files, work, (err.size,) if err.size else ())}") from None
         how = f"{file.checked_by} verified" if file.checked_by else "no checksum recorded"
         place = staging / part.into
         print(f"  {file.name}: {size_text(path.stat().st_size)}, {how}; "
               f"{'unpacking' if part.unpack else 'placing'} it", file=out, flush=True)
-        if part.unpack:
-            _unpack(path, place, stream)
-        else:
-            place.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, place / file.name)
+        try:
+            if part.unpack:
+                _unpack(path, place, stream)
+            else:
+                place.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, place / file.name)
+        except UnsafeArchive as err:  # deleted, or the same command would unpack it again
+            path.unlink()
+            pinned = "the checksum --checksums gave" if file != part.file else "bench's recorded checksum"
+            raise UnsafeArchive(f"{name}: {err}; deleted it and what it had unpacked (it matched {pinned}: pin only "
+                                f"a checksum its publisher published or one of a file you trust)") from None
+        except OSError as err:
+            if not disk_full(err):
+                raise
+            raise BenchError(f"no space left on device unpacking {file.name} into {work}: removed what it had "
+                             f"unpacked and kept the verified download(s) there, which the same command uses again; "
+                             f"{_needs(name, files, work)}") from None
     folder = staging / source.folder
     if not folder.is_dir():
         raise DatasetError(f"{name}: the fetched files hold no {source.folder}/ folder (found: "
                            f"{', '.join(sorted(p.name for p in staging.iterdir())) or 'nothing'})")
     return folder
+
+
+def _needs(name: str, files: list[RemoteFile], work: Path, more: tuple[int, ...] = ()) -> str:
+    """What a dataset needs free, in words, from the sizes of its archives known: those downloaded, and `more`."""
+    sizes = [*(path.stat().st_size for f in files if (path := work / f.name.replace("/", "__")).is_file()), *more]
+    known = sum(sizes)
+    unknown = len(sizes) < len(files)
+    return (f"{name}'s archives take {size_text(known)}{' and more' if unknown else ''} and unpack to about as "
+            f"much again: free {'more than ' if unknown else ''}{size_text(2 * known)} under {work.parent} and run "
+            f"the same command again")
 
 
 def _remove_if_empty(folder: Path) -> None:
@@ -184,6 +197,17 @@ def fetch_datasets(names: Sequence[str], root: str | Path, mirror: str | None = 
     for name in wanted:
         if reader_class(name) is None:
             raise unknown("dataset", name, [*DATASETS.module_dict, *GROUPS])
+    check_pins(checksums or {}, {f.name for name in wanted if name in DATASET_SOURCES
+                                 for f in DATASET_SOURCES[name].files}, "datasets")
     root = Path(root).expanduser()
-    root.mkdir(parents=True, exist_ok=True)
+    if root.exists() and not root.is_dir():
+        raise BenchError(f"the data root {root} is a file, not a folder: give --data-root (or $BENCH_DATA_ROOT) a "
+                         f"folder")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        if disk_full(err):
+            raise
+        raise BenchError(f"cannot make the data root {root} ({err.strerror or err}): give --data-root (or "
+                         f"$BENCH_DATA_ROOT) a folder you can write") from None
     return [name for name in wanted if not fetch_dataset(name, root.resolve(), mirror, checksums, out, stream)]
