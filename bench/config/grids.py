@@ -189,8 +189,8 @@ def members(grid: Grid, block: Block, specs: Sequence[RunSpec], options: Mapping
     from dataclasses import replace
 
     out = []
-    held = {"methods": {parse_method(m) for m in grid.methods}, "datasets": set(grid.datasets),
-            "splits": set(grid.splits), "backbones": set(grid.backbones)}
+    held: dict[str, set[Any]] = {"methods": {parse_method(m) for m in grid.methods}, "datasets": set(grid.datasets),
+                                 "splits": set(grid.splits), "backbones": set(grid.backbones)}
     for spec in specs:
         # a replaced axis admits what the grid does not hold; what it holds stays in its own blocks (`expand`)
         on_axes = {"methods": (spec.method, spec.preset), "datasets": spec.dataset, "splits": spec.split,
