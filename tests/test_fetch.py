@@ -178,6 +178,9 @@ def test_a_wrong_checksum_is_refused_in_one_line_and_leaves_nothing(server, tmp_
     assert len(err.splitlines()) == 1
     assert "cifar-10-python.tar.gz from http://127.0.0.1" in err and "sha256 is" in err
     assert "6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce was expected" in err
+    # whose copy went, and the way out (was "deleted it", read as the mirror's file, and no word of --checksums)
+    assert "the copy downloaded here was removed (the file at the source is untouched)" in err
+    assert "--checksums FILE (lines `<sha256>  cifar-10-python.tar.gz`" in err and "deleted it" not in err
     assert list(root.iterdir()) == []  # no part file, no archive, no folder
 
 

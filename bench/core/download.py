@@ -311,6 +311,10 @@ def download(file: RemoteFile, folder: Path, mirror: str | None = None, out: IO[
     wrong = mismatch(file, part, stream)
     if wrong is not None:
         part.unlink()
-        raise BenchError(f"{file.name} from {url} is not the published file: {wrong}; deleted it (nothing kept)")
+        # "deleted it" read as the mirror's file: say whose copy went, that the source is untouched, and what to do
+        raise BenchError(f"{file.name} from {url} is not the published file: {wrong}; the copy downloaded here was "
+                         f"removed (the file at the source is untouched). Fetch it from another mirror (--mirror), or, "
+                         f"where you trust this file, pin its checksum with --checksums FILE (lines `<sha256>  "
+                         f"{file.name}`, as sha256sum prints them)")
     os.replace(part, done)
     return done
