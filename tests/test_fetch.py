@@ -276,11 +276,31 @@ def test_an_unknown_dataset_lists_the_valid_names(tmp_path, capsys):
     assert "needs --data-root DIR" in capsys.readouterr().err
 
 
-def test_weights_fetch_puts_each_file_under_the_name_bench_reads(server, tmp_path, capsys):
+DINO, SUP21K = "dino_vitbase16_pretrain.pth", "timm/vit_base_patch16_224.augreg_in21k/model.safetensors"
+
+
+@pytest.fixture
+def tiny_weights(monkeypatch) -> dict[str, bytes]:
+    """dino-vitb16 and sup21k-vitb16 registered as timm's ViT-Ti (5.7 M parameters: the load check that a file no
+    checksum vouches for passes builds its backbone in well under a second), with a file of each in its publisher's
+    format: DINO's state dict, timm's safetensors."""
+    import timm
+    import torch
+    from safetensors.torch import save
+
+    from bench.features.weights import REGISTERED_BACKBONES
+
+    for name in ("dino-vitb16", "sup21k-vitb16"):
+        monkeypatch.setitem(REGISTERED_BACKBONES, name, ("vit_tiny_patch16_224", {}))
+    state = timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=0).state_dict()
+    saved = io.BytesIO()
+    torch.save(state, saved)
+    return {DINO: saved.getvalue(), SUP21K: save({k: v.contiguous() for k, v in state.items()})}
+
+
+def test_weights_fetch_puts_each_file_under_the_name_bench_reads(server, tiny_weights, tmp_path, capsys):
     state, url = server
-    files = {"ViT-B-16.pt": b"clip" * 1000, "dino_vitbase16_pretrain.pth": b"dino" * 1000,
-             "timm/vit_base_patch16_224.augreg_in21k/model.safetensors": b"vit" * 1000,
-             "dinov3_vitb16_pretrain_lvd1689m-73cec8be.pth": b"not dinov3"}
+    files = {"ViT-B-16.pt": b"clip" * 1000, **tiny_weights, "dinov3_vitb16_pretrain_lvd1689m-73cec8be.pth": b"not dinov3"}
     state.files.update(files)
     sums = tmp_path / "sums"
     sums.write_text(f"{hashlib.sha256(files['ViT-B-16.pt']).hexdigest()}  ViT-B-16.pt\n")
@@ -303,6 +323,102 @@ def test_weights_fetch_puts_each_file_under_the_name_bench_reads(server, tmp_pat
     assert not (weights / "dinov3_vitb16_pretrain_lvd1689m-73cec8be.pth").exists()
     assert main(["weights", "fetch", "dino-vitb17", "--weights-dir", str(weights)]) == 2
     assert "unknown backbone 'dino-vitb17'" in capsys.readouterr().err
+    assert main(["weights", "fetch", "dino-vitb16", "--weights-dir", str(weights)]) == 0  # in place, and it loads
+    assert "dino-vitb16: already at" in capsys.readouterr().out
+
+
+PAGE = b"<!DOCTYPE html>\n<html><body>Sign in to download</body></html>\n"
+
+
+def test_weights_fetch_deletes_what_does_not_load_and_says_what_it_was(server, tiny_weights, tmp_path, capsys):
+    """A file no checksum vouches for is loaded into its backbone (as `bench run` loads it) before it is called
+    ready: a page served in its place, or a file of another architecture, is deleted with one line saying what it
+    was (exit 2, nothing kept); found in place, it is named and kept; a folder in its place is one line."""
+    import timm
+    import torch
+
+    state, url = server
+    weights = tmp_path / "weights"
+    argv = ["weights", "fetch", "dino-vitb16", "--weights-dir", str(weights), "--mirror", url]
+    state.files[DINO] = PAGE
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"bench: error: {DINO} from {url}/{DINO} is not dino-vitb16's weights file: it is an HTML page "
+                   f"(it starts with '<!DOCTYPE html>'); deleted it (nothing kept)")
+    assert [p for p in weights.rglob("*")] == []  # nothing kept, not even in the working folder
+    other = io.BytesIO()  # ViT-S: another width, every tensor of another shape
+    torch.save(timm.create_model("vit_small_patch16_224", pretrained=False, num_classes=0).state_dict(), other)
+    state.files[DINO] = other.getvalue()
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"bench: error: {DINO} from {url}/{DINO} is not dino-vitb16's weights file: it does not "
+                           f"load into its backbone (backbone weights ") and "have another shape" in line
+    assert line.endswith("; deleted it (nothing kept)") and [p for p in weights.rglob("*")] == []
+    (weights / DINO).write_bytes(PAGE)  # put there by hand: kept, the user may not get it again
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip() == (f"bench: error: {weights / DINO} is not dino-vitb16's published file: "
+                                               f"it is an HTML page (it starts with '<!DOCTYPE html>'); move it away "
+                                               f"and fetch again")
+    assert (weights / DINO).read_bytes() == PAGE
+    (weights / DINO).unlink()
+    (weights / DINO).mkdir()
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip() == (f"bench: error: {weights / DINO} is a folder, where dino-vitb16's "
+                                               f"weights file should be; move it away and fetch again")
+
+
+@pytest.mark.parametrize("where", ["a file", "under a file", "read-only"])
+def test_a_weights_folder_that_cannot_take_the_file_is_one_line(server, where, tmp_path, monkeypatch, capsys):
+    import builtins
+    import errno
+
+    state, url = server
+    clip = b"clip" * 1000
+    state.files["ViT-B-16.pt"] = clip
+    sums = tmp_path / "sums"
+    sums.write_text(f"{hashlib.sha256(clip).hexdigest()}  ViT-B-16.pt\n")
+    weights = tmp_path / "weights"
+    argv = ["weights", "fetch", "clip-vitb16", "--weights-dir", str(weights), "--mirror", url, "--checksums", str(sums)]
+    if where == "a file":
+        weights.write_text("not a folder")
+        said = f"the weights folder {weights} is a file; give a folder as --weights-dir (or $BENCH_WEIGHTS_DIR), made " \
+               f"where missing"
+    elif where == "under a file":
+        (tmp_path / "file").write_text("not a folder")
+        weights = tmp_path / "file" / "weights"
+        argv[4] = str(weights)
+        said = f"cannot write clip-vitb16's file into the weights folder {weights} (a part of its path is a file); " \
+               f"give a folder this user can write as --weights-dir (or $BENCH_WEIGHTS_DIR)"
+    else:  # the tests run as root, which chmod does not stop: the mount's answer (EROFS) is simulated
+        weights.mkdir()
+        real_open, real_mkdir = builtins.open, os.mkdir
+
+        def read_only(path):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+
+        def guarded_open(file, mode="r", *args, **kwargs):
+            if any(c in mode for c in "wax+") and str(file).startswith(str(weights)):
+                read_only(file)
+            return real_open(file, mode, *args, **kwargs)
+
+        def guarded_mkdir(path, *args, **kwargs):
+            if str(path).startswith(str(weights)):
+                read_only(path)
+            return real_mkdir(path, *args, **kwargs)
+
+        monkeypatch.setattr(builtins, "open", guarded_open)
+        monkeypatch.setattr(io, "open", guarded_open)
+        monkeypatch.setattr(os, "mkdir", guarded_mkdir)
+        said = f"cannot write clip-vitb16's file into the weights folder {weights} (Read-only file system); give a " \
+               f"folder this user can write as --weights-dir (or $BENCH_WEIGHTS_DIR)"
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip() == f"bench: error: {said}"
+    if where == "read-only":  # a read-only folder that holds the file is a weights folder all the same
+        monkeypatch.undo()
+        (weights / "ViT-B-16.pt").write_bytes(clip)
+        monkeypatch.setattr(builtins, "open", guarded_open)
+        monkeypatch.setattr(os, "mkdir", guarded_mkdir)
+        assert main(argv) == 0 and "clip-vitb16: already at" in capsys.readouterr().out
 
 
 class _Terminal(io.StringIO):

@@ -169,6 +169,18 @@ def test_a_missing_file_names_its_published_name_and_where_it_is_published(tmp_p
         assert PUBLISHED_FILES[name] in ("dino_vitbase16_pretrain.pth", "dino_resnet50_pretrain.pth", "ViT-B-16.pt")
 
 
+def test_a_weights_directory_that_is_a_file_or_a_folder_in_a_files_place_is_said_as_such(tmp_path):
+    """`bench run --weights-dir`: a file given as the folder, or a folder where a published file should be, is named
+    for what it is, not reported as a missing file."""
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(BenchError, match=r"^the weights directory .*/file is a file; give the folder that holds"):
+        resolve_pretrained("dino-vitb16", True, str(tmp_path / "file"))
+    (tmp_path / PUBLISHED_FILES["dino-vitb16"]).mkdir()
+    with pytest.raises(BenchError, match=rf"^backbone 'dino-vitb16': {tmp_path / PUBLISHED_FILES['dino-vitb16']} is a "
+                                         rf"folder, where its weights file .* should be; move it away"):
+        resolve_pretrained("dino-vitb16", True, str(tmp_path))
+
+
 @pytest.mark.parametrize("name", ["dinov2-vitb14-reg4", "dinov3-vitb16", "clip-vitl14"])
 def test_a_feature_bank_method_and_a_token_bank_tail_method_run_on_it(name, tmp_path):
     """Baseline on the feature bank and Joint (unfrozen) on the token bank (patch 14 and registers,

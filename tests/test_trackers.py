@@ -287,3 +287,98 @@ def test_a_tracker_whose_library_is_missing_where_the_run_runs_is_logged_and_the
     assert (out / "DONE").exists() and "trackers: none started" in log
     assert "tracker tensorboard failed in start: ModuleNotFoundError: import of tensorboardX halted; None in sys.modules" in log
     assert not (tmp_path / "tensorboard").exists()
+
+
+def _closed_port() -> int:
+    """A port of 127.0.0.1 that nothing listens on: bound, then closed."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_an_unreachable_mlflow_server_is_asked_once_and_the_runs_go_on_without_it(tmp_path, monkeypatch, capsys):
+    """An MLflow server away costs one short look before the runs, said in one line, not minutes of retries in every
+    run: nothing connects to it after that look, and the runs finish with their results."""
+    pytest.importorskip("mlflow")
+    import socket
+
+    port = _closed_port()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # without the look, each run tries once (kept short)
+    for proxy in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(proxy, raising=False)
+    attempts = []
+    connect = socket.socket.connect
+
+    def counted(self, address):
+        if isinstance(address, tuple) and address[1] == port:
+            attempts.append(address)
+        return connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", counted)
+    outcome = bench.run("smoke", methods=["baseline"], datasets=["synthetic"], splits=["2-step"], seeds=[0, 1],
+                        backbones=["pixels"], cfg_options=TINY, cluster="debug", results=tmp_path, trackers=["mlflow"])
+    assert outcome.ok and len(outcome.done) == 2
+    assert len(attempts) == 1  # the look before the runs; the two runs sent nothing there
+    said = [line for line in capsys.readouterr().err.splitlines() if "MLflow" in line]
+    assert said == [f"bench: warning: MLflow at http://127.0.0.1:{port} is unreachable (Connection refused); runs go on "
+                    f"without it"]
+    for spec in outcome.specs:
+        assert "trackers" not in spec.location
+        assert "tracker" not in (tmp_path / "runs" / spec.run_id / "log.txt").read_text()
+
+
+def test_a_tracker_server_that_answers_is_kept_and_a_file_store_is_not_asked(monkeypatch):
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from bench.runs.tracker_endpoints import answering, endpoint
+
+    class Refusing(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802  (http.server's name)
+            self.send_error(403)  # an answer all the same: the client judges what it means
+
+        def log_message(self, *_):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{server.server_address[1]}")
+        said = []
+        assert answering(["tensorboard", "mlflow"], said.append) == ["tensorboard", "mlflow"] and said == []
+    finally:
+        server.shutdown()
+        server.server_close()
+    for uri in ("", "file:///tmp/mlruns", "/tmp/mlruns", "databricks"):
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+        assert endpoint("mlflow") is None
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    assert endpoint("wandb") is None
+    monkeypatch.setenv("WANDB_MODE", "online")
+    monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{_closed_port()}")
+    said = []
+    assert answering(["wandb"], said.append) == [] and said[0].startswith("W&B at http://127.0.0.1:")
+
+
+@pytest.mark.parametrize("mode", ["", "ofline"])
+def test_a_wandb_mode_wandb_refuses_is_refused_in_one_line_naming_the_valid_ones(mode, monkeypatch, capsys, tmp_path):
+    """W&B refuses WANDB_MODE set but empty (it does not read it as unset) with a bare validation error of its
+    settings in every run: bench refuses it before anything runs, naming the values W&B takes."""
+    wandb = pytest.importorskip("wandb")
+    import typing
+
+    monkeypatch.setenv("WANDB_MODE", mode)
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb-config"))
+    assert main(["run", "--grid", "smoke", "--methods", "baseline", "--datasets", "synthetic", "--splits", "2-step",
+                 "--backbone", "pixels", "--cluster", "debug", "--tracker", "wandb", "--results", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"bench: error: WANDB_MODE is {mode!r}: W&B takes online, offline, shared, disabled, dryrun, run; unset it "
+        f"for bench's default (offline)"]
+    assert not (tmp_path / "runs").exists()
+    from bench.runs.trackers import WANDB_MODES
+
+    assert WANDB_MODES == typing.get_args(wandb.Settings.model_fields["mode"].annotation)  # the installed W&B's

@@ -1,5 +1,6 @@
 """`bench weights fetch NAME...`: the registered backbones' published files downloaded from their publishers (or a
-mirror), verified where a checksum is published, into the weights directory (`bench.features.weight_sources`)."""
+mirror), verified where a checksum is published (else loaded into their backbones), into the weights directory
+(`bench.features.weight_sources`)."""
 from __future__ import annotations
 
 import argparse
@@ -14,7 +15,8 @@ def add_parser(sub: Any) -> None:
     weights = sub.add_parser("weights", help="fetch backbone weight files",
                              description="fetch: download the published weight file of each backbone named (or "
                                          "`paper` for the paper's three, `all`) into --weights-dir under the name "
-                                         "bench reads, verified against its published checksum where there is one; "
+                                         "bench reads, verified against its published checksum where there is one, "
+                                         "else loaded into its backbone (a file that does not load is deleted); "
                                          "a broken download resumes with the same command.")
     weights.add_argument("action", choices=("fetch",))
     weights.add_argument("backbones", nargs="+", metavar="BACKBONE",

@@ -7,6 +7,7 @@ same runs.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -40,9 +41,12 @@ def expand_selection(selection: Selection, *, device: str | None = None, read_ah
     if weights_dir:
         location["weights_dir"] = str(Path(weights_dir).expanduser().resolve())
     if trackers is not None:
+        from bench.runs.tracker_endpoints import answering
         from bench.runs.trackers import check_trackers
 
         chosen = check_trackers([*loaded.trackers, *trackers])  # unknown ones or missing extras refused here
+        # a server away is asked once here, not retried for minutes by every run: the runs go on without it
+        chosen = answering(chosen, say=lambda line: print(f"bench: warning: {line}", file=sys.stderr, flush=True))
         if chosen:
             location.update(trackers=chosen, grid=loaded.name)
     specs = expand(loaded, methods=selection.methods, datasets=selection.datasets, splits=selection.splits,

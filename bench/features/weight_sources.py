@@ -7,16 +7,24 @@ publishes each CLIP file's sha256 in its URL (openai/CLIP clip/clip.py); DINOv3'
 hex digits of its sha256 (torch hub's `check_hash`, facebookresearch/dinov3 dinov3/hub/backbones.py); DINO's
 and DINOv2's files and timm's safetensors come with none, so their sha256 is printed for the user to pin
 (`--checksums`).
+
+A file no checksum vouches for is loaded into its backbone before it is called ready, by the loader `bench run`
+uses (`bench.features.backbones.build_backbone`, as its preflight does): what fetch accepts, a run accepts. A mirror
+or a login wall may serve an HTML page under the file's name; downloaded, such a file is deleted and said in one
+line; found already in place, it is named and kept (the user may not be able to download it again).
 """
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from pathlib import Path
 from typing import IO, Mapping, Sequence
 
-from bench.core.download import WORK_DIR, RemoteFile, download, held, mirror_from, mismatch, with_checksum
+from bench.core.download import (WORK_DIR, RemoteFile, download, held, mirror_from, mismatch, source_url,
+                                 with_checksum)
 from bench.core.sizes import size_text
+from bench.core.storage import shortened, unwritable, usable_path
 from bench.errors import BenchError, unknown
 from bench.features.weights import PAPER_BACKBONES, PUBLISHED_FILES, RELEASES, resolve_pretrained
 
@@ -60,11 +68,15 @@ def fetch_weight(name: str, weights_dir: Path, mirror: str | None = None,
     file = with_checksum(WEIGHT_SOURCES[name], checksums or {})
     target = weights_dir / file.name
     mirror = mirror_from(mirror)
+    if target.is_dir():
+        raise BenchError(f"{target} is a folder, where {name}'s weights file should be; move it away and fetch again")
     if target.exists():
         wrong = mismatch(file, target, stream)
+        if wrong is None and not file.checked_by:
+            wrong = does_not_load(name, target)
         if wrong is not None:
             raise BenchError(f"{target} is not {name}'s published file: {wrong}; move it away and fetch again")
-        how = f"{file.checked_by} verified" if file.checked_by else "no checksum recorded"
+        how = f"{file.checked_by} verified" if file.checked_by else "no checksum recorded; it loads into its backbone"
         print(f"{name}: already at {target} ({how})", file=out)
         return True
     if file.url is None and mirror is None:
@@ -72,13 +84,18 @@ def fetch_weight(name: str, weights_dir: Path, mirror: str | None = None,
               f"folder and give that as --mirror DIR (or put it at {target}); its sha256 begins with {file.sha256}",
               file=out)
         return False
+    writable_folder(target.parent, f"{name}'s file")
     print(f"{name}: fetching {file.name} into {weights_dir}", file=out, flush=True)
     work = weights_dir / WORK_DIR
     key = file.name.replace("/", "__")
     try:
         with held(work, key):
             path = download(file, work, mirror, out, stream)
-            target.parent.mkdir(parents=True, exist_ok=True)
+            wrong = None if file.checked_by else does_not_load(name, path)
+            if wrong is not None:  # what was served is no weights file: nothing of it is kept
+                path.unlink()
+                raise BenchError(f"{file.name} from {source_url(file, mirror)} is not {name}'s weights file: {wrong}; "
+                                 f"deleted it (nothing kept)")
             os.replace(path, target)  # the file appears under the name bench reads only whole and verified
     finally:
         try:
@@ -109,6 +126,42 @@ def fetch_weights(names: Sequence[str], weights_dir: str | Path, mirror: str | N
                 raise unknown("backbone", one, [*WEIGHT_SOURCES, *GROUPS])
             if one not in wanted:
                 wanted.append(one)
-    folder = Path(weights_dir).expanduser().resolve()
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = usable_path(Path(weights_dir).expanduser(), "--weights-dir").resolve()
+    if folder.exists() and not folder.is_dir():
+        raise BenchError(f"the weights folder {shortened(folder)} is a file; give a folder as --weights-dir (or "
+                         f"$BENCH_WEIGHTS_DIR), made where missing")
     return [name for name in wanted if not fetch_weight(name, folder, mirror, checksums, out, stream)]
+
+
+def writable_folder(folder: Path, what: str) -> None:
+    """`folder` made where missing, or one line saying why `what` cannot be written there (a file where a folder
+    is, a read-only mount, no permission). Asked only where a file is to be fetched: a read-only folder that
+    holds every file asked for is a weights folder all the same."""
+    err = unwritable(folder)
+    if err is None:
+        return
+    why = {errno.EEXIST: "a file is where a folder of it should be", errno.ENOTDIR: "a part of its path is a file"}.get(
+        err.errno or 0, err.strerror or str(err))
+    raise BenchError(f"cannot write {what} into the weights folder {shortened(folder)} ({why}); give a folder this "
+                     f"user can write as --weights-dir (or $BENCH_WEIGHTS_DIR)")
+
+
+def does_not_load(name: str, path: Path) -> str | None:
+    """Why the file at `path` does not load into backbone `name` as `bench run` would load it, or None when it
+    does. A web page served in its place is named as one, without building the backbone."""
+    with path.open("rb") as fh:
+        head = fh.read(512)
+    if not head:
+        return "it is empty"
+    start = head.lstrip()[:64].lower()
+    if start.startswith((b"<!doctype", b"<html", b"<head", b"<body", b"<?xml")):  # a web page, a storage's error
+        first = head.lstrip().split(b"\n", 1)[0][:40].decode("utf-8", "replace")
+        kind = "an XML document" if start.startswith(b"<?xml") else "an HTML page"
+        return f"it is {kind} (it starts with {first!r})"
+    from bench.features.backbones import build_backbone
+
+    try:  # what `bench run`'s preflight does (`_check_weights_load`) with the file in --weights-dir
+        build_backbone(name, {"pretrained": str(path)}, (224, 224, 3))
+    except BenchError as err:
+        return f"it does not load into its backbone ({err})"
+    return None

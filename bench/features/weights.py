@@ -134,6 +134,12 @@ def resolve_pretrained(name: str, pretrained: bool | str, weights_dir: str | Non
     if pretrained is not True or not weights_dir or name not in PUBLISHED_FILES:
         return pretrained
     path = Path(weights_dir).expanduser() / PUBLISHED_FILES[name]
+    if Path(weights_dir).expanduser().is_file():
+        raise BenchError(f"the weights directory {weights_dir} is a file; give the folder that holds the backbones' "
+                         f"files as --weights-dir (or $BENCH_WEIGHTS_DIR): `bench weights fetch` fills one")
+    if path.is_dir():
+        raise BenchError(f"backbone {name!r}: {path} is a folder, where its weights file ({RELEASES[name]}) should be; "
+                         f"move it away and put the file there (`bench weights fetch {name}`)")
     if not path.is_file():
         expected = ", ".join(f"{file} ({alias})" for alias, file in PUBLISHED_FILES.items())
         raise BenchError(f"backbone {name!r}: no {PUBLISHED_FILES[name]} in the weights directory {weights_dir} "

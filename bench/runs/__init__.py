@@ -8,7 +8,8 @@
 - `provenance_file`: `provenance.json`, where and with what the run made its numbers, beside its predictions;
 - `rows`: the metric row (`MetricRow`), the unit of `metrics.parquet`;
 - `metrics_file`: `metrics.parquet`, a run's rows with its identity and provenance columns;
-- `trackers`: what a run sends to TensorBoard, W&B or MLflow as it runs (optional extras), never failing it.
+- `trackers`: what a run sends to TensorBoard, W&B or MLflow as it runs (optional extras), never failing it;
+  `tracker_endpoints`: whether their servers answer, asked once before the runs.
 
 Storage knows nothing of the protocol: how rows are computed from predictions is `bench.protocol`.
 

@@ -33,6 +33,9 @@ from bench.runs.rows import MetricRow
 # name -> (the module it imports, the extra that installs it)
 TRACKERS: dict[str, tuple[str, str]] = {"tensorboard": ("tensorboardX", "tensorboard"), "wandb": ("wandb", "wandb"),
                                         "mlflow": ("mlflow", "mlflow")}
+# The values W&B takes in WANDB_MODE (its `Settings.mode`; a test compares them with the installed wandb's). W&B
+# refuses any other, the empty string included, with a bare validation error of its settings.
+WANDB_MODES = ("online", "offline", "shared", "disabled", "dryrun", "run")
 
 
 def check_trackers(names: Iterable[str]) -> list[str]:
@@ -46,7 +49,19 @@ def check_trackers(names: Iterable[str]) -> list[str]:
         if not _installed(module):
             raise BenchError(f"tracker {name!r} needs the {extra} extra, which is not installed in this environment: "
                              f"pip install 'bench[{extra}]'")
+    if "wandb" in chosen:
+        wandb_mode()
     return chosen
+
+
+def wandb_mode() -> str | None:
+    """WANDB_MODE, None where it is unset; a value W&B refuses (set but empty, misspelt) refused in one line, as W&B
+    itself refuses it (it does not read an empty one as unset), before anything runs."""
+    mode = os.environ.get("WANDB_MODE")
+    if mode is not None and mode not in WANDB_MODES:
+        raise BenchError(f"WANDB_MODE is {mode!r}: W&B takes {', '.join(WANDB_MODES)}; unset it for bench's "
+                         f"default (offline)")
+    return mode
 
 
 def _installed(module: str) -> bool:
@@ -171,7 +186,7 @@ class WandB:
             folder.mkdir(parents=True, exist_ok=True)
         # console="off": wandb would otherwise wrap the worker's stdout; git: the provenance has the commit
         settings = wandb.Settings(console="off", silent=True, x_disable_stats=True, disable_git=True)
-        self.run = wandb.init(mode=None if os.environ.get("WANDB_MODE") else "offline", dir=folder,
+        self.run = wandb.init(mode=None if wandb_mode() else "offline", dir=folder,
                               project=os.environ.get("WANDB_PROJECT") or "bench", group=run.grid, name=run.name,
                               id=run.run_id, resume="allow", reinit="create_new", settings=settings,
                               config={"run": dict(run.identity), "config": dict(run.config)})
