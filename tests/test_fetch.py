@@ -614,3 +614,15 @@ def test_checksums_lines_that_name_no_file_fetched_are_said(server, archives, ch
     err = capsys.readouterr().err.strip()
     assert err.startswith("bench: warning: 10 line(s) of --checksums name no file of the datasets fetched, unused: ")
     assert "CUB_200_2011.tgz" in err and "and 5 more" in err and "cifar-10-python.tar.gz" not in err
+
+
+def test_weights_checksums_lines_that_name_no_file_fetched_are_refused(server, tmp_path, capsys):
+    state, url = server
+    typo = tmp_path / "typo"
+    typo.write_text(f"{'0' * 64}  dino_vitbase16_pretrain.pt\n")  # the file is dino_vitbase16_pretrain.pth
+    assert main(["weights", "fetch", "dino-vitb16", "--weights-dir", str(tmp_path / "w"), "--mirror", url,
+                 "--checksums", str(typo)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("bench: error: no line of --checksums names a file of the weights fetched "
+                          "(dino_vitbase16_pretrain.pt); they are dino_vitbase16_pretrain.pth"), err
+    assert state.requests == []  # was: the line ignored without a word, the file fetched unpinned

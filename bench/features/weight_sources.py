@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import IO, Mapping, Sequence
 
-from bench.core.download import (WORK_DIR, RemoteFile, download, held, mirror_from, mismatch, source_url,
+from bench.core.download import (WORK_DIR, RemoteFile, check_pins, download, held, mirror_from, mismatch, source_url,
                                  with_checksum)
 from bench.core.sizes import size_text
 from bench.core.storage import shortened, unwritable, usable_path
@@ -126,6 +126,7 @@ def fetch_weights(names: Sequence[str], weights_dir: str | Path, mirror: str | N
                 raise unknown("backbone", one, [*WEIGHT_SOURCES, *GROUPS])
             if one not in wanted:
                 wanted.append(one)
+    check_pins(checksums or {}, {WEIGHT_SOURCES[name].name for name in wanted}, "weights")
     folder = usable_path(Path(weights_dir).expanduser(), "--weights-dir").resolve()
     if folder.exists() and not folder.is_dir():
         raise BenchError(f"the weights folder {shortened(folder)} is a file; give a folder as --weights-dir (or "
