@@ -58,6 +58,48 @@ def test_a_run_whose_workers_keep_dying_is_given_up(tmp_path):
     assert starts(tmp_path, spec) == 0
 
 
+def test_a_run_given_up_as_crashed_is_freed_by_retry_failed(tmp_path):
+    """The advice the WorkerCrashed line gives holds: `--retry-failed` claims the run again, with claims of its own."""
+    (spec,) = tiny_specs(**QUICK)
+    out = run_dir(tmp_path, spec)
+    out.mkdir(parents=True)
+    (out / pull.ATTEMPTS).write_text("t host:1\nt host:2\nt host:3\n")  # three workers died running it
+    assert not pull.work([spec], tmp_path, say=lambda line: None).ran
+    assert "`bench worker --retry-failed` tries it again" in (out / ERROR).read_text()
+    assert not pull.work([spec], tmp_path, say=lambda line: None).ran  # left alone without it
+    again = pull.work([spec], tmp_path, retry_failed=True, say=lambda line: None)
+    assert [s.run_id for s in again.ran] == [spec.run_id] and is_done(tmp_path, spec) and not (out / ERROR).exists()
+    assert (out / pull.ATTEMPTS).read_text().splitlines()[3].endswith(" retried")
+
+
+def test_a_worker_stopped_cleanly_is_not_a_crash(tmp_path, monkeypatch):
+    """SIGTERM (a cluster preempting the worker) unwinds the run: that claim is not one of a worker that died, so
+    a run preempted more often than --max-attempts is still resumed, not given up as WorkerCrashed."""
+    from bench.execution.workers import Stopped, sigterm_stops
+    from bench.methods.baseline import Baseline
+
+    (spec,) = tiny_specs(**QUICK)
+    real, stops = Baseline.learn, []
+
+    def preempted(self, step):
+        if step.index == 1 and len(stops) < pull.MAX_ATTEMPTS + 1:
+            stops.append(step.index)
+            os.kill(os.getpid(), signal.SIGTERM)  # as a cluster stops a job: the handler raises Stopped here
+        return real(self, step)
+
+    monkeypatch.setattr(Baseline, "learn", preempted)
+    for _ in range(pull.MAX_ATTEMPTS + 1):
+        with pytest.raises(Stopped), sigterm_stops():
+            pull.work([spec], tmp_path, say=lambda line: None)
+    out = run_dir(tmp_path, spec)
+    assert not (out / ERROR).exists()
+    done = pull.work([spec], tmp_path, say=lambda line: None)
+    assert [s.run_id for s in done.ran] == [spec.run_id] and is_done(tmp_path, spec)
+    lines = (out / pull.ATTEMPTS).read_text().splitlines()
+    assert len(lines) == 2 * (pull.MAX_ATTEMPTS + 1) + 1 and sum(" stopped SIGTERM" in line for line in lines) == 4
+    assert "resuming after step 0" in (out / "log.txt").read_text()  # step 1 kept through every stop
+
+
 def test_locks_that_do_not_hold_are_refused(tmp_path, monkeypatch):
     pull.check_locks(tmp_path)  # this machine's filesystem: exclusive flock
     monkeypatch.setattr(pull.fcntl, "flock", lambda fd, how: None)  # a filesystem that grants every lock
