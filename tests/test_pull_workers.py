@@ -200,7 +200,7 @@ def test_bench_worker_refuses_bad_input_in_one_line_before_claiming_anything(tmp
     from bench.cli import main
 
     for argv, said in ((["--tracker", "tensorbord"], "unknown tracker 'tensorbord'"),
-                       (["--max-attempts", "0"], "--max-attempts must be >= 1"),
+                       (["--max-attempts", "0"], "--max-attempts 0: must be an integer >= 1"),
                        (["--methods", "nope"], "unknown method 'nope'")):
         assert main(["worker", "--grid", "demo", "--results", str(tmp_path), *argv]) == 2
         err = capsys.readouterr().err.strip()
