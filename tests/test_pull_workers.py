@@ -100,6 +100,34 @@ def test_a_worker_stopped_cleanly_is_not_a_crash(tmp_path, monkeypatch):
     assert "resuming after step 0" in (out / "log.txt").read_text()  # step 1 kept through every stop
 
 
+@pytest.mark.parametrize("cluster", ["debug", "local"])
+def test_bench_run_says_what_it_ran_apart_from_what_workers_finished(tmp_path, capsys, monkeypatch, cluster):
+    """`bench run` beside pull workers: the runs a worker finished before `bench run` reached them are not
+    counted as its own."""
+    from bench.cli import main
+    from bench.execution import scheduler
+    from bench.protocol.runner import execute
+    from tests.helpers import TINY
+
+    specs = tiny_specs(seeds=(0, 1, 2))
+    real = scheduler.run_specs
+
+    def workers_beside(pending, results, **options):  # two workers finish seeds 1 and 2 as bench run starts
+        for spec in specs[1:]:
+            execute(spec, results)
+        return real(pending, results, **options)
+
+    monkeypatch.setattr(scheduler, "run_specs", workers_beside)
+    argv = ["run", "--grid", "smoke", "--methods", "Baseline", "--backbone", "pixels", "--splits", "2-step",
+            "--seeds", "0", "1", "2", "--cluster", cluster, "--workers", "1", "--results", str(tmp_path),
+            "--cfg-options", *(f"{k}={v}" for k, v in TINY.items())]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "running 3 on" in out
+    assert "1 done here, 2 finished meanwhile by other processes (`bench worker` or another `bench run`" in out
+    assert out.count("done elsewhere") == 2 and all(is_done(tmp_path, s) for s in specs)
+
+
 def test_locks_that_do_not_hold_are_refused(tmp_path, monkeypatch):
     pull.check_locks(tmp_path)  # this machine's filesystem: exclusive flock
     monkeypatch.setattr(pull.fcntl, "flock", lambda fd, how: None)  # a filesystem that grants every lock
