@@ -85,6 +85,10 @@ CASES = [
     ("report options without a grid", ["report", "--results", "{results}", "--cfg-options", "method.epochs=3"], "--cfg-options selects runs of a grid: name it with --grid", None),
     ("data summary of missing data", ["data", "summary", "cifar10", "--data-root", "{empty}"], "dataset 'cifar10' not found or incomplete", None),
     ("cache remove without keys", ["cache", "remove", "--results", "{results}"], "bench cache remove needs bank keys", None),
+    ("a superscript digit as --pack", ["run", *SMOKE, "--cluster", "slurm", "--pack", "²"], "--pack ²: give the runs per array task (an integer >= 1) or auto", None),
+    ("worker polling every nan seconds", ["worker", *SMOKE, "--poll", "nan"], "--poll nan: must be a number of seconds > 0 and at most 3600", None),
+    ("worker polling every inf seconds", ["worker", *SMOKE, "--poll", "inf"], "--poll inf: must be a number of seconds > 0 and at most 3600", None),
+    ("worker polling past time.sleep", ["worker", *SMOKE, "--poll", "1e12"], "--poll 1e+12: must be a number of seconds > 0 and at most 3600", None),
 ]
 
 

@@ -24,6 +24,8 @@ def test_slots_are_every_visible_gpu_or_the_ones_asked_for(four_gpus):
     assert gpus.gpu_slots(None, device="cpu") == []  # runs on the CPU hold no GPU
     with pytest.raises(BenchError, match=r"no visible GPU 7; visible here: 0, 1, 2, 3"):
         gpus.gpu_slots(["7"])
+    with pytest.raises(BenchError, match=r"no visible GPU ²; visible here: 0, 1, 2, 3 \(or indices 0-3, or all\)"):
+        gpus.gpu_slots(["²"])  # a digit to str.isdigit, not to int()
     with pytest.raises(BenchError, match="names a GPU twice; to share a GPU use --runs-per-gpu"):
         gpus.gpu_slots(["1", "1"])
     with pytest.raises(BenchError, match="--runs-per-gpu 0"):

@@ -58,6 +58,76 @@ def test_a_run_whose_workers_keep_dying_is_given_up(tmp_path):
     assert starts(tmp_path, spec) == 0
 
 
+def test_a_run_given_up_as_crashed_is_freed_by_retry_failed(tmp_path):
+    """The advice the WorkerCrashed line gives holds: `--retry-failed` claims the run again, with claims of its own."""
+    (spec,) = tiny_specs(**QUICK)
+    out = run_dir(tmp_path, spec)
+    out.mkdir(parents=True)
+    (out / pull.ATTEMPTS).write_text("t host:1\nt host:2\nt host:3\n")  # three workers died running it
+    assert not pull.work([spec], tmp_path, say=lambda line: None).ran
+    assert "`bench worker --retry-failed` tries it again" in (out / ERROR).read_text()
+    assert not pull.work([spec], tmp_path, say=lambda line: None).ran  # left alone without it
+    again = pull.work([spec], tmp_path, retry_failed=True, say=lambda line: None)
+    assert [s.run_id for s in again.ran] == [spec.run_id] and is_done(tmp_path, spec) and not (out / ERROR).exists()
+    assert (out / pull.ATTEMPTS).read_text().splitlines()[3].endswith(" retried")
+
+
+def test_a_worker_stopped_cleanly_is_not_a_crash(tmp_path, monkeypatch):
+    """SIGTERM (a cluster preempting the worker) unwinds the run: that claim is not one of a worker that died, so
+    a run preempted more often than --max-attempts is still resumed, not given up as WorkerCrashed."""
+    from bench.execution.workers import Stopped, sigterm_stops
+    from bench.methods.baseline import Baseline
+
+    (spec,) = tiny_specs(**QUICK)
+    real, stops = Baseline.learn, []
+
+    def preempted(self, step):
+        if step.index == 1 and len(stops) < pull.MAX_ATTEMPTS + 1:
+            stops.append(step.index)
+            os.kill(os.getpid(), signal.SIGTERM)  # as a cluster stops a job: the handler raises Stopped here
+        return real(self, step)
+
+    monkeypatch.setattr(Baseline, "learn", preempted)
+    for _ in range(pull.MAX_ATTEMPTS + 1):
+        with pytest.raises(Stopped), sigterm_stops():
+            pull.work([spec], tmp_path, say=lambda line: None)
+    out = run_dir(tmp_path, spec)
+    assert not (out / ERROR).exists()
+    done = pull.work([spec], tmp_path, say=lambda line: None)
+    assert [s.run_id for s in done.ran] == [spec.run_id] and is_done(tmp_path, spec)
+    lines = (out / pull.ATTEMPTS).read_text().splitlines()
+    assert len(lines) == 2 * (pull.MAX_ATTEMPTS + 1) + 1 and sum(" stopped SIGTERM" in line for line in lines) == 4
+    assert "resuming after step 0" in (out / "log.txt").read_text()  # step 1 kept through every stop
+
+
+@pytest.mark.parametrize("cluster", ["debug", "local"])
+def test_bench_run_says_what_it_ran_apart_from_what_workers_finished(tmp_path, capsys, monkeypatch, cluster):
+    """`bench run` beside pull workers: the runs a worker finished before `bench run` reached them are not
+    counted as its own."""
+    from bench.cli import main
+    from bench.execution import scheduler
+    from bench.protocol.runner import execute
+    from tests.helpers import TINY
+
+    specs = tiny_specs(seeds=(0, 1, 2))
+    real = scheduler.run_specs
+
+    def workers_beside(pending, results, **options):  # two workers finish seeds 1 and 2 as bench run starts
+        for spec in specs[1:]:
+            execute(spec, results)
+        return real(pending, results, **options)
+
+    monkeypatch.setattr(scheduler, "run_specs", workers_beside)
+    argv = ["run", "--grid", "smoke", "--methods", "Baseline", "--backbone", "pixels", "--splits", "2-step",
+            "--seeds", "0", "1", "2", "--cluster", cluster, "--workers", "1", "--results", str(tmp_path),
+            "--cfg-options", *(f"{k}={v}" for k, v in TINY.items())]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "running 3 on" in out
+    assert "1 done here, 2 finished meanwhile by other processes (`bench worker` or another `bench run`" in out
+    assert out.count("done elsewhere") == 2 and all(is_done(tmp_path, s) for s in specs)
+
+
 def test_locks_that_do_not_hold_are_refused(tmp_path, monkeypatch):
     pull.check_locks(tmp_path)  # this machine's filesystem: exclusive flock
     monkeypatch.setattr(pull.fcntl, "flock", lambda fd, how: None)  # a filesystem that grants every lock
@@ -158,7 +228,7 @@ def test_bench_worker_refuses_bad_input_in_one_line_before_claiming_anything(tmp
     from bench.cli import main
 
     for argv, said in ((["--tracker", "tensorbord"], "unknown tracker 'tensorbord'"),
-                       (["--max-attempts", "0"], "--max-attempts must be >= 1"),
+                       (["--max-attempts", "0"], "--max-attempts 0: must be an integer >= 1"),
                        (["--methods", "nope"], "unknown method 'nope'")):
         assert main(["worker", "--grid", "demo", "--results", str(tmp_path), *argv]) == 2
         err = capsys.readouterr().err.strip()

@@ -107,6 +107,8 @@ def test_a_slurm_job_sizes_from_its_cpus_per_task(monkeypatch):
     monkeypatch.setattr(numerics.os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "4")
     assert numerics.available_cores() == 4
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "²")  # a digit to str.isdigit, not to int(): not a count
+    assert numerics.available_cores() == 64
     monkeypatch.delenv("SLURM_CPUS_PER_TASK")
     assert numerics.available_cores() == 64  # outside SLURM: the affinity
 

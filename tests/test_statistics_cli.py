@@ -122,3 +122,27 @@ def test_one_block_refuses_the_ranks_in_one_line_and_writes_the_rest(results, tm
     assert "A is recomputed on 50 paired resamples" in md
     assert (out / "table.md").exists() and (out / "radar.png").exists() and not (out / "INCOMPLETE").exists()
     assert "stats.md" in capsys.readouterr().out
+
+
+def test_an_unreadable_predictions_file_is_left_out_in_one_line_and_the_rest_reported(results, tmp_path, capsys):
+    """A run's predictions.npz cut short (BadZipFile): the bootstrap, its per-class table and training curves
+    leave that run out and a warning says which and why; its metrics and every other run are reported."""
+    root = tmp_path / "results"
+    shutil.copytree(results / "runs", root / "runs")
+    damaged = next(d for d in sorted((root / "runs").iterdir()) if '"Baseline"' in (d / "spec.json").read_text())
+    path = damaged / "predictions.npz"
+    path.write_bytes(path.read_bytes()[:300])
+    out = tmp_path / "report"
+    capsys.readouterr()
+    assert main(["report", *argv(root), "--out", str(out), "--format", "markdown", "csv", "html",
+                 "--bootstrap", "20"]) == 0
+    printed, err = capsys.readouterr()
+    assert "Traceback" not in err
+    assert f"bench: warning: run {damaged.name}: cannot read its {path} (BadZipFile" in err
+    assert "left out of the image bootstrap" in err and "12/12 runs finished" in printed
+    md = (out / "stats.md").read_text()
+    assert "image bootstrap leaves out 1 run(s): no readable predictions.npz (BadZipFile)" in md
+    assert damaged.name in md and "A is recomputed on 20 paired resamples" in md  # the other runs still are
+    table = pd.read_csv(out / "table.csv")
+    assert set(table["n"]) == {2}  # the damaged run's metrics are still reported
+    assert (out / "runs").is_dir() and not (out / "INCOMPLETE").exists()

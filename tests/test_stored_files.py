@@ -16,7 +16,7 @@ from bench.protocol.runner import execute
 from bench.protocol.recompute import rebuild_metrics
 from bench.runs.rundir import CHECKPOINT, METRICS, run_dir
 from bench.methods.baseline import Baseline
-from tests.helpers import tiny_specs
+from tests.helpers import TINY, tiny_specs
 
 
 @pytest.fixture
@@ -67,6 +67,48 @@ def test_lost_metrics_are_not_rebuilt_from_another_runs_predictions(two_runs, tm
         log = (mine / "log.txt").read_text()
         assert f"belongs to run {other.name}, not to this run {mine.name}" in log and "running again" in log
     assert not (mine / METRICS).exists()
+
+
+RUN_ARGV = ["run", "--grid", "smoke", "--methods", "Baseline", "--backbone", "pixels", "--splits", "2-step",
+            "--seeds", "0", "1", "--cluster", "debug", "--cfg-options", *(f"{k}={v}" for k, v in TINY.items())]
+
+
+@pytest.mark.parametrize("command", ["metrics recompute", "run"])
+@pytest.mark.parametrize("damage", ["another run's", "columns missing"])
+def test_metrics_that_are_not_this_runs_are_rebuilt_from_its_own_predictions(two_runs, tmp_path, capsys, command,
+                                                                             damage):
+    """Another run's metrics.parquet copied into a run (or one without a run's columns) is not this run's
+    result: recompute never writes this run's values under that run's identity, and `bench run` does not
+    count the run as done. Both rebuild it from its own predictions and keep the file aside."""
+    mine, other = two_runs
+    original = pd.read_parquet(mine / METRICS)
+    if damage == "another run's":
+        shutil.copy(other / METRICS, mine / METRICS)
+        why = f"it holds the rows of run {other.name}, not of this run {mine.name}"
+    else:
+        original.drop(columns=["value"]).to_parquet(mine / METRICS, index=False)
+        why = "it has no column value"
+    foreign = (mine / METRICS).read_bytes()
+    capsys.readouterr()
+    argv = RUN_ARGV if command == "run" else ["metrics", "recompute"]
+    assert main([*argv, "--results", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    if command == "run":
+        assert f"run {mine.name}: {mine / METRICS} could not be read ({why}" in err and "all 2 runs already done" in out
+    else:
+        (line,) = [line for line in out.splitlines() if line.startswith(mine.name)]
+        assert line.startswith(f"{mine.name}: {METRICS} unreadable ({why}") and "rebuilt" in line
+        assert "1 unchanged, 1 rebuilt" in out
+    rebuilt = pd.read_parquet(mine / METRICS)
+    assert set(rebuilt["run_id"]) == {mine.name}
+    keys = ["step", "group", "flavour", "metric"]
+    pd.testing.assert_series_equal(rebuilt.set_index(keys)["value"].sort_index(),
+                                   original.set_index(keys)["value"].sort_index())
+    (aside,) = mine.glob(f"damaged-*/{METRICS}")
+    assert aside.read_bytes() == foreign  # kept, never deleted
+    assert main(["metrics", "recompute", "--results", str(tmp_path)]) == 0  # a finished run of its own from now on
+    assert "0 changed, 2 unchanged, 0 rebuilt" in capsys.readouterr().out
 
 
 def test_predictions_written_before_they_named_their_run_are_recomputed_as_before(two_runs, tmp_path, capsys):

@@ -34,7 +34,7 @@ def command(args: argparse.Namespace) -> int:
             print(f"{outcome.run.name}: {outcome.n_changed} value(s) {'would change' if args.dry_run else 'changed'}, e.g. "
                   + "; ".join(outcome.changed[:3]))
         elif outcome.status == "rebuilt":
-            print(f"{outcome.run.name}: {outcome.changed[0]} from its stored predictions")
+            print(f"{outcome.run.name}: {outcome.changed[0]}")
         elif outcome.status == "not rebuilt":
             print(f"{outcome.run.name}: {outcome.changed[0]}")
         elif outcome.status == "skipped":

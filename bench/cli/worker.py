@@ -7,6 +7,8 @@ from typing import Any
 
 from bench.cli.common import add_selection, expand
 
+MAX_POLL_S = 3600  # an hour between looks: longer only leaves a dead worker's run waiting
+
 
 def add_parser(sub: Any) -> None:
     worker = sub.add_parser("worker", help="claim and run a grid's pending runs until none is left (start N of them)")
@@ -23,7 +25,8 @@ def add_parser(sub: Any) -> None:
                         help="a run claimed N times by workers that died before finishing it is recorded as failed "
                              "(default 3)")
     worker.add_argument("--poll", type=float, default=5.0, metavar="S",
-                        help="seconds between looks while the only runs left are held by other workers (default 5)")
+                        help="seconds between looks while the only runs left are held by other workers (default 5, "
+                             "at most 3600)")
 
 
 def command(args: argparse.Namespace) -> int:
@@ -32,8 +35,10 @@ def command(args: argparse.Namespace) -> int:
     from bench.execution.workers import sigterm_stops
     from bench.runs.rundir import check_writable, is_done
 
-    if args.max_attempts < 1 or args.poll <= 0:
-        raise BenchError("--max-attempts must be >= 1 and --poll > 0 (seconds)")
+    if args.max_attempts < 1:
+        raise BenchError(f"--max-attempts {args.max_attempts}: must be an integer >= 1 (default 3)")
+    if not 0 < args.poll <= MAX_POLL_S:  # nan and inf too: time.sleep refuses them with a traceback
+        raise BenchError(f"--poll {args.poll:g}: must be a number of seconds > 0 and at most {MAX_POLL_S} (default 5)")
     preflight.check_cluster("local", None, args.threads)
     preflight.check_device(args.device, "local")
     grid, specs = expand(args)

@@ -65,7 +65,7 @@ def gpu_slots(wanted: Sequence[str] | None, per_gpu: int = 1, *, device: str | N
         if not visible:
             raise BenchError(f"--gpus {','.join(wanted)}: this machine has no CUDA device (leave --gpus out to run "
                              f"on the CPU)")
-        unknown = [g for g in wanted if g not in visible and not (g.isdigit() and int(g) < len(visible))]
+        unknown = [g for g in wanted if g not in visible and not (g.isascii() and g.isdigit() and int(g) < len(visible))]
         if unknown:
             indices = "index 0" if len(visible) == 1 else f"indices 0-{len(visible) - 1}"
             raise BenchError(f"--gpus: no visible GPU {', '.join(unknown)}; visible here: {', '.join(visible)} "

@@ -81,6 +81,7 @@ class RunOutcome:
     busy: tuple[Any, ...] = ()  # skipped: being run elsewhere
     jobs: tuple[tuple[str, int, str], ...] = ()  # SLURM: (job id, runs, resources) of each job array
     exit_code: int = 0
+    elsewhere: tuple[Any, ...] = ()  # pending, then finished by another process (a `bench worker`) meanwhile
 
     @property
     def ok(self) -> bool:
@@ -88,9 +89,9 @@ class RunOutcome:
 
     @property
     def finished(self) -> tuple[Any, ...]:
-        """Every selected run that is finished now: done before this call, or by it (`done` alone is empty when
-        everything was done already)."""
-        return self.already_done + self.done
+        """Every selected run that is finished now: done before this call, by it, or by another process while it
+        ran (`done` alone is empty when everything was done already)."""
+        return self.already_done + self.done + self.elsewhere
 
 
 def launch(selection: Selection, options: RunOptions) -> RunOutcome:
@@ -155,10 +156,13 @@ def launch(selection: Selection, options: RunOptions) -> RunOutcome:
     with sigterm_stops():  # a closed session's or `timeout`'s SIGTERM stops the runs as Ctrl-C does
         ran = run_specs(pending, results, cluster=o.cluster, max_parallel=o.workers, gpus=slots)
     busy = f", {len(ran.busy)} skipped (being run elsewhere)" if ran.busy else ""
-    print(f"{len(ran.done)} done, {len(ran.failed)} failed{busy} in {time.monotonic() - start:.1f}s")
+    # what this process ran, apart from what other processes (`bench worker`s) finished while it ran
+    done = (f"{len(ran.done)} done here, {len(ran.elsewhere)} finished meanwhile by other processes (`bench worker` "
+            f"or another `bench run` on these results)" if ran.elsewhere else f"{len(ran.done)} done")
+    print(f"{done}, {len(ran.failed)} failed{busy} in {time.monotonic() - start:.1f}s")
     print_leaderboard(results, specs, shown_backbone)
     return replace(outcome, done=tuple(ran.done), failed=tuple(ran.failed), busy=tuple(ran.busy),
-                   exit_code=report_failures(results, ran.failed))
+                   elsewhere=tuple(ran.elsewhere), exit_code=report_failures(results, ran.failed))
 
 
 def _rebuild_metrics(out: Path) -> bool:

@@ -6,9 +6,11 @@ A claim is the run directory's lock (`bench.runs.runstore.locked`, an exclusive 
 a second worker finds the run busy and moves on, and finds it done once the lock is free, so every run is
 started once. The lock dies with its process, SIGKILL included, so a killed worker's run is claimed by another,
 which resumes it from its last checkpoint. Each claim is one line of the run's `attempts.txt`; a run claimed
-`max_attempts` times without finishing (its workers keep dying: the out-of-memory killer, a segfault) is
-recorded as failed instead of being tried forever, and a run that failed is left to `--retry-failed`, which
-retries the runs that had failed before the worker started, once.
+`max_attempts` times by workers that died running it (the out-of-memory killer, a segfault) is recorded as failed
+instead of being tried forever, and a run that failed is left to `--retry-failed`, which retries the runs that had
+failed before the worker started, once, with `max_attempts` claims of its own. A worker stopped cleanly (SIGTERM,
+as a cluster preempts it, or Ctrl-C) did not crash: the line it adds after its claim (`stopped`) takes that claim
+out of the count.
 
 Locks must be shared between the machines: `check_locks` refuses a filesystem where `flock` fails or is not
 exclusive, and docs/slurm.md#pull-based-workers says which filesystems were tested and which share locks only
@@ -30,7 +32,10 @@ from bench.core.provenance import utc_now
 from bench.errors import BenchError, first_line
 from bench.runs.rundir import ERROR, RunBusy, is_done, run_dir
 
-ATTEMPTS = "attempts.txt"  # in the run directory: one line per claim, `<utc time> <host>:<pid>`
+# in the run directory: one line per claim, `<utc time> <host>:<pid>`; `<utc time> <host>:<pid> stopped <signal>`
+# after a claim whose worker was stopped cleanly, `<utc time> <host>:<pid> retried` where --retry-failed starts over
+ATTEMPTS = "attempts.txt"
+STOPPED, RETRIED = "stopped", "retried"
 MAX_ATTEMPTS = 3
 POLL_S = 5.0  # how often a worker with nothing to claim looks again while other workers hold runs
 
@@ -82,6 +87,21 @@ def check_locks(results: Path) -> None:
                          f"working flock")
 
 
+def crashed_claims(text: str) -> int:
+    """How many claims of an `attempts.txt` (its text) ended without the run finishing or its worker stopping
+    cleanly, since --retry-failed last started the count over: the workers that died running it, or are running it."""
+    count = 0
+    for line in text.splitlines():
+        mark = line.split()[2:3]
+        if not mark:  # a claim (the only kind of line before stops and retries were written)
+            count += 1
+        elif mark == [STOPPED]:
+            count = max(count - 1, 0)
+        elif mark == [RETRIED]:
+            count = 0
+    return count
+
+
 def work(specs: Sequence[RunSpec], results: Path, *, retry_failed: bool = False, max_attempts: int = MAX_ATTEMPTS,
          poll_s: float = POLL_S, say: Callable[[str], None] = print) -> Work:
     """Claim and run `specs` one at a time until every one is done or failed; while the only runs left are held
@@ -90,6 +110,7 @@ def work(specs: Sequence[RunSpec], results: Path, *, retry_failed: bool = False,
 
     me, started = f"{socket.gethostname()}:{os.getpid()}", time.time()
     outcome, claimed = Work(), []
+    in_flight: list[Path] = []  # the run directory this worker has claimed and is running, if any
 
     def failed(out: Path) -> bool:
         """Failed, and not this worker's to retry (`retry_failed` retries what failed before it started)."""
@@ -101,7 +122,10 @@ def work(specs: Sequence[RunSpec], results: Path, *, retry_failed: bool = False,
         if failed(out):
             raise NotClaimed("failed")  # in another worker since this one looked
         attempts = out / ATTEMPTS
-        tries = len(attempts.read_text().splitlines()) if attempts.exists() else 0
+        if error.exists():  # failed before this worker started, and retried (--retry-failed): claims counted anew
+            with attempts.open("a") as fh:
+                fh.write(f"{utc_now()} {me} {RETRIED}\n")
+        tries = crashed_claims(attempts.read_text()) if attempts.exists() else 0
         if tries >= max_attempts:
             error.write_text(f"WorkerCrashed: claimed {tries} times by workers that did not finish it (each died "
                              f"while running it: the out-of-memory killer, a segfault, a node lost); "
@@ -110,6 +134,7 @@ def work(specs: Sequence[RunSpec], results: Path, *, retry_failed: bool = False,
         with attempts.open("a") as fh:
             fh.write(f"{utc_now()} {me}\n")
         claimed.append(spec.run_id)
+        in_flight[:] = [out]
         say(f"[{me}] started {spec.run_id} {spec.describe()}")
 
     while True:
@@ -120,6 +145,11 @@ def work(specs: Sequence[RunSpec], results: Path, *, retry_failed: bool = False,
             clock = time.monotonic()
             try:
                 execute(spec, results, echo=False, claim=claim)
+            except KeyboardInterrupt as stop:  # SIGTERM (`Stopped`: a preempted job or pod) or Ctrl-C: not a crash
+                for out in in_flight:
+                    with (out / ATTEMPTS).open("a") as fh:
+                        fh.write(f"{utc_now()} {me} {STOPPED} {stop.args[0] if stop.args else 'SIGINT'}\n")
+                raise
             except NotClaimed:
                 continue
             except RunBusy:
@@ -129,6 +159,8 @@ def work(specs: Sequence[RunSpec], results: Path, *, retry_failed: bool = False,
                 outcome.failed.append((spec, first_line(err)))
                 say(f"[{me}] FAILED  {spec.run_id} {spec.describe()}: {first_line(err)}")
                 continue
+            finally:
+                in_flight.clear()
             if claimed and claimed[-1] == spec.run_id:  # run here, not found done under the lock
                 outcome.ran.append(spec)
                 say(f"[{me}] done    {spec.run_id} {spec.describe()} ({time.monotonic() - clock:.1f}s)")

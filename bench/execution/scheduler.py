@@ -18,7 +18,7 @@ import submitit
 from bench.protocol.runner import execute
 from bench.runs.rundir import RunBusy
 from bench.config.spec import RunSpec
-from bench.execution.workers import BUSY, CLUSTERS, failure_reason, pool_shape, run_pool
+from bench.execution.workers import BUSY, CLUSTERS, ELSEWHERE, failure_reason, pool_shape, run_pool
 
 
 @dataclass
@@ -26,16 +26,18 @@ class Outcome:
     done: list[RunSpec] = field(default_factory=list)
     failed: list[tuple[RunSpec, str]] = field(default_factory=list)
     busy: list[RunSpec] = field(default_factory=list)
+    elsewhere: list[RunSpec] = field(default_factory=list)  # found finished by another process (a `bench worker`)
 
 
 def job(spec_json: str, results: str) -> str:
     """The callable each submitit job runs (importable, so it pickles by reference); the runner sets the
     run's own threads."""
+    started: list[Path] = []  # the runner calls this under the run's lock only when it runs it
     try:
-        execute(RunSpec.from_json(spec_json), Path(results), echo=True)
+        execute(RunSpec.from_json(spec_json), Path(results), echo=True, claim=started.append)
     except RunBusy:
         return BUSY
-    return "done"
+    return "done" if started else ELSEWHERE
 
 
 def run_specs(specs: list[RunSpec], results: Path, *, cluster: str, max_parallel: int | None = None,
@@ -54,6 +56,9 @@ def run_specs(specs: list[RunSpec], results: Path, *, cluster: str, max_parallel
         if kind == BUSY:
             outcome.busy.append(spec)
             progress(f"{head} skipped {spec.describe()}: being run by another process")
+        elif kind == ELSEWHERE:
+            outcome.elsewhere.append(spec)
+            progress(f"{head} done elsewhere {spec.describe()}: finished by another process meanwhile")
         elif kind == "done":
             outcome.done.append(spec)
             progress(f"{head} done    {spec.describe()}  ({seconds:.1f}s)")

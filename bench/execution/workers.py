@@ -38,6 +38,7 @@ from bench.config.spec import RunSpec
 
 CLUSTERS = ("local", "debug")  # what runs on this machine (bench.execution.scheduler); "slurm" is bench.execution.slurm's
 BUSY = "busy"  # the run is being run by another process: neither done here nor failed
+ELSEWHERE = "done elsewhere"  # another process (a `bench worker`) finished the run before this one reached it
 CRASHED = ("its worker process died while running it (a crash such as a segfault, the out-of-memory killer, "
            "or SIGBUS from a disk that filled under a memory-mapped file: check the free space of --results and "
            "--cache-dir); the other runs went on")
@@ -139,13 +140,14 @@ def _execute(spec_json: str, results: str, inflight: str) -> tuple[str, float]:
         _in_run = True
         if _stopping or (Path(inflight).parent / STOP).exists():
             return CANCELLED, 0.0
-        execute(spec, Path(results), echo=False)  # its log is in its run directory; the grid prints progress
+        started: list[Path] = []  # the runner calls this under the run's lock only when it runs it
+        execute(spec, Path(results), echo=False, claim=started.append)  # its log is in its run directory
     except RunBusy:
         return BUSY, time.monotonic() - start
     finally:
         _in_run = False
         marker.unlink(missing_ok=True)
-    return "done", time.monotonic() - start
+    return "done" if started else ELSEWHERE, time.monotonic() - start
 
 
 OWNER = "owner"  # beside inflight/: the pid and start token of the bench that runs the pool

@@ -3,8 +3,9 @@ from the predictions it stored (`bench.runs.predictions`), without running it ag
 
 Only the metric rows change: every other column of `metrics.parquet` (the run's identity and
 provenance) is kept. The new file replaces the old one atomically, and only when a value changed;
-recomputing twice changes nothing the second time. A run whose `metrics.parquet` is missing or
-damaged gets the whole file rebuilt from its predictions (`rebuild_metrics`, also when a run finds its own
+recomputing twice changes nothing the second time. A run whose `metrics.parquet` is missing,
+damaged or not its own (another run's rows copied in, columns missing: `bench.runs.rundir.unreadable`) gets
+the whole file rebuilt from its predictions (`rebuild_metrics`, also when a run finds its own
 metrics damaged: a re-run costs GPU-hours). A run
 without stored predictions (recorded before they were kept) is listed and left as it is; one whose
 predictions cannot be read, name another run (copied in) or are of a schema newer than this bench reads, is
@@ -54,19 +55,22 @@ def recompute_run(run: Path, write: bool = True) -> Recomputed:
         return Recomputed(run, "no stored predictions", [])
     refused = _refused(run)
     damaged = unreadable(run).get(METRICS)
-    if damaged is not None:  # missing or damaged: the whole file again from the predictions, not a re-run
+    if damaged is not None:  # missing, damaged or another run's: the whole file again from the predictions, not a re-run
         if refused is not None:
             return Recomputed(run, "not rebuilt", [f"{METRICS} unreadable ({damaged}) and not rebuilt: {refused}; "
                                                    f"`bench run` runs it again"])
         if not write:
-            return Recomputed(run, "rebuilt", [f"{METRICS} unreadable ({damaged}): would be rebuilt"])
+            return Recomputed(run, "rebuilt", [f"{METRICS} unreadable ({damaged}): would be rebuilt from its stored "
+                                               f"predictions"])
+        kept = (run / METRICS).exists()  # set aside by the rebuild, never deleted
         try:
             if rebuild_metrics(run) is None:
                 return Recomputed(run, "not rebuilt", [f"{METRICS} unreadable ({damaged}) and cannot be rebuilt from "
                                                        f"{PREDICTIONS} (see its log.txt): `bench run` runs it again"])
         except RunBusy:
             return Recomputed(run, "not rebuilt", [f"{METRICS} unreadable ({damaged}); the run is being run"])
-        return Recomputed(run, "rebuilt", [f"{METRICS} unreadable ({damaged}): rebuilt"])
+        return Recomputed(run, "rebuilt", [f"{METRICS} unreadable ({damaged}): rebuilt from its stored predictions"
+                                           + (", the file it replaces kept aside in the run directory" if kept else "")])
     if refused is not None:
         return Recomputed(run, "skipped", [f"{refused}; its metrics are left as they are"])
     try:

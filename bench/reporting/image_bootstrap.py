@@ -135,9 +135,9 @@ def load_scorer(run: Path, source: str) -> Scorer:
             return scorer({k: stored[k] for k in stored}, source)
     except NewerSchema as err:
         raise NotBootstrapped(str(err)) from None
-    except (OSError, KeyError, ValueError) as err:
-        if isinstance(err, NotBootstrapped):
-            raise
+    except NotBootstrapped:
+        raise
+    except Exception as err:  # missing or damaged: numpy and zipfile raise many types (BadZipFile, EOFError, ...)
         raise NotBootstrapped(f"no readable {PREDICTIONS} ({type(err).__name__})") from None
 
 

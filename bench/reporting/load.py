@@ -83,6 +83,31 @@ def load_metrics(run_dirs: Iterable[Path], warn: Callable[[str], None] = _warn) 
     return load_runs(run_dirs, warn)[0]
 
 
+def warn_unreadable_predictions(run_dirs: Iterable[Path], run_ids: Iterable[str],
+                                warn: Callable[[str], None] = _warn) -> list[str]:
+    """The reported runs (`run_ids`, among `run_dirs`) whose `predictions.npz` exists but cannot be opened (a
+    truncated or overwritten file), each named in a warning: what a report draws from stored predictions (the image
+    bootstrap, the per-class table, training curves) leaves them out, and their metrics are reported as usual.
+    Runs recorded before predictions were kept have none and are not named."""
+    from bench.runs.predictions import PREDICTIONS, NewerSchema, opened
+
+    ids, damaged = set(run_ids), []
+    for d in map(Path, run_dirs):
+        path = d / PREDICTIONS
+        if d.name not in ids or not path.exists():
+            continue
+        try:
+            with opened(path):
+                pass
+        except NewerSchema:  # readable, by a newer bench: the bootstrap's note says so
+            continue
+        except Exception as err:  # numpy and zipfile raise many types (BadZipFile, EOFError, ...)
+            damaged.append(d.name)
+            warn(f"run {d.name}: cannot read its {path} ({first_line(err)}); left out of the image bootstrap, the "
+                 f"per-class table and the training curves, its metrics reported")
+    return damaged
+
+
 class _NotPlaced(Exception):
     """Why a finished run's files cannot be put in a report's row."""
 

@@ -101,10 +101,13 @@ def write_reports(selected: Selected, options: ReportOptions) -> ReportOutcome:
     from bench.reporting.files import INCOMPLETE, block_reports, row_order, write_figures, write_report
     from bench.reporting.stats_files import report_statistics
 
+    from bench.reporting.load import warn_unreadable_predictions
+
     frame, unplaced = load_finished(selected, options.pool_orders)
     grid, specs, selection = selected.grid, selected.specs, selected.selection
     out = Path(options.out) if options.out is not None else selection.results / "reports" / grid.name
     check_report_dir(out)
+    warn_unreadable_predictions(selected.directories, frame["run_id"].astype(str).unique())
     write_atomic(out / INCOMPLETE, "bench report was stopped while writing this folder: some files are of this "
                  "report, others of an earlier one or missing; run `bench report` again\n")
     labelled = _labelled(frame, selected)

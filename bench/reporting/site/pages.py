@@ -145,14 +145,14 @@ def _training_curves(directory: Path | None) -> str:
 
     from bench.reporting.plots import figure_styles
     from bench.reporting.site.charts import svg_curves
-    from bench.runs.predictions import PREDICTIONS, Keys, NewerSchema, each, opened
+    from bench.runs.predictions import PREDICTIONS, Keys, each, opened
 
     if directory is None:
         return ""
     try:
         with opened(directory / PREDICTIONS) as stored:
             losses, scores = each(stored, Keys.epoch_loss), each(stored, Keys.epoch_score)
-    except (OSError, ValueError, TypeError, NewerSchema):
+    except Exception:  # missing, damaged (numpy and zipfile raise many types), or of a newer schema
         return ""
     by_step: dict[int, list[tuple[str, np.ndarray]]] = defaultdict(list)
     for (t, i), values in losses.items():
