@@ -157,9 +157,9 @@ def launch(selection: Selection, options: RunOptions) -> RunOutcome:
         ran = run_specs(pending, results, cluster=o.cluster, max_parallel=o.workers, gpus=slots)
     busy = f", {len(ran.busy)} skipped (being run elsewhere)" if ran.busy else ""
     # what this process ran, apart from what other processes (`bench worker`s) finished while it ran
-    done = (f"{len(ran.done)} done here, {len(ran.elsewhere)} finished meanwhile by other processes (`bench worker` "
-            f"or another `bench run` on these results)" if ran.elsewhere else f"{len(ran.done)} done")
-    print(f"{done}, {len(ran.failed)} failed{busy} in {time.monotonic() - start:.1f}s")
+    ran_here = (f"{len(ran.done)} done here, {len(ran.elsewhere)} finished meanwhile by other processes (`bench "
+                f"worker` or another `bench run` on these results)" if ran.elsewhere else f"{len(ran.done)} done")
+    print(f"{ran_here}, {len(ran.failed)} failed{busy} in {time.monotonic() - start:.1f}s")
     print_leaderboard(results, specs, shown_backbone)
     return replace(outcome, done=tuple(ran.done), failed=tuple(ran.failed), busy=tuple(ran.busy),
                    elsewhere=tuple(ran.elsewhere), exit_code=report_failures(results, ran.failed))
