@@ -388,3 +388,13 @@ def test_a_run_holds_happys_images_with_its_draw(roots, tmp_path, capsys):
     stored = Manifest.from_json((run / "split.json").read_text())
     assert all(np.array_equal(a, b) for a, b in zip(stored.steps, expected.steps))
     assert "happy-5-stage · Happy's draw · arrival happy" in out
+
+
+def test_a_cub_table_with_a_digit_int_cannot_read_is_a_dataset_error(tmp_path):
+    from bench.data.base import DatasetError
+    from bench.data.cub import _table
+
+    path = tmp_path / "image_class_labels.txt"
+    path.write_text("1 1\n² 3\n")  # `²` is a digit to str.isdigit, not to int: was a ValueError traceback
+    with pytest.raises(DatasetError, match="bad line in .*image_class_labels.txt: '² 3'"):
+        _table(path, 2)

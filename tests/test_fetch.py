@@ -626,3 +626,15 @@ def test_weights_checksums_lines_that_name_no_file_fetched_are_refused(server, t
     assert err.startswith("bench: error: no line of --checksums names a file of the weights fetched "
                           "(dino_vitbase16_pretrain.pt); they are dino_vitbase16_pretrain.pth"), err
     assert state.requests == []  # was: the line ignored without a word, the file fetched unpinned
+
+
+@pytest.mark.parametrize("headers, total", [
+    ({"Content-Range": "bytes 0-9/100"}, 100), ({"Content-Length": "40"}, 50),
+    ({"Content-Range": "bytes 0-9/²"}, None), ({"Content-Length": "²"}, None),  # was: int('²'), a traceback
+])
+def test_a_servers_size_headers_are_read_as_ascii_digits_only(headers, total):
+    from types import SimpleNamespace
+
+    from bench.core.download import _total
+
+    assert _total(SimpleNamespace(headers=headers), 10) == total

@@ -227,10 +227,11 @@ def _total(response: object, start: int) -> int | None:
     """The whole file's size from a response (Content-Range for a range, else Content-Length), if the server said."""
     headers = getattr(response, "headers", {})
     content_range = headers.get("Content-Range", "") if headers else ""
-    if "/" in content_range and content_range.rsplit("/", 1)[1].strip().isdigit():
-        return int(content_range.rsplit("/", 1)[1])
+    total = content_range.rsplit("/", 1)[1].strip() if "/" in content_range else ""
+    if total.isascii() and total.isdigit():  # `²` is a digit to isdigit, not to int: a hostile header's
+        return int(total)
     length = headers.get("Content-Length") if headers else None
-    return start + int(length) if length and length.isdigit() else None
+    return start + int(length) if length and length.isascii() and length.isdigit() else None
 
 
 def _transfer(url: str, part: Path, label: str, stream: IO[str] | None) -> bool:

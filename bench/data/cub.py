@@ -21,7 +21,7 @@ def _table(path: Path, columns: int) -> dict[int, list[str]]:
     rows = {}
     for line in read_lines(path):
         parts = line.split(maxsplit=columns - 1)
-        if len(parts) != columns or not parts[0].isdigit():
+        if len(parts) != columns or not (parts[0].isascii() and parts[0].isdigit()):  # `²`: isdigit, not int
             raise DatasetError(f"bad line in {path}: {line!r}")
         rows[int(parts[0])] = parts[1:]
     return rows
@@ -58,7 +58,8 @@ class Cub200:
         missing = [str(p) for p in paths if not p.is_file()]
         if missing:
             raise DatasetError(f"cub200: {len(missing)} images listed in images.txt are missing, e.g. {missing[0]}")
-        bad = next((i for i in ids if not labels[i][0].isdigit() or int(labels[i][0]) not in classes), None)
+        bad = next((i for i in ids if not (labels[i][0].isascii() and labels[i][0].isdigit())
+                    or int(labels[i][0]) not in classes), None)
         if bad is not None:
             raise DatasetError(f"cub200: image {bad} has class {labels[bad][0]!r} in {path / 'image_class_labels.txt'}, "
                                f"which {path / 'classes.txt'} does not list")
