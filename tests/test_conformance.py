@@ -313,6 +313,54 @@ def test_new_checks_every_file_can_be_written_before_writing_any(tmp_path: Path,
             subprocess.run(["umount", str(target)], capture_output=True)
 
 
+@pytest.fixture
+def fresh_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A test that loads a plugin folder (`--include`) leaves nothing of it behind: its methods, its modules, the
+    folder on sys.path, the catalogue cached from it (its own cache directory)."""
+    from bench.registries import catalogue, plugins
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+    before = set(METHODS.module_dict)
+    yield
+    for name in set(METHODS.module_dict) - before:
+        if not METHODS.module_dict[name].__module__.startswith("bench."):  # bench's own, loaded lazily, stay
+            del METHODS._module_dict[name]
+    for module in [m for m, mod in sys.modules.items() if str(getattr(mod, "__file__", "") or "").startswith(str(tmp_path))]:
+        del sys.modules[module]
+    plugins.reset()
+    catalogue.catalogue.cache_clear()
+
+
+def test_new_method_of_the_mixed_setting_passes_bench_check_as_written(fresh_plugins: None, tmp_path: Path,
+                                                                       capsys: Any) -> None:
+    folder = tmp_path / "ccd"
+    assert main(["new", "method", "kit-ccd", "--setting", "mixed", "--dir", str(folder)]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"wrote {folder / 'kit_ccd.py'}",
+                                                    f"wrote {folder / 'presets' / 'kit_ccd.py'}",
+                                                    f"wrote {folder / 'test_kit_ccd.py'}"]
+    code = (folder / "kit_ccd.py").read_text()
+    assert 'settings=("mixed",)' in code and "if step.labels is not None:" in code and "step.selection.over(" in code
+    assert main(["check", "method", "kit-ccd", "--include", str(folder)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "PASS presets validate" and len(lines) == 1 + PER_SETTING, lines
+    assert all(line.startswith("PASS [mixed] ") for line in lines[1:]), lines
+    assert "PASS [mixed] no labels reach it after the labelled step" in lines
+
+
+def test_new_takes_a_setting_for_a_method_only(tmp_path: Path, capsys: Any) -> None:
+    with pytest.raises(BenchError, match="--setting is for a method: a dataset serves every setting"):
+        new("dataset", "kit-npz-2", tmp_path, setting="mixed")
+    with pytest.raises(BenchError, match="unknown setting 'ccd'; bench new method writes: incd, mixed"):
+        new("method", "kit-ccd-2", tmp_path, setting="ccd")
+    assert not any(tmp_path.iterdir())
+    with pytest.raises(SystemExit):
+        main(["new", "method", "kit-ccd-2", "--setting", "ccd", "--dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert "--setting: invalid choice: 'ccd'" in err and "mixed" in err
+    written = new("method", "kit-incd-default", tmp_path)  # the default stays class-iNCD's template
+    assert "settings=" not in written[0].read_text() and "def task_logits" in written[0].read_text()
+
+
 def test_a_directory_named_like_a_module_in_a_plugin_folder_is_no_plugin(tmp_path: Path, capsys: Any) -> None:
     (tmp_path / "odd.py").mkdir()
     (tmp_path / "presets" / "odd2.py").mkdir(parents=True)
