@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from bench.cli import main
-from bench.kit.conformance import TINY_OPTIONS, Check, run_checks
+from bench.kit.conformance import TINY_OPTIONS, Check, run_checks, settings_of
 from bench.kit.probes import StepSpy
 from bench.errors import BenchError
 from bench.features.views import FeatureViews
@@ -27,7 +27,11 @@ from bench.kit.scaffold import new
 load_all()
 BUILT_IN = sorted(name for name in METHODS.module_dict if not name.startswith("_"))
 TEMPLATE = "kit-template"
-CHECKS = 9  # lines `bench check method` prints for any method
+PER_SETTING = 8  # lines `bench check method` prints for each setting a method declares, after `presets validate`
+
+
+def lines_for(method: str) -> int:
+    return 1 + PER_SETTING * len(settings_of(method))
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +50,8 @@ def import_file(path: Path) -> Any:
 
 
 def failed(checks: list[Check]) -> dict[str, str]:
-    return {c.name: c.reason for c in checks if not c.ok}
+    """Each failed check's reason, by its title (`[incd] no labels reach it`)."""
+    return {c.title: c.reason for c in checks if not c.ok}
 
 
 @pytest.mark.parametrize("method", [*BUILT_IN, TEMPLATE])
@@ -61,7 +66,7 @@ def test_every_method_and_the_template_pass_the_kit(method: str, tmp_path: Path,
             METHODS.module_dict.pop(TEMPLATE, None)
         return
     checks = list(run_checks(method, tmp_path, bank))
-    assert len(checks) == CHECKS and not failed(checks), [c.line() for c in checks]
+    assert len(checks) == lines_for(method) and not failed(checks), [c.line() for c in checks]
 
 
 # -- methods that break the protocol, each in one way --
@@ -123,10 +128,21 @@ class OneColumn(Baseline):
         return super().logits(x)[:, :1]
 
 
+class BrokenLabelledStep(Baseline):
+    """Declares both settings (as Baseline does), but its labelled-step branch raises: only a run of the mixed
+    setting, whose first step hands `step.labels`, takes that branch."""
+
+    def learn(self, step: Step) -> None:
+        if step.labels is not None:
+            raise RuntimeError("the labelled step's branch is broken")
+        super().learn(step)
+
+
 @pytest.fixture
 def registered() -> Iterator[None]:
     names = {"_kit-label-peeker": LabelPeeker, "_kit-forgetful": Forgetful, "_kit-unseeded": Unseeded,
-             "_kit-one-column": OneColumn, "_kit-moves-old-heads": MovesOldHeads}
+             "_kit-one-column": OneColumn, "_kit-moves-old-heads": MovesOldHeads,
+             "_kit-broken-labelled-step": BrokenLabelledStep}
     for name, cls in names.items():
         METHODS.register_module(name=name, module=cls, force=True)
     yield
@@ -137,23 +153,24 @@ def registered() -> Iterator[None]:
 def test_a_method_that_reads_labels_fails_the_permuted_labels_check(registered: None, tmp_path: Path,
                                                                     bank: Path) -> None:
     bad = failed(list(run_checks("_kit-label-peeker", tmp_path, bank)))
-    assert "its outputs ignore the training labels" in bad and "no labels reach it" not in bad
-    assert "differ with the labels permuted" in bad["its outputs ignore the training labels"]
+    assert "[incd] its outputs ignore the training labels" in bad and "[incd] no labels reach it" not in bad
+    assert "differ with the labels permuted" in bad["[incd] its outputs ignore the training labels"]
 
 
 def test_a_state_dict_that_loses_state_fails_round_trip_and_resume(registered: None, tmp_path: Path,
                                                                    bank: Path) -> None:
     bad = failed(list(run_checks("_kit-forgetful", tmp_path, bank)))
-    assert set(bad) == {"state_dict round-trips", "a killed run resumes to identical metrics"}, bad
-    assert "logits of the reloaded instance differs" in bad["state_dict round-trips"]
+    assert set(bad) == {f"[{setting}] {name}" for setting in ("incd", "mixed")  # it loses state in both settings
+                        for name in ("state_dict round-trips", "a killed run resumes to identical metrics")}, bad
+    assert "logits of the reloaded instance differs" in bad["[incd] state_dict round-trips"]
 
 
 def test_a_method_that_moves_the_heads_it_declares_frozen_fails_that_check(registered: None, tmp_path: Path,
                                                                           bank: Path) -> None:
     assert MovesOldHeads.runs_on.frozen_task_heads
     bad = failed(list(run_checks("_kit-moves-old-heads", tmp_path, bank)))
-    assert set(bad) == {"earlier task heads answer as at their own step"}, bad
-    assert bad["earlier task heads answer as at their own step"].startswith(
+    assert set(bad) == {"[incd] earlier task heads answer as at their own step"}, bad
+    assert bad["[incd] earlier task heads answer as at their own step"].startswith(
         "after step 2, task_logits(task 1) answers otherwise than after step 1")
 
 
@@ -161,9 +178,24 @@ def test_an_unseeded_method_fails_the_same_seed_check_and_the_command_says_so(re
                                                                               bank: Path) -> None:
     assert main(["check", "method", "_kit-unseeded"]) == 1
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == CHECKS and all(line.startswith(("PASS ", "FAIL ")) for line in lines)
-    assert any(line.startswith("FAIL the same seed gives the same numbers: ") for line in lines)
+    assert len(lines) == lines_for("_kit-unseeded") and all(line.startswith(("PASS ", "FAIL ")) for line in lines)
+    assert any(line.startswith("FAIL [incd] the same seed gives the same numbers: ") for line in lines)
     assert "PASS presets validate" in lines
+
+
+def test_a_method_of_both_settings_is_checked_in_each_and_a_broken_labelled_step_fails(registered: None,
+                                                                                     capsys: Any, bank: Path) -> None:
+    assert BrokenLabelledStep.runs_on.settings == ("incd", "mixed")
+    assert main(["check", "method", "_kit-broken-labelled-step"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 + 2 * PER_SETTING, lines
+    assert [line for line in lines if line.startswith("FAIL ")] == [
+        "FAIL [mixed] runs on the smoke grid (features): RuntimeError: the labelled step's branch is broken",
+        *(f"FAIL [mixed] {name}: not run: the smoke run failed" for name in (
+            "no labels reach it", "no earlier step's data reach it", "its outputs ignore the training labels",
+            "state_dict round-trips", "earlier task heads answer as at their own step",
+            "a killed run resumes to identical metrics", "the same seed gives the same numbers"))]
+    assert lines[1:1 + PER_SETTING] == [line for line in lines if line.startswith("PASS [incd] ")]  # class-iNCD first
 
 
 def test_the_kit_leaves_the_method_classes_as_they_were(tmp_path: Path, bank: Path) -> None:
@@ -203,7 +235,7 @@ def test_a_preset_file_without_equations_fails_presets_validate(tmp_path: Path) 
         checks = list(run_checks("kit-no-equations", tmp_path / "kit"))
     finally:
         METHODS.module_dict.pop("kit-no-equations", None)
-    assert len(checks) == CHECKS
+    assert len(checks) == 1 + PER_SETTING  # the template runs class-iNCD only
     assert failed(checks)["presets validate"].startswith("kit_no_equations.py lacks equations (required)")
     assert all(reason.startswith(("its presets", "not run")) for name, reason in failed(checks).items()
                if name != "presets validate")
@@ -281,6 +313,54 @@ def test_new_checks_every_file_can_be_written_before_writing_any(tmp_path: Path,
             subprocess.run(["umount", str(target)], capture_output=True)
 
 
+@pytest.fixture
+def fresh_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A test that loads a plugin folder (`--include`) leaves nothing of it behind: its methods, its modules, the
+    folder on sys.path, the catalogue cached from it (its own cache directory)."""
+    from bench.registries import catalogue, plugins
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+    before = set(METHODS.module_dict)
+    yield
+    for name in set(METHODS.module_dict) - before:
+        if not METHODS.module_dict[name].__module__.startswith("bench."):  # bench's own, loaded lazily, stay
+            del METHODS._module_dict[name]
+    for module in [m for m, mod in sys.modules.items() if str(getattr(mod, "__file__", "") or "").startswith(str(tmp_path))]:
+        del sys.modules[module]
+    plugins.reset()
+    catalogue.catalogue.cache_clear()
+
+
+def test_new_method_of_the_mixed_setting_passes_bench_check_as_written(fresh_plugins: None, tmp_path: Path,
+                                                                       capsys: Any) -> None:
+    folder = tmp_path / "ccd"
+    assert main(["new", "method", "kit-ccd", "--setting", "mixed", "--dir", str(folder)]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"wrote {folder / 'kit_ccd.py'}",
+                                                    f"wrote {folder / 'presets' / 'kit_ccd.py'}",
+                                                    f"wrote {folder / 'test_kit_ccd.py'}"]
+    code = (folder / "kit_ccd.py").read_text()
+    assert 'settings=("mixed",)' in code and "if step.labels is not None:" in code and "step.selection.over(" in code
+    assert main(["check", "method", "kit-ccd", "--include", str(folder)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "PASS presets validate" and len(lines) == 1 + PER_SETTING, lines
+    assert all(line.startswith("PASS [mixed] ") for line in lines[1:]), lines
+    assert "PASS [mixed] no labels reach it after the labelled step" in lines
+
+
+def test_new_takes_a_setting_for_a_method_only(tmp_path: Path, capsys: Any) -> None:
+    with pytest.raises(BenchError, match="--setting is for a method: a dataset serves every setting"):
+        new("dataset", "kit-npz-2", tmp_path, setting="mixed")
+    with pytest.raises(BenchError, match="unknown setting 'ccd'; bench new method writes: incd, mixed"):
+        new("method", "kit-ccd-2", tmp_path, setting="ccd")
+    assert not any(tmp_path.iterdir())
+    with pytest.raises(SystemExit):
+        main(["new", "method", "kit-ccd-2", "--setting", "ccd", "--dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert "--setting: invalid choice: 'ccd'" in err and "mixed" in err
+    written = new("method", "kit-incd-default", tmp_path)  # the default stays class-iNCD's template
+    assert "settings=" not in written[0].read_text() and "def task_logits" in written[0].read_text()
+
+
 def test_a_directory_named_like_a_module_in_a_plugin_folder_is_no_plugin(tmp_path: Path, capsys: Any) -> None:
     (tmp_path / "odd.py").mkdir()
     (tmp_path / "presets" / "odd2.py").mkdir(parents=True)
@@ -314,4 +394,5 @@ def test_a_method_with_wrong_shaped_logits_fails_its_run_and_the_kit(registered:
         execute(spec, tmp_path / "run")
     assert "method OneColumn: logits" in next((tmp_path / "run" / "runs").glob(f"*/{ERROR}")).read_text()
     bad = failed(list(run_checks("_kit-one-column", tmp_path / "kit", bank)))
-    assert "runs on the smoke grid (features)" in bad and "has shape" in bad["runs on the smoke grid (features)"]
+    assert "has shape" in bad["[incd] runs on the smoke grid (features)"]
+    assert "has shape" in bad["[mixed] runs on the smoke grid (features)"]

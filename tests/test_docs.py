@@ -247,6 +247,16 @@ def test_page_commands_run(name, tmp_path):
     assert done.returncode == 0, f"docs/{name}: the page's commands ended with status {done.returncode}:\n{done.stdout[-6000:]}"
 
 
+@pytest.mark.parametrize("name", ["adding-a-method.md", "python-api.md"])
+def test_the_plugin_pages_show_the_mixed_setting(name):
+    """A plugin author of continual category discovery finds how to opt in: the labels of the labelled step, the
+    declaration of the settings, and the template that does both."""
+    text = (DOCS / name).read_text(encoding="utf-8")
+    for said in ("step.labels", "RunsOn.settings", 'settings=("mixed",)', 'settings=("incd", "mixed")',
+                 "bench new method ccd-proto --setting mixed", "the-mixed-setting"):
+        assert said in text, f"docs/{name} does not say {said}"
+
+
 def test_conventions_are_parsed():
     page = ("intro\n\n<!-- file: pkg/a.py -->\n```python\nx = 1\n```\n\n" + NOT_RUN + "\n```bash\npython3 -m venv .venv\n```\n"
             "```bash\n# a comment\nbench run \\\n  --grid demo\n\nls\n```\n")

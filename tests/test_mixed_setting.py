@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -105,6 +106,8 @@ def test_the_setting_its_counts_and_its_seed_are_part_of_the_run_id():
 
 @pytest.mark.parametrize("argv, said", [
     (["--methods", "EwC"], "method 'EwC' cannot run the 'mixed' setting"),
+    (["--methods", "EwC"], 'it runs: incd. A method opts in by declaring settings=("incd", "mixed") in its RunsOn and '
+                           "learning its labelled step from step.labels (see docs/adding-a-method.md#the-mixed-setting)"),
     (["--methods", "FRoST"], "it learns each step's new head from images of new classes only"),
     (["--cfg-options", "setting.k=guess"], "bad setting.k='guess': choose from known, silhouette"),
     (["--cfg-options", "setting.selection=oracle-test"], "bad setting.selection='oracle-test'"),
@@ -118,6 +121,14 @@ def test_a_mixed_run_that_cannot_run_is_refused_before_anything_runs(capsys, tmp
     err = capsys.readouterr().err
     assert code == 2 and said in err and "Traceback" not in err, err
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_refusal_of_a_setting_points_at_a_heading_of_the_plugin_guide():
+    from bench.config.grids import OPT_IN_DOC
+    from tests.doc_links import anchors
+
+    page, _, anchor = OPT_IN_DOC.partition("#")
+    assert anchor in anchors((Path(__file__).resolve().parents[1] / page).read_text(encoding="utf-8"))
 
 
 def test_a_class_incd_split_takes_no_mixed_setting_key():

@@ -53,6 +53,17 @@ def test_a_declaration_that_cannot_hold_is_refused():
         RunsOn(warms_up_on_features=True)
     with pytest.raises(ValueError, match="frozen_task_heads is for a method on features"):
         RunsOn(inputs="tokens", frozen_task_heads=True)
+    for settings in (("mixd",), (), "mixed", ["mixed"]):  # a typo, none, a string, a list
+        with pytest.raises(ValueError, match=r"RunsOn.settings .*: a tuple of one or more of incd, mixed"):
+            RunsOn(settings=settings)
+    assert RunsOn(settings=("mixed",)).settings == ("mixed",)
+
+
+def test_the_settings_a_method_may_declare_are_the_settings():
+    from bench.core.runs_on import SETTING_NAMES
+    from bench.splits.settings import SETTINGS
+
+    assert SETTING_NAMES == tuple(SETTINGS)
 
 
 def test_the_catalogue_keeps_the_declaration():

@@ -17,6 +17,8 @@ from bench.core.runs_on import RunsOn
 from bench.errors import BenchError, unknown
 
 
+# where a plugin author reads how a method runs the mixed setting (a refusal of a setting points there)
+OPT_IN_DOC = "docs/adding-a-method.md#the-mixed-setting"
 # How `bench report` lays out a block's table (bench/reporting/layouts.py builds each); named here so
 # that reading a grid checks the name without importing the report's plotting stack.
 LAYOUTS: dict[str, str] = {"comparison": "Tab. 5: one row per method", "references": "Tab. 2: references first",
@@ -238,9 +240,19 @@ def _check_setting(method: str, config: Mapping[str, Any], runs_on: RunsOn) -> N
                "labelled first step, while a mixed step mixes old classes' images in (the mixed setting's trained-block "
                "methods: SimGCD (continual), Happy, PromptCCD)" if name == "mixed" and runs_on.inputs == "tokens" else "")
         raise BenchError(f"method {method!r} cannot run the {name!r} setting ({SETTINGS[name]}){why}; it runs: "
-                         f"{', '.join(runs_on.settings)}")
+                         f"{', '.join(runs_on.settings)}. {opt_in(runs_on.settings, name)}")
     if name == "mixed":
         check_setting(setting)
+
+
+def opt_in(settings: Sequence[str], name: str) -> str:
+    """How a method's class comes to run setting `name` besides its `settings`: the sentence a refusal ends with."""
+    from bench.splits.settings import SETTINGS
+
+    declared = ", ".join(f'"{s}"' for s in SETTINGS if s in (*settings, name))
+    how = ("learning its labelled step from step.labels" if name == "mixed"
+           else "learning an unlabelled first step, with task_logits for each step's classes")
+    return f"A method opts in by declaring settings=({declared}) in its RunsOn and {how} (see {OPT_IN_DOC})"
 
 
 def _check_arrival(dataset: str, config: Mapping[str, Any]) -> None:

@@ -14,6 +14,8 @@ from typing import Any, Literal, Mapping
 
 Inputs = Literal["features", "tokens"]
 INPUTS: tuple[str, ...] = ("features", "tokens")
+# the settings a method may declare: `bench.splits.settings.SETTINGS`' names (a test keeps the two the same)
+SETTING_NAMES: tuple[str, ...] = ("incd", "mixed")
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,10 @@ class RunsOn:
             raise ValueError(f"RunsOn.inputs {self.inputs!r}: choose from {', '.join(INPUTS)}")
         if self.warms_up_on_features and self.inputs != "tokens":
             raise ValueError("RunsOn.warms_up_on_features is for a method on tokens (one on features reads them anyway)")
+        # a typo would leave a setting unrun and unchecked (`bench check` runs the settings declared)
+        if not isinstance(self.settings, tuple) or not self.settings or not set(self.settings) <= set(SETTING_NAMES):
+            raise ValueError(f"RunsOn.settings {self.settings!r}: a tuple of one or more of {', '.join(SETTING_NAMES)}, "
+                             f"e.g. (\"mixed\",) or (\"incd\", \"mixed\")")
         if self.frozen_task_heads and self.inputs != "features":
             raise ValueError("RunsOn.frozen_task_heads is for a method on features: the blocks a method on tokens "
                              "trains move every task's head")

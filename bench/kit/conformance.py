@@ -25,10 +25,12 @@ line each:
   checkpoint, the run's metrics equal the uninterrupted run's;
 - `the same seed gives the same numbers`: a second run from scratch gives identical metrics and predictions.
 
-A method that runs only the mixed setting (continual category discovery: a labelled first step) is checked on a mixed
-split (`MIXED_SPLIT`): there its first step's labels are the protocol's input, so `no labels reach it` means none
-after that step, and the permuted-labels run is not applicable (permuting labels would move images between the
-protocol's steps).
+Every check after `presets validate` is made once per setting the method declares (`runs_on.settings`), each line
+labelled with it (`[incd]`, `[mixed]`): a method that runs both is run in both, so that a branch only one setting
+takes (the mixed setting's labelled step, `step.labels`) is exercised. class-iNCD's runs are on `SPLIT`; the mixed
+setting's on `MIXED_SPLIT`, where the first step's labels are the protocol's input, so `no labels reach it` means
+none after that step, the permuted-labels run is not applicable (permuting labels would move images between the
+protocol's steps), and no task's own head is asked for (the setting reads `logits` alone).
 
 Each run happens in its own results directory under the kit's work directory; the feature bank is
 shared by all of them (built once).
@@ -55,22 +57,29 @@ TINY_OPTIONS: dict[str, Any] = {"features.views": 2, "dataset.num_classes": 4, "
 SHORT_KEYS = ("epochs", "ktrfr_epochs", "joint_epochs", "stage1_epochs", "stage2_epochs", "warmup_epochs",
               "ssl_epochs", "labelled_epochs", "svi_iters")  # every count of epochs (or steps: VB-CGCD's) a built-in
 # preset has: 1 is the least a run validates
-# a mixed-only method's run: PromptCCD's protocol (a labelled step, then 3 steps: the fewest of bench's mixed
+# the mixed setting's run: PromptCCD's protocol (a labelled step, then 3 steps: the fewest of bench's mixed
 # protocols) on 10 classes
 MIXED_SPLIT, MIXED_OPTIONS = "promptccd-3-stage", {"dataset.num_classes": 10, "dataset.train_per_class": 6}
+SETTING_SPLITS = {"incd": SPLIT, "mixed": MIXED_SPLIT}  # the split the kit runs each setting on
 KILLED_AT = 1  # the kit kills its run as this step (0-based) starts: one step done, one to resume
 
 
 @dataclass(frozen=True)
 class Check:
-    """The outcome of one check: `PASS name` or `FAIL name: reason` (one line)."""
+    """The outcome of one check: `PASS title` or `FAIL title: reason` (one line), the title naming the setting it
+    was made in (`[mixed] no labels reach it ...`) for a check that runs once per setting."""
 
     name: str
     ok: bool
     reason: str = ""
+    setting: str = ""  # "" for a check made once (presets validate)
+
+    @property
+    def title(self) -> str:
+        return f"[{self.setting}] {self.name}" if self.setting else self.name
 
     def line(self) -> str:
-        return f"PASS {self.name}" if self.ok else f"FAIL {self.name}: {self.reason}"
+        return f"PASS {self.title}" if self.ok else f"FAIL {self.title}: {self.reason}"
 
 
 # -- the pieces of the runner the kit hooks into: the run itself, and where its dataset is read --
@@ -89,22 +98,23 @@ def _planning() -> Any:
 
 # -- the kit --
 
-def short_options(method: str) -> dict[str, Any]:
-    """The kit's tiny run for `method`: tiny data, and one epoch for every epoch count its preset has
+def short_options(method: str, split: str = SPLIT) -> dict[str, Any]:
+    """The kit's tiny run for `method` on `split`: tiny data, and one epoch for every epoch count its preset has
     (a key the preset lacks is left out: `bench.config.grids.expand` refuses keys no method has)."""
     from bench.config.spec import EQUATIONS
     from bench.config.presets import load_preset
 
     params, _ = load_preset(method, EQUATIONS)
-    mixed = MIXED_OPTIONS if split_of(method) == MIXED_SPLIT else {}
+    mixed = MIXED_OPTIONS if split == MIXED_SPLIT else {}
     return {**TINY_OPTIONS, **mixed, **{f"method.{key}": 1 for key in SHORT_KEYS if key in params}}
 
 
-def split_of(method: str) -> str:
-    """The split the kit runs `method` on: class-iNCD's, or a mixed one for a method that runs only that setting."""
+def settings_of(method: str) -> list[str]:
+    """The settings the kit runs `method` in: every one it declares (`runs_on.settings`), in bench's order."""
     from bench.registries.catalogue import known_method
 
-    return SPLIT if "incd" in known_method(method).runs_on.settings else MIXED_SPLIT
+    declared = known_method(method).runs_on.settings
+    return [setting for setting in SETTING_SPLITS if setting in declared]
 
 
 def _specs(method: str, preset: str | None = None, options: Mapping[str, Any] | None = None,
@@ -151,18 +161,19 @@ def check_presets(method: str) -> Check:
         if missing:
             return Check(name, False, f"{path.name} lacks {' and '.join(missing)} (required); it has: "
                                       f"{', '.join(presets) or 'no preset'}")
-        own = split_of(method)
-        targets = [(preset, DATASET, own) for preset in presets]
+        own = [SETTING_SPLITS[setting] for setting in settings_of(method)]  # the kit's run in every setting
+        targets = [(preset, DATASET, split) for preset in presets for split in own]
         # a per-dataset/split override is validated where it applies
-        targets += _override_targets(_read_config(str(path)), presets, own)
-        for preset, dataset, split in targets:
+        for split in own:
+            targets += _override_targets(_read_config(str(path)), presets, split)
+        for preset, dataset, split in dict.fromkeys(targets):
             try:  # the preset's own values (a grid's `cfg` would hide them), then as the kit runs it
                 config = resolve_config(method, preset, dataset, split, {}, {})
                 check_config(method, dataset, config, n_steps_of(split))
-                _specs(method, preset, short_options(method) if dataset == DATASET else {}, dataset=dataset,
+                _specs(method, preset, short_options(method, split) if dataset == DATASET else {}, dataset=dataset,
                        split=split)
             except BenchError as err:
-                where = "" if (dataset, split) == (DATASET, own) else f" on {dataset} {split}"
+                where = "" if (dataset, split) == (DATASET, own[0]) and len(own) == 1 else f" on {dataset} {split}"
                 return Check(name, False, f"preset {preset!r}{where}: {err}")
         return Check(name, True)
     except Exception as err:
@@ -178,10 +189,10 @@ class _Run:
     error: str = ""
 
 
-def _run(spec: RunSpec, results: Path, cls: type[MethodHooks], *, kill_at: int | None = None,
+def _run(spec: RunSpec, results: Path, cls: type[MethodHooks], setting: str, *, kill_at: int | None = None,
          relabel: bool = False) -> _Run:
     planning = _planning()
-    spy = StepSpy(cls, kill_at=kill_at)
+    spy = StepSpy(cls, setting, kill_at=kill_at)
     build = planning.build_dataset
     try:
         with spy.installed(), patched(planning, "build_dataset", relabelled(build, spec.n_steps) if relabel else build):
@@ -240,10 +251,16 @@ def _same_numbers(a: Path, b: Path) -> str:
     return _same_predictions(a, b, "on a second run")
 
 
+# the checks made once per setting, after `runs on the smoke grid`, in the order they are printed
+DEPENDENT = ["no labels reach it", "no earlier step's data reach it", "its outputs ignore the training labels",
+             "state_dict round-trips", "earlier task heads answer as at their own step",
+             "a killed run resumes to identical metrics", "the same seed gives the same numbers"]
+
+
 def run_checks(method: str, workdir: Path | None = None, cache: Path | None = None) -> Iterator[Check]:
-    """The kit on a registered method: one `Check` at a time, as each is decided. Its runs go under
-    `workdir` (default: a temporary directory, removed after), the feature bank under `cache`
-    (default: in `workdir`; a suite that checks many methods shares one)."""
+    """The kit on a registered method: one `Check` at a time, as each is decided, those after `presets validate`
+    once per setting it declares. Its runs go under `workdir` (default: a temporary directory, removed after),
+    the feature bank under `cache` (default: in `workdir`; a suite that checks many methods shares one)."""
     from bench.registries import METHODS, load_all
     from bench.config.spec import resolve_method
 
@@ -252,72 +269,80 @@ def run_checks(method: str, workdir: Path | None = None, cache: Path | None = No
     cls = METHODS.get(method)
     presets = check_presets(method)
     yield presets
-    inputs = cls.runs_on.inputs
-    smoke = f"runs on the smoke grid ({inputs})"
-    dependent = ["no labels reach it", "no earlier step's data reach it", "its outputs ignore the training labels",
-                 "state_dict round-trips", "earlier task heads answer as at their own step",
-                 "a killed run resumes to identical metrics",
-                 "the same seed gives the same numbers"]
+    settings = settings_of(method)
+    smoke = f"runs on the smoke grid ({cls.runs_on.inputs})"
     if not presets.ok:
-        yield Check(smoke, False, "its presets do not validate")
-        yield from (Check(name, False, "not run: its presets do not validate") for name in dependent)
+        for setting in settings:
+            yield Check(smoke, False, "its presets do not validate", setting)
+            yield from (Check(name, False, "not run: its presets do not validate", setting) for name in DEPENDENT)
         return
     own = workdir is None
     work = Path(tempfile.mkdtemp(prefix="bench-check-")) if workdir is None else Path(workdir)
     try:
-        # one feature bank for every run of the kit (`cache_dir` is a location: the run ids stay the same)
-        mixed = split_of(method) == MIXED_SPLIT
-        (spec,) = _specs(method, options=short_options(method), location={"cache_dir": str(cache or work / "cache"),
-                                                                        "device": "cpu"}, split=split_of(method))
-        first = _run(spec, work / "first", cls)
-        yield Check(smoke, first.out is not None, first.error)
-        if first.out is None:
-            yield from (Check(name, False, "not run: the smoke run failed") for name in dependent)
-            return
-        spy = first.spy
-        if mixed:  # the labelled step's own labels are the protocol's
-            given = [f for f in spy.label_fields if f != "step 1.labels"]
-            yield Check(dependent[0] + " after the labelled step", not given, f"labels in {', '.join(given)}")
-        else:
-            yield Check(dependent[0], not spy.label_fields, f"labels in {', '.join(spy.label_fields)}")
-        if cls.runs_on.sees_past_steps:
-            yield Check(dependent[1] + " (it declares itself a reference: it may)", True)
-        else:
-            yield Check(dependent[1], not spy.past_fields, "; ".join(spy.past_fields))
-        if mixed:
-            yield Check(dependent[2] + " (not applicable: the mixed setting labels its first step)", True)
-        else:
-            relabelled = _run(spec, work / "relabelled", cls, relabel=True)
-            reason = (f"the run with permuted labels failed: {relabelled.error}" if relabelled.out is None
-                      else _same_predictions(first.out, relabelled.out))
-            yield Check(dependent[2], not reason, reason)
-        yield Check(dependent[3], not spy.roundtrip_errors, "; ".join(spy.roundtrip_errors[:1]))
-        if mixed:
-            yield Check(dependent[4] + " (not applicable: the mixed setting asks for no task's own head)", True)
-        elif cls.runs_on.frozen_task_heads:
-            yield Check(dependent[4], not spy.moved_heads, "; ".join(spy.moved_heads[:1]))
-        else:
-            yield Check(dependent[4] + " (not declared: they are read again at every step)", True)
-        killed = _run(spec, work / "killed", cls, kill_at=KILLED_AT)
-        if killed.error != "killed":
-            yield Check(dependent[5], False, f"the run to kill {killed.error and 'failed: ' + killed.error or 'finished'}"
-                                             f" before step {KILLED_AT + 1}")
-        else:
-            resumed = _run(spec, work / "killed", cls)
-            logs = (work / "killed" / "runs").glob("*/log.txt")
-            if resumed.out is None:
-                reason = f"the resumed run failed: {resumed.error}"
-            elif not any(f"resuming after step {KILLED_AT - 1}" in p.read_text() for p in logs):
-                reason = "it did not resume from the checkpoint"
-            else:
-                reason = _same_metrics(first.out, resumed.out)
-            yield Check(dependent[5], not reason, reason)
-        again = _run(spec, work / "again", cls)
-        reason = f"the second run failed: {again.error}" if again.out is None else _same_numbers(first.out, again.out)
-        yield Check(dependent[6], not reason, reason)
+        for setting in settings:  # each setting's runs in their own folder; one feature bank for all of them
+            yield from _setting_checks(method, cls, setting, work / setting, Path(cache or work / "cache"))
     finally:
         if own:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _setting_checks(method: str, cls: type[MethodHooks], setting: str, work: Path, cache: Path) -> Iterator[Check]:
+    """The checks of one setting, each labelled with it: its smoke run, then what that run and its reruns show."""
+    def check(name: str, ok: bool, reason: str = "") -> Check:
+        return Check(name, ok, reason, setting)
+
+    mixed, split = setting == "mixed", SETTING_SPLITS[setting]
+    # `cache_dir` is a location: the run ids stay the same
+    (spec,) = _specs(method, options=short_options(method, split), location={"cache_dir": str(cache), "device": "cpu"},
+                     split=split)
+    first = _run(spec, work / "first", cls, setting)
+    yield check(f"runs on the smoke grid ({cls.runs_on.inputs})", first.out is not None, first.error)
+    if first.out is None:
+        yield from (check(name, False, "not run: the smoke run failed") for name in DEPENDENT)
+        return
+    spy = first.spy
+    if mixed:  # the labelled step's own labels are the protocol's
+        given = [f for f in spy.label_fields if f != "step 1.labels"]
+        yield check(DEPENDENT[0] + " after the labelled step", not given, f"labels in {', '.join(given)}")
+    else:
+        yield check(DEPENDENT[0], not spy.label_fields, f"labels in {', '.join(spy.label_fields)}")
+    if cls.runs_on.sees_past_steps:
+        yield check(DEPENDENT[1] + " (it declares itself a reference: it may)", True)
+    else:
+        yield check(DEPENDENT[1], not spy.past_fields, "; ".join(spy.past_fields))
+    if mixed:
+        yield check(DEPENDENT[2] + " (not applicable: the mixed setting labels its first step)", True)
+    else:
+        relabelled = _run(spec, work / "relabelled", cls, setting, relabel=True)
+        reason = (f"the run with permuted labels failed: {relabelled.error}" if relabelled.out is None
+                  else _same_predictions(first.out, relabelled.out))
+        yield check(DEPENDENT[2], not reason, reason)
+    yield check(DEPENDENT[3], not spy.roundtrip_errors, "; ".join(spy.roundtrip_errors[:1]))
+    if mixed:
+        yield check(DEPENDENT[4] + " (not applicable: the mixed setting asks for no task's own head)", True)
+    elif cls.runs_on.frozen_task_heads:
+        yield check(DEPENDENT[4], not spy.moved_heads, "; ".join(spy.moved_heads[:1]))
+    else:
+        yield check(DEPENDENT[4] + " (not declared: they are read again at every step)", True)
+    yield check(DEPENDENT[5], *_resumes(spec, work / "killed", cls, setting, first.out))
+    again = _run(spec, work / "again", cls, setting)
+    reason = f"the second run failed: {again.error}" if again.out is None else _same_numbers(first.out, again.out)
+    yield check(DEPENDENT[6], not reason, reason)
+
+
+def _resumes(spec: RunSpec, results: Path, cls: type[MethodHooks], setting: str, first: Path) -> tuple[bool, str]:
+    """Killed as step `KILLED_AT` starts and resumed, does the run end with the uninterrupted run's metrics?"""
+    killed = _run(spec, results, cls, setting, kill_at=KILLED_AT)
+    if killed.error != "killed":
+        return False, f"the run to kill {killed.error and 'failed: ' + killed.error or 'finished'} before step {KILLED_AT + 1}"
+    resumed = _run(spec, results, cls, setting)
+    if resumed.out is None:
+        reason = f"the resumed run failed: {resumed.error}"
+    elif not any(f"resuming after step {KILLED_AT - 1}" in p.read_text() for p in (results / "runs").glob("*/log.txt")):
+        reason = "it did not resume from the checkpoint"
+    else:
+        reason = _same_metrics(first, resumed.out)
+    return not reason, reason
 
 
 def check_method(method: str, workdir: Path | None = None, echo: Callable[[str], None] | None = None,

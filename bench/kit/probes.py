@@ -40,10 +40,11 @@ class Killed(BaseException):
 
 @dataclass
 class StepSpy:
-    """Wraps the method class's `learn` for one run: records what every Step carried and, after each
+    """Wraps the method class's `learn` for one run in `setting`: records what every Step carried and, after each
     step, checks that the method's state round-trips into a fresh instance."""
 
     cls: type[MethodHooks]
+    setting: str = "incd"  # the run's: the mixed setting asks for no task's own head
     kill_at: int | None = None  # the step (0-based) as which the run is killed
     label_fields: list[str] = field(default_factory=list)
     past_fields: list[str] = field(default_factory=list)
@@ -94,7 +95,7 @@ class StepSpy:
                 fresh.load_state_dict(copy.deepcopy(method.state_dict()))
                 x = probe(step, self.cls.runs_on.inputs)
                 pairs = [("logits", method.logits(x), fresh.logits(x))]
-                if "incd" in self.cls.runs_on.settings:  # the mixed setting asks for no task's own head
+                if self.setting == "incd":  # the mixed setting asks for no task's own head
                     pairs += [(f"task_logits(task {s + 1})", method.task_logits(x, s), fresh.task_logits(x, s))
                               for s in range(step.index + 1)]
                 for what, a, b in pairs:
@@ -111,7 +112,7 @@ class StepSpy:
         from its own step): every earlier task's head must answer the probe it was asked after its own step
         exactly as then. Run under saved random states, as `roundtrip`."""
         declared = self.cls.runs_on
-        if not declared.frozen_task_heads or "incd" not in declared.settings:
+        if not declared.frozen_task_heads or self.setting != "incd":
             return
         with random_states_kept():
             try:

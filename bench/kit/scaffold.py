@@ -1,10 +1,12 @@
-"""`bench new method|dataset NAME --dir DIR`: a working starting point outside bench.
+"""`bench new method|dataset NAME --dir DIR [--setting incd|mixed]`: a working starting point outside bench.
 
 It writes files only: the templates in `bench/kit/templates/` filled by `string.Template` with the name
 and what follows from it (module and class names), so nothing a user types is ever executed or
 pasted into code unchecked: the name must match `NAME_PATTERN` first. An existing file is never
 overwritten: a new method must not silently replace someone's work. Everything is checked before the first file
 is written (the name, its slug and preset file free, every file writable), so a refusal leaves nothing behind.
+A method's template is the setting's it runs (`METHOD_TEMPLATES`): class-iNCD's by default, or the mixed setting's
+(continual category discovery: a labelled first step, `step.labels`), each with its preset file; the test is the same.
 """
 from __future__ import annotations
 
@@ -35,6 +37,10 @@ KINDS: dict[str, Kind] = {
                     ("method_test.py.tmpl", "test_$module.py")), "METHODS"),
     "dataset": Kind((("dataset.py.tmpl", "$module.py"), ("dataset_test.py.tmpl", "test_$module.py")), "DATASETS"),
 }
+# the method file and preset file of each setting (`bench new method --setting`), in place of KINDS' (class-iNCD's)
+METHOD_TEMPLATES: dict[str, tuple[str, str]] = {"incd": ("method.py.tmpl", "method_preset.py.tmpl"),
+                                                "mixed": ("method_mixed.py.tmpl", "method_mixed_preset.py.tmpl")}
+DEFAULT_SETTING = "incd"
 
 
 def names_for(name: str) -> dict[str, str]:
@@ -91,11 +97,20 @@ def _unwritable_reason(path: Path) -> str | None:
     return None
 
 
-def new(kind_name: str, name: str, directory: Path) -> list[Path]:
-    """Write the files of a new `kind_name` called `name` under `directory`; the paths written."""
+def new(kind_name: str, name: str, directory: Path, setting: str | None = None) -> list[Path]:
+    """Write the files of a new `kind_name` called `name` under `directory`; the paths written. A method runs
+    `setting` (`METHOD_TEMPLATES`; default class-iNCD); a dataset takes none (it serves every setting)."""
     if kind_name not in KINDS:
         raise BenchError(f"unknown kind {kind_name!r}; bench new makes: {', '.join(KINDS)}")
     kind = KINDS[kind_name]
+    if kind_name != "method" and setting is not None:
+        raise BenchError(f"--setting is for a method: a {kind_name} serves every setting; leave it out")
+    if kind_name == "method":
+        setting = DEFAULT_SETTING if setting is None else setting
+        if setting not in METHOD_TEMPLATES:
+            raise BenchError(f"unknown setting {setting!r}; bench new method writes: {', '.join(METHOD_TEMPLATES)}")
+        method, preset = METHOD_TEMPLATES[setting]
+        kind = Kind(((method, kind.files[0][1]), (preset, kind.files[1][1]), *kind.files[2:]), kind.registry)
     values = names_for(name)
     taken = _taken(kind, name)
     if taken:
