@@ -84,6 +84,29 @@ def test_run_then_report_on_the_tiny_grid(tmp_path, capsys):
         bench.results("smoke", seeds=[5], results=results)
 
 
+def test_the_runs_frame_names_each_mixed_runs_k_mode_selection_and_evaluation(tmp_path):
+    """`bench.results(...).runs` has the mixed setting's K mode (and estimator), selection and evaluation as columns
+    of their own (not only inside the split's label); a class-iNCD run has None in each."""
+    from bench.protocol.runner import execute
+    from tests.helpers import tiny_specs
+
+    mixed = {"dataset.num_classes": 12, "dataset.train_per_class": 20, "dataset.test_per_class": 4}
+    specs = [*expand(load_grid("cgcd-demo"), methods=["K-means"], seeds=[0], splits=["promptccd-3-stage"],
+                     datasets=["synthetic"], options=mixed),  # its two blocks: K known, K estimated
+             *tiny_specs(methods=["K-means"], splits=["promptccd-3-stage"], **mixed,
+                         **{"setting.evaluation": "transductive"}),
+             *tiny_specs(methods=["K-means"])]  # class-iNCD
+    for spec in specs:
+        execute(spec, tmp_path)
+    runs = bench.results(results=tmp_path).runs
+    columns = ["split", "k_mode", "k_estimator", "selection", "evaluation"]
+    got = {tuple(None if pd.isna(v) else v for v in row) for row in runs[columns].itertuples(index=False)}
+    assert got == {("promptccd-3-stage · draw 0", "known", None, "last", "inductive"),
+                   ("promptccd-3-stage · draw 0 · K silhouette", "estimated", "silhouette", "last", "inductive"),
+                   ("promptccd-3-stage · draw 0 · transductive", "known", None, "last", "transductive"),
+                   ("2-step", None, None, None, None)}
+
+
 @pytest.mark.parametrize("change, argv, message", [
     (dict(splits=["3-step"]), ["--splits", "3-step"], "unknown split '3-step'; known: 10-step, 2-step, 5-step"),
     (dict(device="tpu"), ["--device", "tpu"], "--device 'tpu'"),

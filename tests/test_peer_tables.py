@@ -98,7 +98,8 @@ def test_happys_md_is_the_mean_new_of_its_table_1_and_its_text_agrees():
 
 
 def test_an_unknown_peer_is_refused_with_the_valid_names(tmp_path, capsys):
-    with pytest.raises(BenchError, match="paper, happy, promptccd, vb-cgcd or two method labels.*did you mean 'happy'"):
+    with pytest.raises(BenchError, match=r"paper, a peer's tables \(one name alone: happy, promptccd, vb-cgcd\) or "
+                                          r"two methods.*did you mean 'happy'"):
         peer_name(["hapy"])
     assert peer_name(["paper"]) is None and peer_name(["Baseline", "K-means"]) is None
     assert peer_name(["PromptCCD"]) == "promptccd" and set(PEERS) == {"happy", "promptccd", "vb-cgcd"}
@@ -110,7 +111,33 @@ def test_a_peer_without_a_stored_table_says_what_is_missing(tmp_path, capsys):
     with pytest.raises(BenchError, match="no published table of VB-CGCD .* none could be read from a source"):
         peer_reference("vb-cgcd")
     assert main(["report", "--results", str(tmp_path), "--compare", "vb-cgcd"]) == 2  # before any run is read
-    assert "no published table of VB-CGCD" in capsys.readouterr().err and not (tmp_path / "reports").exists()
+    err = capsys.readouterr().err
+    assert "no published table of VB-CGCD" in err and not (tmp_path / "reports").exists()
+    assert "`--compare vb-cgcd` alone names VB-CGCD's published tables: to compare the method VB-CGCD with another, " \
+           "name both (`--compare vb-cgcd k-means`)" in err
+
+
+def test_one_name_is_a_peers_tables_and_two_names_are_two_methods(capsys):
+    """`vb-cgcd`, `happy` and `promptccd` are both a peer and a method's slug: one name alone is the peer's tables,
+    two names are two methods of the report (their rows found by slug, name or label), as `--help` says."""
+    from bench.cli.main import build_parser
+    from bench.reporting.compare import Named, compare_request, paired_labels
+
+    assert compare_request(["Happy"]) == ("happy", ()) and compare_request(["paper"]) == (None, ())
+    assert compare_request(["vb-cgcd", "k-means"]) == (None, (Named("vb-cgcd", "VB-CGCD"), Named("k-means", "K-means")))
+    assert compare_request(["happy", "promptccd"]) == (None, (Named("happy", "Happy"), Named("promptccd", "PromptCCD")))
+    frame = pd.DataFrame({"label": ["VB-CGCD", "K-means", "Happy · pixels", "EwC [equations]"]})
+    assert paired_labels(frame, compare_request(["vb-cgcd", "k-means"])[1]) == ("VB-CGCD", "K-means")
+    assert paired_labels(frame, compare_request(["happy", "ewc:equations"])[1]) == ("Happy · pixels", "EwC [equations]")
+    assert paired_labels(frame, compare_request(["EwC [equations]", "VB-CGCD"])[1]) == ("EwC [equations]", "VB-CGCD")
+    with pytest.raises(BenchError, match="'ewc' is no row of the report"):  # EwC's default preset: not in the report
+        paired_labels(frame, compare_request(["ewc", "k-means"])[1])
+    two = pd.DataFrame({"label": ["K-means", "K-means · pixels", "Happy"]})
+    with pytest.raises(BenchError, match=r"'k-means' names 2 rows of the report \(K-means, K-means · pixels\)"):
+        paired_labels(two, compare_request(["k-means", "happy"])[1])
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["report", "--help"])
+    assert "one name alone is the peer's tables" in " ".join(capsys.readouterr().out.split())
 
 
 @pytest.mark.parametrize("split, parts", [("happy-5-stage · draw 0", ("happy-5-stage", "known", "inductive")),
@@ -156,7 +183,8 @@ def test_compare_happy_renders_published_and_measured_cells(happy_on_synthetic, 
     assert len(rows) == 16  # S-0 All and 5 steps of All, Old, New on the dataset that ran
     assert "32.80" in rows["C100 Stage-1 New"] and f"happy-5-stage · draw 0: {stage1:.2f} (n=1)" in rows["C100 Stage-1 New"]
     assert f"{stage1 - 32.80:+.2f}" in rows["C100 Stage-1 New"] and f"{stage0:.2f}" in rows["C100 S-0 All"]
-    assert "K silhouette" not in text  # Happy's tables are K known: the estimated-K run is beside none
+    tables, left = text.split("## Measured, beside no published cell")
+    assert "K silhouette" not in tables and "K silhouette" in left  # Happy's tables are K known: beside none
     # a method bench does not run: published only; a cell bench has no protocol for: reference only, and why
     assert "| Happy (Ours)          | C100 Stage-5 All  | 59.99       | Happy Tab. 1 | synthetic · happy-5-stage · "\
            "step 5 all" in text and "not run" in text
@@ -167,6 +195,37 @@ def test_compare_happy_renders_published_and_measured_cells(happy_on_synthetic, 
     frame = pd.read_csv(results / "r" / "compare_happy.csv")
     measured = frame[frame["status"].isna()]
     assert len(measured) == 16 and np.allclose(measured["diff"], measured["mean"] - measured["value"])
+    # the estimated-K run is beside no cell, and the one field that keeps it out is named
+    assert "--compare happy leaves out synthetic · happy-5-stage · draw 0 · K silhouette on pixels (K-means): beside " \
+           "no published cell: its K silhouette (the tables': known)\n" in err
+
+
+def test_compare_happy_names_every_field_that_keeps_a_run_out_backbone_included(happy_on_synthetic, monkeypatch,
+                                                                                  capsys):
+    from bench.reporting.load import load_metrics
+    from bench.reporting.peers import left_out
+
+    results, runs = happy_on_synthetic
+    papers = results.parent / "dino"  # the tables' cells on the dataset that ran, but on their own backbone
+    papers.mkdir()
+    table = pd.read_csv(PAPER_DIR / "peer_happy_table1.csv", dtype=str, keep_default_na=False)
+    table.loc[table["dataset"] == "cifar100", "dataset"] = "synthetic"
+    table.to_csv(papers / "peer_happy_table1.csv", index=False)
+    monkeypatch.setattr("bench.reporting.peers.PAPER_DIR", papers)
+    bench.report(results=results, format="markdown", compare=["happy"], out=results / "r")
+    err = capsys.readouterr().err
+    assert "0 beside a measured cell" in err and "with the tables' backbone, K and evaluation" in err
+    assert "--compare happy leaves out synthetic · happy-5-stage · draw 0 on pixels (K-means): beside no published " \
+           "cell: its backbone pixels (the tables': dino-vitb16)\n" in err
+    assert "· K silhouette on pixels (K-means): beside no published cell: its backbone pixels (the tables': " \
+           "dino-vitb16), K silhouette (the tables': known)\n" in err
+    text = (results / "r" / "compare_happy.md").read_text()
+    assert "## Measured, beside no published cell" in text and "- synthetic · happy-5-stage · draw 0 on pixels" in text
+    # on the tables' protocol, a method they have no row of is named as such
+    frame = load_metrics(runs.values()).assign(label="Baseline++", backbone="dino-vitb16")
+    lines = left_out("happy", frame)
+    assert lines[0].startswith("Baseline++ on synthetic · happy-5-stage · draw 0 on dino-vitb16: no row of Happy's "
+                               "tables (their methods: ") and "K-means" in lines[0]
 
 
 def test_compare_happy_on_runs_of_no_happy_protocol_says_what_is_missing(tmp_path, capsys):

@@ -519,8 +519,21 @@ def test_compare_two_methods_from_the_command_line(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "Baseline − K-means" in out and "shared seeds" in out
     assert (tmp_path / "reports" / "smoke" / "compare_Baseline_vs_K-means.md").exists()
-    assert main(["report", *argv, "--compare", "Baseline", "EwC"]) == 2
-    assert "--compare takes `paper`, a peer (happy, promptccd, vb-cgcd) or two method labels of the report; got Baseline EwC; labels: " in capsys.readouterr().err
+    # slugs, as every other option takes them, and a preset as --methods writes it
+    assert main(["report", *argv, "--format", "markdown", "--compare", "k-means", "baseline:code", "--out",
+                 str(tmp_path / "slugs")]) == 0
+    assert "K-means − Baseline" in capsys.readouterr().out
+    assert (tmp_path / "slugs" / "compare_K-means_vs_Baseline.md").exists()
+    # refused before anything is written: no INCOMPLETE folder left behind
+    refused = tmp_path / "refused"
+    for compare, said in ((["Baseline", "EwC"], "--compare 'EwC' is no row of the report; its rows: Baseline, K-means"),
+                          (["baseline", "k-meanz"], "--compare 'k-meanz' is no row of the report; did you mean "
+                                                    "'K-means'?"),
+                          (["baseline"], "got the one method 'baseline': name another to compare it with"),
+                          (["baseline", "k-means", "ewc"], "(two different ones); got baseline k-means ewc"),
+                          (["baseline", "Baseline"], "(two different ones); got baseline Baseline")):
+        assert main(["report", *argv, "--compare", *compare, "--out", str(refused)]) == 2
+        assert said in capsys.readouterr().err and not refused.exists()
 
 
 @pytest.mark.parametrize("preset, old_label, label", [("code", "K-means [code]", "K-means"),

@@ -26,7 +26,10 @@ def add_parser(sub: Any) -> None:
     rep.add_argument("--compare", nargs="+", metavar="WHAT",
                      help="paper: the paper's numbers beside the measured ones; happy, promptccd or vb-cgcd: that "
                           "mixed-setting peer's published main tables beside the measured cells; A B: the paired "
-                          "difference of two methods (labels as the tables show them) over the seeds they share")
+                          "difference of two methods over the seeds they share, each a name or slug as --methods "
+                          "takes it (baseline-pp, ewc:equations) or a label as the tables show it. The peers are "
+                          "methods too: one name alone is the peer's tables, two names are two methods "
+                          "(--compare vb-cgcd k-means)")
     # the statistics part (stats.*, cd_*.png, the site's Statistics section): docs/metrics.md#statistics
     rep.add_argument("--posthoc", choices=("nemenyi", "wilcoxon-holm"), default="nemenyi",
                      help="the post-hoc test of the average ranks and their critical-difference diagram: nemenyi "

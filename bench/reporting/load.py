@@ -6,7 +6,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 import pandas as pd
 
@@ -14,8 +14,13 @@ from bench.errors import first_line
 from bench.reporting.aggregate import config_labels, flat_config
 from bench.config.spec import RunSpec
 
+# what a mixed-setting run ran, from its spec (in its split's label too: `happy-5-stage · draw 0 · K silhouette`), as
+# columns of their own: K given (`known`) or `estimated` and by what, the epoch selection, the evaluation; None for a
+# class-iNCD run, which has none of them
+SETTING_COLUMNS = ("k_mode", "k_estimator", "selection", "evaluation")
 COLUMNS = ["run_id", "method", "preset", "label", "dataset", "split", "n_steps", "backbone", "seed",
-           "reported_A", "reported_F", "features", "step", "group", "flavour", "metric", "value", "config_hash"]
+           "reported_A", "reported_F", "features", "step", "group", "flavour", "metric", "value", "config_hash",
+           *SETTING_COLUMNS]
 
 
 def _warn(message: str) -> None:
@@ -65,6 +70,8 @@ def load_runs(run_dirs: Iterable[Path], warn: Callable[[str], None] = _warn,
         config_hash = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:12]
         configs[config_hash] = config
         frame["config_hash"] = config_hash
+        for column, value in setting_columns(spec.config).items():
+            frame[column] = value
         if "features" not in frame:
             frame["features"] = _legacy_features(spec)
         if {"method", "preset"} <= set(frame.columns):
@@ -76,6 +83,16 @@ def load_runs(run_dirs: Iterable[Path], warn: Callable[[str], None] = _warn,
         return pd.DataFrame(columns=COLUMNS), unplaced
     frame = pd.concat(frames, ignore_index=True)
     return frame.assign(label=config_labels(frame, configs)), unplaced
+
+
+def setting_columns(config: Mapping[str, Any]) -> dict[str, str | None]:
+    """`SETTING_COLUMNS` of a run's config: its mixed setting's K mode and estimator, selection and evaluation."""
+    setting = config.get("setting") or {}
+    if setting.get("name", "incd") == "incd":
+        return dict.fromkeys(SETTING_COLUMNS)
+    k = setting.get("k", "known")
+    return {"k_mode": "known" if k == "known" else "estimated", "k_estimator": None if k == "known" else k,
+            "selection": setting.get("selection", "last"), "evaluation": setting.get("evaluation", "inductive")}
 
 
 def load_metrics(run_dirs: Iterable[Path], warn: Callable[[str], None] = _warn) -> pd.DataFrame:

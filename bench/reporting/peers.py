@@ -35,17 +35,20 @@ FLAVOURS = ("cgcd", "cgcd_hard", "cgcd_soft")
 
 
 def peer_name(compare: Sequence[str] | None) -> str | None:
-    """The peer a one-word `--compare` names; None for `paper` or two method labels; a BenchError naming the
-    valid choices for any other single word, or saying what is missing for a peer without a stored table
-    (before anything of the report is written)."""
-    if not compare or len(compare) != 1 or compare[0] == "paper":
+    """The peer a one-word `--compare` names (one name alone is the peer's tables, though `happy`, `promptccd` and
+    `vb-cgcd` are methods' slugs too: two names are two methods); None for `paper` or two names; a BenchError
+    naming the valid choices for any other single word, or saying what is missing for a peer without a stored
+    table (before anything of the report is written)."""
+    if not compare or len(compare) != 1 or compare[0].lower() == "paper":
         return None
     name = compare[0].lower()
     if name not in PEERS:
-        raise BenchError(f"--compare takes paper, {', '.join(PEERS)} or two method labels of the report; got "
-                         f"{compare[0]!r}{did_you_mean(name, ['paper', *PEERS])}")
+        raise BenchError(f"--compare takes paper, a peer's tables (one name alone: {', '.join(PEERS)}) or two "
+                         f"methods; got {compare[0]!r}{did_you_mean(name, ['paper', *PEERS])}")
     if not any(Path(PAPER_DIR).glob(f"peer_{name}_*.csv")):
-        raise BenchError(MISSING.get(name, f"no published table of {name} under {PAPER_DIR}"))
+        raise BenchError(MISSING.get(name, f"no published table of {name} under {PAPER_DIR}")
+                         + f"; `--compare {name}` alone names {SHORT[name]}'s published tables: to compare the "
+                         f"method {SHORT[name]} with another, name both (`--compare {name} k-means`)")
     return name
 
 
@@ -107,6 +110,42 @@ def compare_peer(name: str, frame: pd.DataFrame, paper_dir: Path | None = None) 
     return table.drop(columns=["order"]).reset_index(drop=True)
 
 
+PROTOCOL = ["dataset", "split", "backbone", "k", "evaluation"]  # what a run ran, of `KEY`
+SAID = {"dataset": "dataset", "split": "split", "backbone": "backbone", "k": "K", "evaluation": "evaluation"}
+
+
+def left_out(name: str, frame: pd.DataFrame, paper_dir: Path | None = None) -> list[str]:
+    """Why each measured configuration of the frame is beside no published cell of the peer, one line each: the
+    fields of its protocol (`PROTOCOL`: dataset, split, backbone, K, evaluation) that differ from the nearest protocol
+    of the peer's tables, with the tables' values; or, on a protocol of the tables, the methods they have no row of."""
+    reference = peer_reference(name, paper_dir)
+    published = reference[mapped(reference)]
+    protocols = list(dict.fromkeys(published[PROTOCOL].itertuples(index=False, name=None)))
+    methods = published.groupby(PROTOCOL)["label"].agg(lambda labels: set(labels)).to_dict()
+    measured = measured_cells(frame)
+    lines = []
+    for (split, *ran), part in measured.groupby(["measured_split", *PROTOCOL], sort=False):
+        ran_on, labels = tuple(ran), list(dict.fromkeys(part["label"]))
+        where = f"{ran_on[0]} · {split} on {ran_on[2]} ({', '.join(labels)})"
+        if ran_on in methods:
+            missing = [label for label in labels if label not in methods[ran_on]]
+            if missing:
+                lines.append(f"{', '.join(missing)} on {ran_on[0]} · {split} on {ran_on[2]}: no row of "
+                             f"{SHORT.get(name, name)}'s tables (their methods: {', '.join(sorted(methods[ran_on]))})")
+            continue
+        if not protocols:
+            lines.append(f"{where}: {SHORT.get(name, name)}'s tables name no protocol bench has")
+            continue
+        differing = [[f for f, mine, theirs in zip(PROTOCOL, ran_on, p) if mine != theirs] for p in protocols]
+        fewest = min(map(len, differing))
+        nearest = [p for p, d in zip(protocols, differing) if len(d) == fewest]
+        fields = [f for i, f in enumerate(PROTOCOL) if any(p[i] != ran_on[i] for p in nearest)]
+        said = [f"{SAID[f]} {ran_on[PROTOCOL.index(f)]} (the tables': "
+                f"{', '.join(dict.fromkeys(p[PROTOCOL.index(f)] for p in nearest))})" for f in fields]
+        lines.append(f"{where}: beside no published cell: its {', '.join(said)}")
+    return lines
+
+
 def cite(row: dict) -> str:
     return f"{SHORT.get(row['peer'], row['peer'])} {row['table'].replace('Table', 'Tab.')}"
 
@@ -155,7 +194,7 @@ def summary_line(name: str, table: pd.DataFrame) -> str:
     if not done:
         wanted = sorted({f"{d}/{s}" for d, s in zip(table["dataset"], table["split"]) if d and s})
         line += (f"; no run of this report is on a protocol of {SHORT[name]}'s tables ({', '.join(wanted)}, with "
-                 f"the tables' K and evaluation): every measured cell is empty. Run the mixed grid "
+                 f"the tables' backbone, K and evaluation): every measured cell is empty. Run the mixed grid "
                  f"(`bench run --grid cgcd`) or its splits")
     return line
 
@@ -167,11 +206,16 @@ def write_peer_compare(name: str, frame: pd.DataFrame, formats: Sequence[str], o
 
     from bench.core.storage import write_atomic
 
-    table = compare_peer(name, frame)
+    table, left = compare_peer(name, frame), left_out(name, frame)
     paths = []
     for fmt in formats:
         paths.append(Path(out) / f"compare_{name}.{suffix[fmt]}")
-        write_atomic(paths[-1], render_peer(table, fmt))
+        text = render_peer(table, fmt)
+        if fmt == "markdown" and left:  # what the report ran that no published cell is beside, and why
+            text += "\n## Measured, beside no published cell\n\n" + "".join(f"- {line}\n" for line in left)
+        write_atomic(paths[-1], text)
     print(f"bench: {summary_line(name, table)}" + ("" if paths else f"; compare_{name} is written in latex, "
           "markdown or csv (--format), the html site does not show it"), file=sys.stderr)
+    for line in left:
+        print(f"bench: --compare {name} leaves out {line}", file=sys.stderr)
     return paths

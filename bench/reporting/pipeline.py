@@ -29,8 +29,9 @@ DEFAULT_REPORT_FORMATS = ("latex", "html")  # the LaTeX tables and, beside them,
 class ReportOptions:
     """What `bench report` writes of a selection, checked when made (a `BenchError` names a wrong value before
     anything is read): `formats` (latex, markdown, csv, html), `out` (default `<results>/reports/<grid>`),
-    `pool_orders`, `by` (a version column), `compare` (["paper"], a mixed-setting peer, or two method labels) and
-    `statistics` (`bench.reporting.statistics.Options`, its fields by name, or None for the defaults)."""
+    `pool_orders`, `by` (a version column), `compare` (["paper"], a mixed-setting peer's tables: one name alone, or two
+    methods: names, slugs or labels, `bench.reporting.compare.compare_request`) and `statistics`
+    (`bench.reporting.statistics.Options`, its fields by name, or None for the defaults)."""
 
     formats: str | Sequence[str] = DEFAULT_REPORT_FORMATS  # None, from the API, is taken as the default
     out: PathLike | None = None
@@ -39,9 +40,10 @@ class ReportOptions:
     compare: str | Sequence[str] | None = None
     statistics: Any = None
     peer: str | None = field(init=False, default=None)  # `compare` naming a mixed-setting peer (its tables)
+    methods: tuple[Any, ...] = field(init=False, default=())  # `compare` naming two methods (`compare.Named`)
 
     def __post_init__(self) -> None:
-        from bench.reporting.peers import peer_name
+        from bench.reporting.compare import compare_request
         from bench.reporting.stats_files import statistics_options
 
         given = DEFAULT_REPORT_FORMATS if self.formats is None else self.formats
@@ -60,15 +62,21 @@ class ReportOptions:
             raise BenchError(f"bad by={self.by!r}: a version column, from {', '.join(VERSION_COLUMNS)}")
         if self.by is not None and self.by not in VERSION_COLUMNS:
             raise unknown("version column", self.by, VERSION_COLUMNS)
-        compare = self.compare if self.compare is None or isinstance(self.compare, str) else tuple(self.compare)
-        compare = (compare,) if isinstance(compare, str) else compare
+        compare = (self.compare,) if isinstance(self.compare, str) else self.compare
+        if compare is not None and not (isinstance(compare, (list, tuple)) and all(isinstance(c, str) for c in compare)):
+            raise BenchError(f"bad compare={self.compare!r}: a list of names (paper, a peer, or two methods)")
+        compare = None if compare is None else tuple(compare)
+        peer, methods = compare_request(compare)
+        if compare is not None and len(compare) == 1 and compare[0].lower() == "paper":
+            compare = ("paper",)
         # a frozen dataclass: the normalized values are set once, here
         object.__setattr__(self, "formats", formats)
         object.__setattr__(self, "out", path_of(self.out, "out") if self.out else None)
         flag_of(self.pool_orders, "pool_orders")
         object.__setattr__(self, "statistics", statistics_options(self.statistics))
         object.__setattr__(self, "compare", compare)
-        object.__setattr__(self, "peer", peer_name(compare))
+        object.__setattr__(self, "peer", peer)
+        object.__setattr__(self, "methods", methods)
 
 
 @dataclass(frozen=True)
@@ -98,6 +106,7 @@ def write_reports(selected: Selected, options: ReportOptions) -> ReportOutcome:
     from bench.config.grids import members
     from bench.core.storage import write_atomic
     from bench.reporting.aggregate import final_scores, split_by
+    from bench.reporting.compare import paired_labels
     from bench.reporting.files import INCOMPLETE, block_reports, row_order, write_figures, write_report
     from bench.reporting.stats_files import report_statistics
 
@@ -106,10 +115,6 @@ def write_reports(selected: Selected, options: ReportOptions) -> ReportOutcome:
     frame, unplaced = load_finished(selected, options.pool_orders)
     grid, specs, selection = selected.grid, selected.specs, selected.selection
     out = Path(options.out) if options.out is not None else selection.results / "reports" / grid.name
-    check_report_dir(out)
-    warn_unreadable_predictions(selected.directories, frame["run_id"].astype(str).unique())
-    write_atomic(out / INCOMPLETE, "bench report was stopped while writing this folder: some files are of this "
-                 "report, others of an earlier one or missing; run `bench report` again\n")
     labelled = _labelled(frame, selected)
     # pool_orders: load_runs made each (class order, seed) one sample of the cell, as mammoth and PyCIL
     # average orders, before it told configurations apart
@@ -118,6 +123,12 @@ def write_reports(selected: Selected, options: ReportOptions) -> ReportOutcome:
         labelled = split_by(labelled, options.by, VERSION_COLUMNS)
         labels = [split for label in labels for split in sorted(set(labelled["label"]))
                   if split.startswith(f"{label} · {options.by}=")]
+    # what `--compare A B` names is settled before anything is written: a refusal leaves no folder behind
+    paired = paired_labels(labelled, options.methods) if options.methods else None
+    check_report_dir(out)
+    warn_unreadable_predictions(selected.directories, frame["run_id"].astype(str).unique())
+    write_atomic(out / INCOMPLETE, "bench report was stopped while writing this folder: some files are of this "
+                 "report, others of an earlier one or missing; run `bench report` again\n")
     warn_mixed_versions(labelled)
     order = _order(specs, labels)
     references = reference_labels(labelled)
@@ -135,7 +146,7 @@ def write_reports(selected: Selected, options: ReportOptions) -> ReportOutcome:
     written, tables = block_reports(labelled, out, texts, f"grid {grid.name}", blocks, order, references, correction)
     stats, statistics_files = report_statistics(labelled, order, out, texts, selected.directories, options.statistics)
     paths, site_tables = paths + written + statistics_files, site_tables + tables
-    comparison, paired, compared = _comparisons(frame, labelled, order, out, texts, options)
+    comparison, paired_table, compared = _comparisons(frame, labelled, order, out, texts, options, paired)
     paths += compared
     if "html" in options.formats:
         from bench.reporting.aggregate import backbone_label
@@ -146,7 +157,7 @@ def write_reports(selected: Selected, options: ReportOptions) -> ReportOutcome:
                             runs=[(d, spec_of.get(d.name)) for d in selected.directories],
                             unplaced={u.run: u.why for u in unplaced},
                             label_of_spec=lambda s: backbone_label(s.label, s.backbone, shown), order=order,
-                            references=references, tables=site_tables, comparison=comparison, paired=paired,
+                            references=references, tables=site_tables, comparison=comparison, paired=paired_table,
                             figures=paths, files=paths, statistics=stats)
     (out / INCOMPLETE).unlink(missing_ok=True)  # every file written: the folder is this report
     _say(grid.name, frame, unplaced, selected.directories, out, paths)
@@ -203,9 +214,10 @@ def _order(specs: Sequence[Any], labels: list[str]) -> dict[str, list[str]]:
 
 
 def _comparisons(frame: Any, labelled: Any, order: dict[str, list[str]], out: Path, texts: list[str],
-                 options: ReportOptions) -> tuple[Any, Any, list[Path]]:
-    """`--compare`'s files (a peer's tables, two methods' paired difference, or the paper's numbers beside the
-    measured ones) and what the site shows of them: (the comparison with the paper, the paired table, files)."""
+                 options: ReportOptions, pair: tuple[str, str] | None) -> tuple[Any, Any, list[Path]]:
+    """`--compare`'s files (a peer's tables, two methods' paired difference (`pair`: their labels), or the paper's
+    numbers beside the measured ones) and what the site shows of them: (the comparison with the paper, the paired
+    table, files)."""
     from bench.core.storage import write_atomic
     from bench.reporting.aggregate import final_scores
     from bench.reporting.compare import (compare as compare_with, compare_methods, paired_table, paper_reference,
@@ -216,11 +228,11 @@ def _comparisons(frame: Any, labelled: Any, order: dict[str, list[str]], out: Pa
     paired = None
     if options.peer:
         paths += write_peer_compare(options.peer, frame, texts, out, REPORT_FORMATS)
-    elif compare and compare != ["paper"]:
+    elif pair:
         for fmt in texts:
-            paths.append(compare_methods(labelled, compare, out, REPORT_FORMATS[fmt]))
+            paths.append(compare_methods(labelled, pair, out, REPORT_FORMATS[fmt]))
         if html:
-            paired = (compare, paired_table(labelled, compare))
+            paired = (list(pair), paired_table(labelled, pair))
     comparison = None
     if compare == ["paper"] or html:  # the site always shows the reproduction rows
         # score the relabelled frame, so that runs of different backbones are never averaged together,
