@@ -6,8 +6,9 @@ Dai & Chauhan, "Continual Generalized Category Discovery: Learning and Forgettin
 ICML'25; ported from the authors' code (github daihao42/VB-CGCD: `main.py`, `classifier/mngmm.py`,
 `clustering/gmm.py`), which runs numpyro's SVI. Its guide is empty and its model has no latent site, only
 `numpyro.param`s and an observed site, so its ELBO is the (minibatch-scaled) log-likelihood and SVI is
-maximum likelihood by Adam: the port runs torch Adam on the same objective with the same schedule, steps and
-early stop. Nothing here is closed-form: the code stops far from the maximum (Adam moves a parameter by
+maximum likelihood by Adam: the port runs Adam (torch.optim.Adam's arithmetic) on the same objective with the
+same schedule, steps and early stop, its gradients in closed form over every class at once (`nll_and_grad`: what
+autograd gives, 4-5x faster a step on the demo's 64 dimensions). The fit is not closed-form: the code stops far from the maximum (Adam moves a parameter by
 about the learning rate a step, Σ_t lr_t ≈ 0.037 over the code's 1000 steps), so the trajectory is the method.
 
 On features x, with P the PCA fitted on the first step (z = Pᵀ(x − x̄), `pca_dim` components), classes
@@ -92,10 +93,19 @@ def gaussian_log_likelihood(z: torch.Tensor, means: torch.Tensor, covs: torch.Te
 
 
 def log_mean_det(covs: torch.Tensor) -> float:
-    """log((1/K) Σ_k det Σ_k), or NaN where a Σ_k is not positive definite (no volume to compare)."""
-    sign, logabs = torch.linalg.slogdet(symmetric(covs))
-    if len(covs) == 0 or bool((sign <= 0).any()):
+    """log((1/K) Σ_k det Σ_k), or NaN where a det Σ_k is not positive (no volume to compare)."""
+    if len(covs) == 0:
         return math.nan
+    sym = symmetric(covs)
+    # log det Σ = 2 Σ log diag L for a positive definite Σ = LLᵀ (the early stop asks at every step, and a
+    # Cholesky factor costs half of slogdet's LU); slogdet only for one that is not, whose det may still be > 0
+    chols, info = torch.linalg.cholesky_ex(sym)
+    if not bool(info.any()):
+        logabs = 2 * chols.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+    else:
+        sign, logabs = torch.linalg.slogdet(sym)
+        if bool((sign <= 0).any()):
+            return math.nan
     return float(torch.logsumexp(logabs, 0)) - math.log(len(covs))
 
 
@@ -111,19 +121,66 @@ def covariance_stop(log_old: float, scale: float) -> Callable[[torch.Tensor], bo
     return stop
 
 
+def _grouped(z: torch.Tensor, labels: torch.Tensor, means: torch.Tensor,
+             present: torch.Tensor, inverse: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """C × m × D: row j of block c is r = z_i − μ_c for the j-th image i of the c-th class present, zero past
+    its n_c images (m the largest n_c), so that every class is one slice of a batched product."""
+    block, order = torch.sort(inverse, stable=True)
+    slot = torch.arange(len(labels), device=z.device) - (counts.cumsum(0) - counts)[block]
+    grouped = z.new_zeros(len(present), int(counts.max()), z.shape[1])
+    grouped[block, slot] = (z - means[labels])[order]
+    return grouped
+
+
+def nll_and_grad(z: torch.Tensor, labels: torch.Tensor, means: torch.Tensor,
+                 covs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """−Σ_i log N(z_i; μ_{y_i}, Σ_{y_i}) and its gradients in μ and in the free matrices A (Σ = (A + Aᵀ)/2),
+    in closed form and over every class present at once. With r_i = z_i − μ_c, P_c = Σ_c⁻¹ and S_c = Σ_i r_i r_iᵀ
+    over the n_c images of class c:
+
+        loss = Σ_c [½ tr(P_c S_c) + n_c log|L_c|] + N·D/2·log 2π   (L_c the Cholesky factor of Σ_c)
+        ∂/∂μ_c = −P_c Σ_i r_i        ∂/∂A_c = ½(n_c P_c − P_c S_c P_c)   (symmetric: A's gradient too)
+
+    what autograd computes through the Cholesky factor, without its graph (most of a step's time went to it).
+    A class without an image gets a zero gradient; only the classes present are decomposed, as in the code, and
+    one of them not positive definite makes the loss NaN (its gradients are then zero: no step is taken on them).
+    """
+    present, inverse, counts = torch.unique(labels, return_inverse=True, return_counts=True)
+    chols, info = torch.linalg.cholesky_ex(symmetric(covs[present]))
+    grad_means, grad_covs = torch.zeros_like(means), torch.zeros_like(covs)
+    if bool(info.any()):
+        return z.new_tensor(math.nan), grad_means, grad_covs
+    residuals = _grouped(z, labels, means, present, inverse, counts)
+    precisions = torch.cholesky_inverse(chols)
+    whitened = residuals @ precisions  # rows P_c r_i (P_c is symmetric)
+    n = counts.to(z.dtype)
+    half_log_dets = chols.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+    loss = 0.5 * (residuals * whitened).sum() + (n * half_log_dets).sum() + len(z) * 0.5 * z.shape[1] * math.log(2 * math.pi)
+    grad_means[present] = -whitened.sum(1)
+    grad_covs[present] = symmetric(0.5 * (n[:, None, None] * precisions - whitened.transpose(1, 2) @ whitened))
+    return loss, grad_means, grad_covs
+
+
 def batch_nll(z: torch.Tensor, labels: torch.Tensor, means: torch.Tensor, covs: torch.Tensor) -> torch.Tensor:
     """−Σ_i log N(z_i; μ_{y_i}, Σ_{y_i}); only the classes present are decomposed, as in the code (NaN if one
     of them is not positive definite)."""
-    present = torch.unique(labels)
-    chols, info = torch.linalg.cholesky_ex(symmetric(covs[present]))
-    if bool(info.any()):
-        return z.new_tensor(math.nan)
-    total = z.new_zeros(())
-    for j, c in enumerate(present.tolist()):
-        part = labels == c
-        y = torch.linalg.solve_triangular(chols[j], (z[part] - means[c]).T, upper=False)
-        total = total + 0.5 * y.square().sum() + int(part.sum()) * chols[j].diagonal().log().sum()
-    return total + len(z) * 0.5 * z.shape[1] * math.log(2 * math.pi)
+    return nll_and_grad(z, labels, means, covs)[0]
+
+
+# Adam's defaults in optax, which the code runs: β₁, β₂, ε
+BETA1, BETA2, EPS = 0.9, 0.999, 1e-8
+
+
+def adam_step(params: torch.Tensor, grad: torch.Tensor, moments: tuple[torch.Tensor, torch.Tensor], t: int,
+              lr: float) -> None:
+    """Adam step t (0-based) on `params` in place, in torch.optim.Adam's arithmetic (its single-tensor form:
+    the same operations in the same order), on one flat tensor: a step of the optimiser object cost more than
+    the step's arithmetic."""
+    first, second = moments
+    first.lerp_(grad, 1 - BETA1)
+    second.mul_(BETA2).addcmul_(grad, grad, value=1 - BETA2)
+    correction1, correction2 = 1 - BETA1 ** float(t + 1), 1 - BETA2 ** float(t + 1)
+    params.addcdiv_(first, (second.sqrt() / correction2 ** 0.5).add_(EPS), value=-lr / correction1)
 
 
 def fit_gaussians(z: torch.Tensor, labels: torch.Tensor, n_classes: int, *, iters: int, lr: float,
@@ -133,27 +190,24 @@ def fit_gaussians(z: torch.Tensor, labels: torch.Tensor, n_classes: int, *, iter
     −(N/B)·Σ_batch log N(z_i; μ_{y_i}, Σ_{y_i}) (`labels` in 0..n_classes−1), and the loss of each step.
     A class without an image stays at (0, I): its gradient is zero, and so is Adam's step."""
     n, d = z.shape
-    means = torch.zeros(n_classes, d, dtype=z.dtype, device=z.device, requires_grad=True)
-    covs = torch.eye(d, dtype=z.dtype, device=z.device).repeat(n_classes, 1, 1).requires_grad_(True)
-    opt = torch.optim.Adam([means, covs], lr=lr, betas=(0.9, 0.999), eps=1e-8)
+    params = torch.cat([z.new_zeros(n_classes * d), torch.eye(d, dtype=z.dtype, device=z.device).repeat(n_classes, 1, 1).flatten()])
+    means, covs = params[:n_classes * d].view(n_classes, d), params[n_classes * d:].view(n_classes, d, d)
+    moments = (torch.zeros_like(params), torch.zeros_like(params))
     batch = min(batch_size, n)
     previous, losses = None, []
     for t in range(iters):
-        if stop is not None and previous is not None and t > STOP_AFTER * iters and stop(covs.detach()):
-            means.data, covs.data = previous  # the parameters before the step that crossed the line
+        if stop is not None and previous is not None and t > STOP_AFTER * iters and stop(covs):
+            params.copy_(previous)  # the parameters before the step that crossed the line
             break
-        previous = (means.detach().clone(), covs.detach().clone())
+        previous = params.clone()
         rows = torch.randperm(n, generator=gen)[:batch].to(z.device) if batch < n else torch.arange(n, device=z.device)
-        loss = batch_nll(z[rows], labels[rows], means, covs) * (n / batch)  # the plate's subsample scale
+        loss, grad_means, grad_covs = nll_and_grad(z[rows], labels[rows], means, covs)
         if not torch.isfinite(loss):
             break  # the code keeps the parameters whose loss was NaN and stops
-        for group in opt.param_groups:
-            group["lr"] = learning_rate(t, lr)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(float(loss.detach()))
-    return means.detach(), covs.detach(), losses
+        scale = n / batch  # the plate's subsample scale
+        adam_step(params, torch.cat([grad_means.flatten(), grad_covs.flatten()]) * scale, moments, t, learning_rate(t, lr))
+        losses.append(float(loss * scale))
+    return means.clone(), covs.clone(), losses
 
 
 def not_known(z: torch.Tensor, known: tuple[torch.Tensor, torch.Tensor], new: tuple[torch.Tensor, torch.Tensor],

@@ -13,8 +13,9 @@ from scipy.stats import multivariate_normal
 
 import bench.methods.vb_cgcd as vb
 from bench.config.presets import load_preset
-from bench.methods.vb_cgcd import (VBCGCD, batch_nll, covariance_stop, fit_gaussians, gaussian_log_likelihood,
-                                   learning_rate, log_mean_det, not_known, pca_fit)
+from bench.methods.vb_cgcd import (VBCGCD, adam_step, batch_nll, covariance_stop, fit_gaussians,
+                                   gaussian_log_likelihood, learning_rate, log_mean_det, nll_and_grad, not_known,
+                                   pca_fit, symmetric)
 from tests.test_cgcd_baselines import hungarian_accuracy, planted, step
 
 SCALE = 10.0  # planted classes 0.8 apart around unit vectors: far enough for Adam's ≈ 0.04 of movement
@@ -126,6 +127,93 @@ def test_the_early_stop_keeps_the_parameters_before_the_crossing_step():
     assert not torch.equal(short[0], free[0])  # the schedule depends on the step alone, so these are equal:
     torch.testing.assert_close(stopped[0], short[0], rtol=0, atol=0)
     torch.testing.assert_close(stopped[1], short[1], rtol=0, atol=0)
+
+
+def image_by_image_nll(z, labels, means, covs) -> torch.Tensor:
+    """The straightforward form: each image's −log N under its class, one image at a time (torch.distributions)."""
+    total = z.new_zeros(())
+    for i, c in enumerate(labels.tolist()):
+        gaussian = torch.distributions.MultivariateNormal(means[c], covariance_matrix=symmetric(covs[c]))
+        total = total - gaussian.log_prob(z[i])
+    return total
+
+
+def lopsided(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """9 images in 3 dimensions, classes 2 and 0 (2 twice as often: one padded block is longer), class 1 and 3
+    absent; free matrices that are not symmetric, nor the identity."""
+    gen = torch.Generator().manual_seed(seed)
+    z = torch.randn(9, 3, generator=gen, dtype=torch.float64)
+    labels = torch.tensor([2, 0, 2, 2, 0, 2, 0, 2, 2])
+    means = 0.3 * torch.randn(4, 3, generator=gen, dtype=torch.float64)
+    covs = 1.5 * torch.eye(3, dtype=torch.float64) + 0.2 * torch.randn(4, 3, 3, generator=gen, dtype=torch.float64)
+    return z, labels, means, covs
+
+
+def test_the_closed_form_gradients_are_autograds_through_each_images_likelihood():
+    """The vectorised loss and its gradients (every class present at once, no autograd) against autograd through
+    the image-by-image form: the same numbers, and exactly zero for the classes without an image."""
+    z, labels, means, covs = lopsided()
+    m, c = means.clone().requires_grad_(True), covs.clone().requires_grad_(True)
+    reference = image_by_image_nll(z, labels, m, c)
+    reference.backward()
+    loss, grad_means, grad_covs = nll_and_grad(z, labels, means, covs)
+    assert float(loss) == pytest.approx(float(reference.detach()), rel=1e-12)
+    torch.testing.assert_close(grad_means, m.grad, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(grad_covs, c.grad, rtol=1e-10, atol=1e-12)
+    assert torch.equal(grad_covs, grad_covs.transpose(1, 2))  # a symmetric step keeps a symmetric matrix so
+    for absent in (1, 3):
+        assert not grad_means[absent].any() and not grad_covs[absent].any()
+    assert float(batch_nll(z, labels, means, covs)) == float(loss)
+
+
+def test_the_fit_is_autograd_and_torch_adam_on_the_image_by_image_loss():
+    """`fit_gaussians` (closed-form gradients, Adam by hand on one flat tensor) against the plainest loop:
+    torch.optim.Adam over autograd of the image-by-image loss, on the same minibatches and schedule."""
+    z, labels, _, _ = lopsided(1)
+    n_classes, iters, lr, batch = 4, 40, 2e-3, 5  # Σ moves by ≈ lr a step: it stays positive definite
+    means, covs, losses = fit_gaussians(z, labels, n_classes, iters=iters, lr=lr, batch_size=batch,
+                                        gen=torch.Generator().manual_seed(3))
+    gen = torch.Generator().manual_seed(3)
+    m = torch.zeros(n_classes, 3, dtype=torch.float64, requires_grad=True)
+    c = torch.eye(3, dtype=torch.float64).repeat(n_classes, 1, 1).requires_grad_(True)
+    opt = torch.optim.Adam([m, c], lr=lr, betas=(0.9, 0.999), eps=1e-8)
+    expected = []
+    for t in range(iters):
+        rows = torch.randperm(len(z), generator=gen)[:batch]
+        loss = image_by_image_nll(z[rows], labels[rows], m, c) * (len(z) / batch)
+        opt.param_groups[0]["lr"] = learning_rate(t, lr)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        expected.append(float(loss.detach()))
+    assert losses == pytest.approx(expected, rel=1e-10)
+    torch.testing.assert_close(means, m.detach(), rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(covs, c.detach(), rtol=1e-9, atol=1e-12)
+    assert not means[[1, 3]].any() and torch.equal(covs[1], torch.eye(3, dtype=torch.float64))  # never drawn
+
+
+def test_adam_step_is_torch_adams_arithmetic():
+    gen = torch.Generator().manual_seed(0)
+    start = torch.randn(6, generator=gen, dtype=torch.float64)
+    grads = [torch.randn(6, generator=gen, dtype=torch.float64) for _ in range(5)]
+    ours, moments = start.clone(), (torch.zeros(6, dtype=torch.float64), torch.zeros(6, dtype=torch.float64))
+    theirs = start.clone().requires_grad_(True)
+    opt = torch.optim.Adam([theirs], lr=0.1, betas=(0.9, 0.999), eps=1e-8, foreach=False)
+    for t, g in enumerate(grads):
+        adam_step(ours, g, moments, t, 0.1 / (t + 1))
+        opt.param_groups[0]["lr"] = 0.1 / (t + 1)
+        theirs.grad = g.clone()
+        opt.step()
+        assert torch.equal(ours, theirs.detach())  # the same operations in the same order: the same bits
+
+
+def test_log_mean_det_of_a_matrix_not_positive_definite_whose_det_is_positive():
+    """The early stop's volume reads det Σ whatever Σ's eigenvalues: diag(−1, −2) has det 2 (no Cholesky
+    factor, so the log-determinant comes from slogdet there), the identity 1: the mean 1.5."""
+    covs = torch.stack([torch.diag(f64([-1.0, -2.0])), torch.eye(2, dtype=torch.float64)])
+    assert log_mean_det(covs) == pytest.approx(math.log(1.5), rel=1e-12)
+    assert log_mean_det(covs[1:] * 3.0) == pytest.approx(math.log(9.0), rel=1e-12)
+    assert math.isnan(log_mean_det(covs[:0]))
 
 
 def test_pca_axes_are_the_top_principal_directions_with_a_fixed_sign():
