@@ -140,14 +140,12 @@ def test_colours_are_fixed_per_method():
 
 
 def test_every_method_of_a_figure_is_drawn_distinctly_and_the_paper_methods_keep_their_colours():
-    import numpy as np
-
-    from bench.reporting.plots import MIN_DELTA_E, PALETTE, _lab, figure_styles
+    from bench.reporting.plots import MIN_DELTA_E, PALETTE, _lab, delta_e, figure_styles
 
     # a user's method beside Baseline was drawn in a near-Baseline blue (its name's hash): never again
     styles = figure_styles(["Baseline", "proto-head", "Baseline [equations]"])
     assert styles["Baseline"] == (PALETTE["Baseline"], "-") and styles["Baseline [equations]"] == (PALETTE["Baseline"], "--")
-    assert np.linalg.norm(_lab(styles["proto-head"][0]) - _lab(PALETTE["Baseline"])) >= MIN_DELTA_E
+    assert delta_e(styles["proto-head"][0], PALETTE["Baseline"]) >= MIN_DELTA_E
     # every paper method and 30 plugins' in one figure: no two methods share colour and line style
     labels = list(PALETTE) + [f"plugin-{i}" for i in range(30)]
     styles = figure_styles(labels)
@@ -157,10 +155,31 @@ def test_every_method_of_a_figure_is_drawn_distinctly_and_the_paper_methods_keep
     solid = [styles[f"plugin-{i}"][0] for i in range(30) if styles[f"plugin-{i}"][1] == "-"]
     drawn = list(PALETTE.values())
     for colour in solid:
-        assert all(np.linalg.norm(_lab(colour) - _lab(d)) >= MIN_DELTA_E for d in drawn), colour
+        assert all(delta_e(colour, d) >= MIN_DELTA_E for d in drawn), colour
         drawn.append(colour)
     assert figure_styles(labels) == styles  # the same labels, the same styles
     assert _lab("#ffffff").round(1).tolist() == [100.0, 0.0, 0.0] and _lab("#000000").round(1).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_the_colour_difference_is_ciede2000_and_the_mixed_settings_methods_are_told_apart():
+    from bench.config.grids import load_grid
+    from bench.reporting.plots import MIN_DELTA_E, ciede2000, delta_e, figure_styles
+
+    # Sharma, Wu and Dalal's (2005) test pairs, with their published differences
+    for first, second, published in [((50, 2.6772, -79.7751), (50, 0, -82.7485), 2.0425),
+                                     ((50, 2.5, 0), (73, 25, -18), 27.1492), ((50, 2.5, 0), (61, -5, 29), 22.8977),
+                                     ((50, 2.5, 0), (56, -27, -3), 31.9030), ((50, 0, 0), (50, -1, 2), 2.3669),
+                                     ((60.2574, -34.0099, 36.2677), (60.4626, -34.1751, 39.4387), 1.2644)]:
+        assert ciede2000(first, second) == pytest.approx(published, abs=1e-4)
+    # the greens the plain L*a*b* distance let through: Joint (frozen) and VB-CGCD in the cgcd-demo's figures
+    assert delta_e("#2ca02c", "#009E73") < MIN_DELTA_E
+    for grid in ("cgcd-demo", "cgcd", "cgcd-smoke"):
+        labels = list(load_grid(grid).methods)
+        styles = figure_styles(labels)
+        for i, first in enumerate(labels):
+            for second in labels[i + 1:]:
+                assert delta_e(styles[first][0], styles[second][0]) >= MIN_DELTA_E, (grid, first, second)
+    assert figure_styles(list(load_grid("cgcd-demo").methods))["VB-CGCD"][0] != "#009E73"
 
 
 def test_compare_with_the_papers_numbers():

@@ -211,3 +211,49 @@ def test_a_difference_the_same_on_every_seed_is_not_called_significant():
     assert math.isclose(table.loc["same gap", "diff"], -0.2, rel_tol=1e-9)
     assert table.loc["tied", "p"] == 1.0 and not table.loc["tied", "significant"]
     assert 0 < table.loc["varied", "p"] < 1
+
+
+@pytest.fixture(scope="module")
+def mixed_runs(tmp_path_factory):
+    """Tiny runs of the mixed setting on generated images and pixels: K-means and NCM + k-means under Happy's
+    5-stage protocol, two seeds, inductive; and K-means again scored transductively."""
+    from bench.protocol.runner import execute
+    from tests.helpers import tiny_specs
+
+    root = tmp_path_factory.mktemp("mixed_bootstrap")
+    sizes = {"dataset.num_classes": 12, "dataset.train_per_class": 20, "dataset.test_per_class": 4}
+    specs = tiny_specs(methods=["K-means", "NCM + k-means"], splits=["happy-5-stage"], seeds=[0, 1], **sizes)
+    specs += tiny_specs(methods=["K-means"], splits=["happy-5-stage"], **sizes, **{"setting.evaluation": "transductive"})
+    return root, {spec.run_id: execute(spec, root) for spec in specs}
+
+
+def test_a_mixed_runs_all_is_resampled_and_its_unweighted_resample_is_the_stored_all(mixed_runs):
+    from bench.reporting.image_bootstrap import MixedScorer, load_scorer
+
+    _, runs = mixed_runs
+    for out in runs.values():
+        metrics = pd.read_parquet(out / "metrics.parquet")
+        stored_all = metrics[(metrics.group == "summary") & (metrics.metric == "All")]["value"].item()
+        s = load_scorer(out, "cgcd/A")  # was refused: "a run of the mixed setting: its steps are not bootstrapped"
+        assert isinstance(s, MixedScorer) and len(s.steps) == 5
+        assert s.score(np.ones(s.images))[0] == pytest.approx(stored_all, rel=1e-12)
+        twice = s.score(np.full((1, s.images), 2.0))[0]  # every image drawn twice: the same accuracies
+        assert twice == pytest.approx(stored_all, rel=1e-12)
+
+
+def test_the_report_fills_the_image_bootstrap_of_mixed_cells(mixed_runs):
+    from bench.reporting.aggregate import final_scores
+    from bench.reporting.load import load_metrics
+    from bench.reporting.statistics import Options, compute
+
+    root, runs = mixed_runs
+    frame = load_metrics(sorted(runs.values()))
+    stats = compute(frame, final_scores(frame), {d.name: d for d in runs.values()}, Options(resamples=200))
+    assert not [line for line in stats.notes["bootstrap"] if "mixed setting" in line]
+    a = stats.comparisons[(stats.comparisons["metric"] == "A") & (stats.comparisons["split"] == "happy-5-stage · draw 0")]
+    assert len(a) == 1
+    row = a.iloc[0]
+    with np.load(next(iter(runs.values())) / "predictions.npz") as stored:  # every step's images: the last step's
+        test_images = len(stored[Keys.test_labels(5)])
+    assert row["images"] == test_images and row["boot_low"] <= row["diff"] <= row["boot_high"]
+    assert 0.0 <= row["p_better"] <= 1.0

@@ -43,14 +43,17 @@ def cgcd_table(frame: pd.DataFrame) -> pd.DataFrame:
     return table.fillna("--")
 
 
-def render(table: pd.DataFrame, fmt: str) -> str:
-    """The table as csv, LaTeX (booktabs) or markdown; cells as shown (never re-parsed as numbers)."""
+def render(table: pd.DataFrame, fmt: str, title: str = "") -> str:
+    """The table as csv, LaTeX (booktabs) or markdown; cells as shown (never re-parsed as numbers). `title` (the
+    report's: its grid and `--cfg-options`) heads the markdown (a caption) and the LaTeX (a comment); csv is tidy data,
+    without a preamble."""
     if fmt == "csv":
         return table.to_csv(index=False)
+    what = f"{title}: the mixed setting's accuracies (%), mean ± std over seeds" if title else ""
     if fmt == "latex":
         from bench.reporting.table import escape_latex
 
         escaped = table.astype(str).map(escape_latex)
         escaped.columns = [escape_latex(c) for c in table.columns]
-        return escaped.to_latex(index=False, escape=False)
-    return table.to_markdown(index=False, disable_numparse=True) + "\n"
+        return (f"% {what}\n" if what else "") + escaped.to_latex(index=False, escape=False)
+    return (f"Table: {what}.\n\n" if what else "") + table.to_markdown(index=False, disable_numparse=True) + "\n"

@@ -7,7 +7,13 @@ resample (its contingency counts weighted by how often each image was drawn), as
 of two methods over the resamples give a percentile interval and a probability of improvement.
 
 Vectorised: a resample is a row of image counts, a chunk of them one matrix; the `wo` flavours' per-task hits are
-one matrix product per run, the `w` flavour one assignment per resample over the (cluster, class) pairs present."""
+one matrix product per run, the `w` flavour one assignment per resample over the (cluster, class) pairs present.
+
+A run of the mixed setting reports All, the mean over its unlabelled steps of each step's accuracy under one match
+fitted on that step's images (`bench.protocol.mixed`): `MixedScorer` refits each step's match on every resample, as
+the `w` flavour does. Its steps' test images are nested (step t scores the test images of the classes seen by t, a
+subsequence of the last step's), so a resample draws the last step's images once and each step reads its own; a
+transductive run's steps score their own unlabelled images, disjoint, drawn together."""
 from __future__ import annotations
 
 import hashlib
@@ -99,13 +105,73 @@ def _task_of_class(labels: np.ndarray, tasks: np.ndarray, classes: np.ndarray) -
     return of[classes]
 
 
-def scorer(stored: Mapping[str, np.ndarray], source: str) -> Scorer:
-    """The `Scorer` of a run's stored predictions for its reported A (`source`, e.g. `wo/A`, `w/A_sample`)."""
+@dataclass(frozen=True)
+class MixedScorer:
+    """A mixed run's All as a function of weights on its images (`score`): per unlabelled step, the images it scored
+    (`columns` of the weights), their labels and the method's clusters, each step's accuracy under its own match
+    refitted on the weighted images, averaged over the steps."""
+
+    labels: np.ndarray  # of every image a resample draws
+    steps: tuple[tuple[np.ndarray, Scorer], ...]  # (columns, the step's scorer: one match over its images)
+
+    @property
+    def images(self) -> int:
+        return len(self.labels)
+
+    @property
+    def key(self) -> str:
+        """What tells which runs scored the same images in the same steps."""
+        digest = hashlib.sha256(np.ascontiguousarray(self.labels, dtype=np.int64).tobytes())
+        for columns, _ in self.steps:
+            digest.update(np.ascontiguousarray(columns, dtype=np.int64).tobytes())
+        return digest.hexdigest()
+
+    def score(self, weights: np.ndarray) -> np.ndarray:
+        weights = np.atleast_2d(np.asarray(weights, dtype=float))
+        return np.mean([step.score(weights[:, columns]) for columns, step in self.steps], axis=0)
+
+
+def mixed_scorer(stored: Mapping[str, np.ndarray]) -> MixedScorer:
+    """The `MixedScorer` of a mixed run's stored predictions: its All (`cgcd/A`), inductive or transductive."""
+    n_steps = layout_of(stored).n_steps
+    if n_steps < 2:
+        raise NotBootstrapped("a run of the mixed setting without an unlabelled step: no All to resample")
+
+    def one_match(labels: np.ndarray, pred: np.ndarray) -> Scorer:
+        return Scorer(labels=labels, tasks=np.zeros(len(labels), dtype=np.int64), sizes=np.ones(1),
+                      weighting="sample", pred=pred)
+
+    def array(key: str) -> np.ndarray:
+        return np.asarray(stored[key], dtype=np.int64)
+
+    steps = range(1, n_steps)
+    if all(Keys.trans_pred(t) in stored for t in steps):  # transductive: each step's own images, disjoint
+        parts = [(array(Keys.trans_labels(t)), array(Keys.trans_pred(t))) for t in steps]
+        ends = np.cumsum([0] + [len(labels) for labels, _ in parts])
+        return MixedScorer(np.concatenate([labels for labels, _ in parts]),
+                           tuple((np.arange(ends[i], ends[i + 1]), one_match(*part)) for i, part in enumerate(parts)))
+    last = array(Keys.test_labels(n_steps - 1))
+    out = []
+    for t in steps:
+        labels = array(Keys.test_labels(t))
+        columns = np.flatnonzero(np.isin(last, labels))  # the classes seen by step t, in the test set's order
+        if not np.array_equal(last[columns], labels):
+            raise NotBootstrapped(f"a run of the mixed setting whose step {t} scored other test images than the "
+                                  f"last step's of its classes")
+        out.append((columns, one_match(labels, array(Keys.unified(t)))))
+    return MixedScorer(last, tuple(out))
+
+
+def scorer(stored: Mapping[str, np.ndarray], source: str) -> Scorer | MixedScorer:
+    """The `Scorer` of a run's stored predictions for its reported A (`source`, e.g. `wo/A`, `w/A_sample`; `cgcd/A`,
+    the mixed setting's All: a `MixedScorer`)."""
     flavour, metric = source.split("/")
     if metric not in BOOTSTRAPPED:
         raise NotBootstrapped(f"{source}: only A and A_sample are recomputed per resample")
     if is_mixed(stored):
-        raise NotBootstrapped("a run of the mixed setting: its steps are not bootstrapped")
+        if flavour != "cgcd" or metric != "A":
+            raise NotBootstrapped(f"{source}: a run of the mixed setting's reported A is cgcd/A (All)")
+        return mixed_scorer(stored)
     layout = layout_of(stored)
     last = layout.n_steps - 1
     labels = np.asarray(stored[Keys.test_labels(last)], dtype=np.int64)
@@ -128,7 +194,7 @@ def scorer(stored: Mapping[str, np.ndarray], source: str) -> Scorer:
     return Scorer(**common, correct=evaluator.task_agnostic_correct(labels, unified, maps).astype(float))
 
 
-def load_scorer(run: Path, source: str) -> Scorer:
+def load_scorer(run: Path, source: str) -> Scorer | MixedScorer:
     """`scorer` of the run directory's predictions.npz; NotBootstrapped (one line) without them."""
     try:
         with opened(Path(run) / PREDICTIONS) as stored:
@@ -147,7 +213,7 @@ def resample_counts(rng: np.random.Generator, n: int, resamples: int) -> np.ndar
     return np.bincount(draws.ravel(), minlength=resamples * n).reshape(resamples, n).astype(float)
 
 
-def bootstrap_scores(scorers: Mapping[tuple[str, int], Scorer], resamples: int = 1000,
+def bootstrap_scores(scorers: Mapping[tuple[str, int], Scorer | MixedScorer], resamples: int = 1000,
                      seed: int = 0) -> dict[tuple[str, int], np.ndarray]:
     """Every run's metric (keyed (label, seed)) on each of `resamples` image resamples: runs that scored the same
     images share each draw, so their differences are paired image by image."""
@@ -179,7 +245,7 @@ class Paired:
     resamples: int
 
 
-def paired(scorers: Mapping[tuple[str, int], Scorer], scores: Mapping[tuple[str, int], np.ndarray],
+def paired(scorers: Mapping[tuple[str, int], Scorer | MixedScorer], scores: Mapping[tuple[str, int], np.ndarray],
            first: str, second: str, seed: int = 0, lower_is_better: bool = False) -> Paired | None:
     """The `Paired` comparison of two labels from `bootstrap_scores`; None without a seed both ran on the same
     images. Seeds are resampled too (hierarchically: seeds, then the images drawn for each resample)."""

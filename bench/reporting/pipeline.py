@@ -107,7 +107,7 @@ def write_reports(selected: Selected, options: ReportOptions) -> ReportOutcome:
     from bench.core.storage import write_atomic
     from bench.reporting.aggregate import final_scores, split_by
     from bench.reporting.compare import paired_labels
-    from bench.reporting.files import INCOMPLETE, block_reports, row_order, write_figures, write_report
+    from bench.reporting.files import INCOMPLETE, block_reports, report_title, row_order, write_figures, write_report
     from bench.reporting.stats_files import report_statistics
 
     from bench.reporting.load import warn_unreadable_predictions
@@ -134,17 +134,19 @@ def write_reports(selected: Selected, options: ReportOptions) -> ReportOutcome:
     references = reference_labels(labelled)
     texts = [fmt for fmt in options.formats if fmt != "html"]
     correction = options.statistics.correction
+    title = report_title(grid.name, selection.cfg_options)  # every file's header: the grid and its --cfg-options
     paths: list[Path] = []
     for i, fmt in enumerate(texts):  # the figures once, with the first format's table
-        paths += write_report(labelled, out, fmt, title=f"grid {grid.name}", order=order,
+        paths += write_report(labelled, out, fmt, title=title, order=order,
                               exclude_from_best=references, figures=i == 0, correction=correction)
     if not texts:
         paths += write_figures(labelled, out, order)
     site_tables = [("table (Tab. 5 layout, every run)", "comparison", final_scores(labelled, order))]
     blocks = [(block, members(grid, block, specs, selection.cfg_options, selection.axes))
               for block in (grid.blocks if len(grid.blocks) > 1 else ())]
-    written, tables = block_reports(labelled, out, texts, f"grid {grid.name}", blocks, order, references, correction)
-    stats, statistics_files = report_statistics(labelled, order, out, texts, selected.directories, options.statistics)
+    written, tables = block_reports(labelled, out, texts, title, blocks, order, references, correction, grid=grid)
+    stats, statistics_files = report_statistics(labelled, order, out, texts, selected.directories, options.statistics,
+                                                title=title)
     paths, site_tables = paths + written + statistics_files, site_tables + tables
     comparison, paired_table, compared = _comparisons(frame, labelled, order, out, texts, options, paired)
     paths += compared
@@ -153,7 +155,7 @@ def write_reports(selected: Selected, options: ReportOptions) -> ReportOutcome:
         from bench.reporting.site import write_site
 
         spec_of, shown = {s.run_id: s for s in specs}, selection.shown_backbone(grid)
-        paths += write_site(labelled, out, title=f"grid {grid.name}",
+        paths += write_site(labelled, out, title=title,
                             runs=[(d, spec_of.get(d.name)) for d in selected.directories],
                             unplaced={u.run: u.why for u in unplaced},
                             label_of_spec=lambda s: backbone_label(s.label, s.backbone, shown), order=order,

@@ -3,7 +3,7 @@ forgetting per dataset, PNG and PDF, paper style."""
 from __future__ import annotations
 
 import math
-from typing import cast
+from typing import Sequence, cast
 from pathlib import Path
 
 import matplotlib
@@ -25,7 +25,9 @@ PALETTE = {
 # Every other method's colours, in this order: Okabe and Ito's colour-blind-safe palette, then Paul Tol's muted one
 SAFE = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000",
         "#332288", "#88CCEE", "#44AA99", "#117733", "#999933", "#DDCC77", "#CC6677", "#882255", "#AA4499"]
-# A colour closer than this (CIE76 ΔE in L*a*b*) to one a figure already draws is not used for another method
+# A colour closer than this (CIEDE2000 ΔE) to one a figure already draws is not used for another method. CIEDE2000,
+# not the plain L*a*b* distance (CIE76): that one overstates differences of saturated greens and blues, and drew
+# Joint (frozen) (#2ca02c) and VB-CGCD (#009E73) in two greens a reader cannot tell apart (CIE76 36.9, CIEDE2000 13.9)
 MIN_DELTA_E = 20.0
 # where colours run out, methods share one and differ by line style (a preset variant is drawn dashed)
 LINE_STYLES = ["-", ":", "-."]
@@ -41,10 +43,38 @@ def _lab(colour: str) -> np.ndarray:
     return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
 
 
+def delta_e(first: str, second: str) -> float:
+    """CIEDE2000 colour difference of two sRGB `#rrggbb` colours: 1 is about what an eye tells apart side by side;
+    two methods' lines want 20 or more."""
+    return ciede2000(_lab(first).tolist(), _lab(second).tolist())
+
+
+def ciede2000(first: Sequence[float], second: Sequence[float]) -> float:
+    """CIEDE2000 difference of two L*a*b* colours, as Sharma, Wu and Dalal (2005) write it out."""
+    (l1, a1, b1), (l2, a2, b2) = first, second
+    mean_c = (math.hypot(a1, b1) + math.hypot(a2, b2)) / 2
+    g = 0.5 * (1 - math.sqrt(mean_c ** 7 / (mean_c ** 7 + 25 ** 7)))
+    a1, a2 = (1 + g) * a1, (1 + g) * a2
+    c1, c2 = math.hypot(a1, b1), math.hypot(a2, b2)
+    h1, h2 = math.degrees(math.atan2(b1, a1)) % 360, math.degrees(math.atan2(b2, a2)) % 360
+    dh = 0.0 if c1 * c2 == 0 else (h2 - h1 + 180) % 360 - 180  # the hue change, the short way round
+    d_hue = 2 * math.sqrt(c1 * c2) * math.sin(math.radians(dh / 2))
+    mean_l, mean_c = (l1 + l2) / 2, (c1 + c2) / 2
+    mean_h = h1 + h2 if c1 * c2 == 0 else ((h1 + h2) / 2 + (180 if abs(h1 - h2) > 180 else 0)) % 360
+    t = (1 - 0.17 * math.cos(math.radians(mean_h - 30)) + 0.24 * math.cos(math.radians(2 * mean_h))
+         + 0.32 * math.cos(math.radians(3 * mean_h + 6)) - 0.20 * math.cos(math.radians(4 * mean_h - 63)))
+    rotation = -math.sin(math.radians(60 * math.exp(-(((mean_h - 275) / 25) ** 2)))) \
+        * 2 * math.sqrt(mean_c ** 7 / (mean_c ** 7 + 25 ** 7))
+    s_l = 1 + 0.015 * (mean_l - 50) ** 2 / math.sqrt(20 + (mean_l - 50) ** 2)
+    s_c, s_h = 1 + 0.045 * mean_c, 1 + 0.015 * mean_c * t
+    dl, dc, dhh = (l2 - l1) / s_l, (c2 - c1) / s_c, d_hue / s_h
+    return math.sqrt(dl ** 2 + dc ** 2 + dhh ** 2 + rotation * dc * dhh)
+
+
 def figure_styles(labels: list[str]) -> dict[str, tuple[str, str]]:
     """(colour, line style) of each method label of one figure: the paper methods keep their colours; every
     other method takes the first colour of `SAFE` that no method of the figure draws and that is at least
-    MIN_DELTA_E from every colour the figure draws (so a plugin's method is never drawn in almost Baseline's
+    MIN_DELTA_E (`delta_e`) from every colour the figure draws (so a plugin's method is never drawn in almost Baseline's
     colour); once none is left, colours are reused with other line styles. A preset variant (`Baseline
     [equations]`) keeps its method's colour, drawn dashed. The same labels in the same order get the same styles."""
     bases = list(dict.fromkeys(label.split(" [")[0] for label in labels))
@@ -52,8 +82,8 @@ def figure_styles(labels: list[str]) -> dict[str, tuple[str, str]]:
     others = [b for b in bases if b not in PALETTE]
     free, reused = list(SAFE), 0
     for base in others:
-        drawn = [_lab(colour) for colour, _ in chosen.values()]
-        pick = next((c for c in free if all(np.linalg.norm(_lab(c) - d) >= MIN_DELTA_E for d in drawn)), None)
+        drawn = [colour for colour, _ in chosen.values()]
+        pick = next((c for c in free if all(delta_e(c, d) >= MIN_DELTA_E for d in drawn)), None)
         if pick is not None:
             free.remove(pick)
             chosen[base] = (pick, "-")

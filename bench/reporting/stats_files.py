@@ -32,8 +32,9 @@ def latex_text(text: str) -> str:
     return latex_symbols(escape_latex(text).replace("<", "$<$").replace(">", "$>$"))
 
 
-def render(stats: Statistics, fmt: str) -> str:
-    """The statistics part as text in `fmt` (markdown, latex or csv)."""
+def render(stats: Statistics, fmt: str, title: str = "") -> str:
+    """The statistics part as text in `fmt` (markdown, latex or csv), headed with the report's `title` (its grid and
+    `--cfg-options`; csv: tidy data, no preamble)."""
     if fmt == "csv":
         return _csv(stats)
     latex = fmt == "latex"
@@ -46,10 +47,10 @@ def render(stats: Statistics, fmt: str) -> str:
 
     # the diagrams beside stats.tex, wherever a paper \input's it from (LaTeX's \CurrentFilePath, 2020 and later;
     # without it, or input from its own folder, the bare names)
-    parts = [r"% needs \usepackage{booktabs,graphicx}" "\n"
+    parts = [(f"% {title}\n" if title else "") + r"% needs \usepackage{booktabs,graphicx}" "\n"
              r"\edef\benchstatsdir{\ifdefined\CurrentFilePath\CurrentFilePath\fi}" "\n"
              r"\edef\benchstatsdir{\ifx\benchstatsdir\empty\else\benchstatsdir/\fi}"
-             if latex else "# Statistics"]
+             if latex else "# Statistics" + (f": {title}" if title else "")]
     for metric in ("A", "F"):
         r = stats.ranks.get(metric)
         if r is None:
@@ -79,14 +80,16 @@ def _csv(stats: Statistics) -> str:
     return pd.concat(frames, ignore_index=True).to_csv(index=False, float_format="%.6g") if frames else "kind\n"
 
 
-def write_statistics(stats: Statistics, out: Path, formats: Sequence[str], figures: bool = True) -> list[Path]:
-    """`stats.<ext>` per text format and, unless `figures` is False, the critical-difference diagrams."""
+def write_statistics(stats: Statistics, out: Path, formats: Sequence[str], figures: bool = True,
+                     title: str = "") -> list[Path]:
+    """`stats.<ext>` per text format (headed with `title`) and, unless `figures` is False, the critical-difference
+    diagrams."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for fmt in formats:
         paths.append(out / f"stats.{SUFFIX[fmt]}")
-        write_atomic(paths[-1], render(stats, fmt))
+        write_atomic(paths[-1], render(stats, fmt, title))
     if figures:
         from bench.reporting.cdplot import cd_diagram
 
@@ -110,8 +113,8 @@ def statistics_options(options: Options | Mapping[str, Any] | None) -> Options:
 
 
 def report_statistics(frame: pd.DataFrame, order: Mapping[str, Sequence[str]], out: Path, formats: Sequence[str],
-                      directories: Sequence[Path], options: Options | Mapping[str, Any] | None = None
-                      ) -> tuple[Statistics, list[Path]]:
+                      directories: Sequence[Path], options: Options | Mapping[str, Any] | None = None,
+                      title: str = "") -> tuple[Statistics, list[Path]]:
     """`bench report`'s statistics part: computed once over the report's runs (predictions read from
     `directories`), written in each text format of `formats`, with its diagrams; `options` an `Options` or its
     fields by name (a BenchError names a wrong one)."""
@@ -119,4 +122,4 @@ def report_statistics(frame: pd.DataFrame, order: Mapping[str, Sequence[str]], o
 
     options = statistics_options(options)
     stats = compute(frame, final_scores(frame, order), {Path(d).name: Path(d) for d in directories}, options)
-    return stats, write_statistics(stats, out, [f for f in formats if f in SUFFIX])
+    return stats, write_statistics(stats, out, [f for f in formats if f in SUFFIX], title=title)

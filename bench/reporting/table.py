@@ -162,17 +162,41 @@ def _latex(cells: dict, shape: Shape, datasets: Sequence[str], caption: str) -> 
     return "\n".join(lines)
 
 
+# the mixed setting's summary rows (`bench.protocol.mixed`): the flavour of its A and F, and what they are
+MIXED = "cgcd"
+MIXED_SOURCES = {"A": "All (mixed setting)", "F": "labelled classes' forgetting (mixed setting)"}
+MIXED_NOTE = ("Mixed setting (continual category discovery): A is All, the accuracy over every class seen so far "
+              "under one Hungarian match (on the test images; on each step's own unlabelled images where the split "
+              "says transductive), mean over the unlabelled steps; F is the labelled classes' accuracy after the "
+              "labelled step minus after the last")
+
+
 def source_text(source: str) -> str:
-    """`w/A_sample` → `W, sample-weighted`, `wo_refit/A` → `W/O, maps re-fitted`: which evaluator row a
-    reported value is."""
+    """`w/A_sample` → `W, sample-weighted`, `wo_refit/A` → `W/O, maps re-fitted`, `cgcd/A` → `All (mixed setting)`:
+    which evaluator row a reported value is."""
     flavour, metric = source.split("/")
+    if flavour == MIXED:
+        return MIXED_SOURCES.get(metric, f"{metric} (mixed setting)")
     name = {"wo": "W/O", "w": "W", "wo_refit": "W/O, maps re-fitted"}.get(flavour, flavour)
     return name + (", sample-weighted" if metric.endswith("_sample") else "")
 
 
+def flavours_text(a_source: str | None, f_source: str | None) -> str:
+    """A leaderboard's `A · F flavour` cell: `W/O · W/O` for class-iNCD, `mixed setting: A = All, F = labelled classes`
+    for a run of the mixed setting (whose A and F are not flavours of class-iNCD's evaluator)."""
+    if a_source == f"{MIXED}/A" and f_source == f"{MIXED}/F":
+        return "mixed setting: A = All, F = labelled classes"
+    return " · ".join(source_text(s) if isinstance(s, str) else "--" for s in (a_source, f_source))
+
+
+def is_mixed_source(source: str) -> bool:
+    return str(source).split("/")[0] == MIXED
+
+
 def protocol_note(scores: pd.DataFrame) -> str:
     """Plain text for a caption: which flavour each method's A and F are (the paper's protocol is
-    task-agnostic; K-means' A is one match over all classes) and how the features were computed."""
+    task-agnostic; K-means' A is one match over all classes), what A and F are for the mixed setting's rows, and
+    how the features were computed."""
     def by_value(column: str) -> dict[str, list[str]]:
         groups: dict[str, list[str]] = {}
         for label, value in scores.drop_duplicates("label")[["label", column]].itertuples(index=False):
@@ -183,9 +207,18 @@ def protocol_note(scores: pd.DataFrame) -> str:
     per_label = {label: "; ".join(f"{metric} {source_text(source)}" for metric, source in
                                  g.drop_duplicates("metric")[["metric", "source"]].itertuples(index=False))
                  for label, g in scores.groupby("label", observed=True, sort=False)}
+    mixed = {str(label) for label, g in scores.groupby("label", observed=True, sort=False)
+             if g["source"].map(is_mixed_source).all()}
     usual = "A W/O; F W/O"
-    others = [f"{label}: {text}" for label, text in per_label.items() if text != usual]
-    parts.append("A and F task-agnostic (W/O)" + (f", except {', '.join(others)}" if others else ""))
+    incremental = {label: text for label, text in per_label.items() if str(label) not in mixed}
+    others = [f"{label}: {text}" for label, text in incremental.items() if text != usual]
+    if incremental:
+        parts.append(("A and F task-agnostic (W/O)" if not mixed else
+                      f"Class-iNCD rows ({', '.join(map(str, incremental))}): A and F task-agnostic (W/O)")
+                     + (f", except {', '.join(others)}" if others else ""))
+    if mixed:
+        parts.append(MIXED_NOTE + (f" ({', '.join(l for l in map(str, per_label) if l in mixed)})"
+                                   if incremental else ""))
     if "features" in scores:
         groups = by_value("features")
         text = "; ".join(f"{value} ({', '.join(labels)})" for value, labels in groups.items()) if len(groups) > 1\
@@ -197,11 +230,29 @@ def protocol_note(scores: pd.DataFrame) -> str:
     return ". ".join(parts) + "."
 
 
+def rank_header(scores: pd.DataFrame) -> str:
+    """The leaderboards' rank column's title: a method's average rank over every block of the report, the same on
+    each of its rows (`rank_note` says so below a table)."""
+    from bench.reporting.ranks import blocks
+
+    return f"avg rank of A over {len(blocks(scores, 'A').values)} blocks (95% CI)"
+
+
+def rank_note(scores: pd.DataFrame) -> str:
+    """What the rank column is: not a rank within the row's split."""
+    from bench.reporting.ranks import blocks
+
+    part = blocks(scores, "A")
+    return (f"avg rank of A: each method's mean rank of A over the report's {len(part.values)} blocks (split × "
+            f"dataset) that every ranked method ran, with its 95% bootstrap interval over the blocks; the same on each "
+            f"of its rows, not its rank within the row's split (rows within a split are ordered by A)")
+
+
 def leaderboard(scores: pd.DataFrame, references: Sequence[str] = ()) -> str:
     """The terminal table `bench run` ends with: A and F per split, dataset and method, best A first;
-    reference methods marked as in the paper's tables, the flavour of A and F and the features said; where
-    several blocks (split × dataset) are reported, each method's average rank of A over them with its 95%
-    bootstrap interval (`ranks.rank_texts`)."""
+    reference methods marked as in the paper's tables, the flavour of A and F (the mixed setting's: A is All) and the
+    features said; where several blocks (split × dataset) are reported, each method's average rank of A over them
+    with its 95% bootstrap interval (`ranks.rank_texts`), the same on each of its rows, as the line below says."""
     from bench.reporting.ranks import rank_texts
 
     ranks = rank_texts(scores)
@@ -211,8 +262,8 @@ def leaderboard(scores: pd.DataFrame, references: Sequence[str] = ()) -> str:
         row = hit.iloc[0]
         return f"{row['mean']:.1f}" + ("" if pd.isna(row["std"]) else f" ± {row['std']:.1f}")
 
-    def flavour(hit: pd.DataFrame) -> str:
-        return source_text(hit["source"].iloc[0]) if len(hit) and "source" in hit else "--"
+    def source(hit: pd.DataFrame) -> str | None:
+        return str(hit["source"].iloc[0]) if len(hit) and "source" in hit else None
 
     rows = []
     for (split, dataset, label), group in scores.groupby(["split", "dataset", "label"], observed=True, sort=True):
@@ -224,8 +275,9 @@ def leaderboard(scores: pd.DataFrame, references: Sequence[str] = ()) -> str:
               if len(a) and "ci95" in a and not pd.isna(a["ci95"].iloc[0]) else "--")
         rank = (ranks.get(str(label), "not ranked"),) if ranks else ()
         rows.append(((split, dataset, best_first), (split, dataset, shown, text(a), ci, text(f), int(group["n"].max()),
-                                                    f"{flavour(a)} · {flavour(f)}", features, *rank)))
+                                                    flavours_text(source(a), source(f)), features, *rank)))
     rows.sort(key=lambda r: r[0])
-    return tabulate([r[1] for r in rows], headers=("split", "dataset", "method", "A ↑ (%)", "A 95% CI", "F ↓ (%)",
-                                                   "seeds", "A · F flavour", "features")
-                    + (("rank of A (95% CI)",) if ranks else ()), tablefmt="github", disable_numparse=True)
+    table = tabulate([r[1] for r in rows], headers=("split", "dataset", "method", "A ↑ (%)", "A 95% CI", "F ↓ (%)",
+                                                    "seeds", "A · F flavour", "features")
+                     + ((rank_header(scores),) if ranks else ()), tablefmt="github", disable_numparse=True)
+    return table + (f"\n{rank_note(scores)}." if ranks else "")

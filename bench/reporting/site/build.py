@@ -65,7 +65,8 @@ def write_site(frame: pd.DataFrame, out: Path, *, title: str, runs: Sequence[tup
             'data, as in the paper.</p>'
             + _filters(all_runs) + (_leaderboards(scores, all_runs, references) or "<p>No runs.</p>") + "</section>",
             ranked, cgcd,
-            '<section id="comparison"><h2>Paper comparison</h2>' + _comparison(comparison, runs_by_cell) + "</section>"]
+            '<section id="comparison"><h2>Paper comparison</h2>'
+            + _comparison(comparison, runs_by_cell, mixed=bool(cgcd), files=[Path(p).name for p in files]) + "</section>"]
     if paired is not None:
         body.append(_paired(paired[1], paired[0]))
     body.append('<section id="curves"><h2>Curves and radar plots</h2><p class="note">Per dataset and split: each '

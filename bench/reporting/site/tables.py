@@ -15,7 +15,8 @@ from bench.reporting.ranks import rank_texts
 from bench.reporting.site.html import _slug, e
 from bench.reporting.site.runs import DONE, Run, _cell_state, _missing_td, _run_links
 from bench.reporting.stats import ci95_bounds
-from bench.reporting.table import LOWER_IS_BETTER, METRICS, _cells, dagger_note, source_text
+from bench.reporting.table import (LOWER_IS_BETTER, METRICS, _cells, dagger_note, flavours_text, rank_header, rank_note,
+                                   source_text)
 
 REFERENCE_MARK = (' <span class="ref" title="a reference method: sees earlier steps\' data; never bold in the '
                   'paper\'s tables">reference</span>')
@@ -55,7 +56,7 @@ def _leaderboards(scores: pd.DataFrame, runs: Sequence[Run], references: Sequenc
         backbones = {_backbone(stats.get(k), by_cell.get(k)) for k in mine}
         head = ("method", "dataset", "A ↑ (%)", "A 95% CI", "F ↓ (%)", "F 95% CI", "seeds", "runs",
                 "A · F flavour", "features") + (("backbone",) if len(backbones) > 1 else ())\
-            + (("rank of A (95% CI)",) if ranks else ())
+            + ((rank_header(scores),) if ranks else ())
         for key in mine:
             members, values = by_cell.get(key, []), stats.get(key, {})
             first = next(iter(values.values()), None)
@@ -87,8 +88,8 @@ def _leaderboards(scores: pd.DataFrame, runs: Sequence[Run], references: Sequenc
             tds.append(f'<td class="num" data-v="{n_done}" title="finished seeds / runs of the cell'
                        f'{(": " + e(others)) if n_done < len(members) else ""}">{n_done}/{len(members)}</td>')
             tds.append(f'<td class="runs">{_run_links(members)}</td>')
-            flavours = " · ".join(source_text(values[m]["source"]) if m in values and isinstance(values[m].get("source"), str)
-                                  else "--" for m in ("A", "F"))
+            flavours = flavours_text(*(values[m]["source"] if m in values and isinstance(values[m].get("source"), str)
+                                       else None for m in ("A", "F")))
             tds += [f'<td class="wrap">{e(flavours)}</td>',
                     f'<td class="wrap">{e(first.get("features", "--") if first else "--")}</td>']
             if len(backbones) > 1:
@@ -96,8 +97,8 @@ def _leaderboards(scores: pd.DataFrame, runs: Sequence[Run], references: Sequenc
             if ranks:
                 shown = ranks.get(key[2], "not ranked")
                 tds.append(f'<td class="num" data-v="{e(shown.split(" ")[0]) if key[2] in ranks else ""}" title="average '
-                           f'rank of A over every split × dataset of the report, 95% bootstrap interval over them; '
-                           f'not ranked: a cell without its value">{e(shown)}</td>')
+                           f'rank of A over every split × dataset of the report, 95% bootstrap interval over them: '
+                           f'the same on each of the method\'s rows; not ranked: a cell without its value">{e(shown)}</td>')
             rows.append(f'<tr data-dataset="{e(key[1])}" data-method="{e(method)}" data-preset="{e(preset)}">'
                         + "".join(tds) + "</tr>")
         one = f' <span class="meta">· backbone {e(next(iter(backbones)))}</span>' if len(backbones) == 1 else ""
@@ -105,6 +106,8 @@ def _leaderboards(scores: pd.DataFrame, runs: Sequence[Run], references: Sequenc
                      f'<div class="scroll"><table class="sortable filterable leaderboard"><thead><tr>'
                      + "".join(f'<th scope="col"><button type="button">{e(h)}</button></th>' for h in head)
                      + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")
+    if ranks:  # one average over every block, shown on each row of a split: said once, under the tables
+        parts.append(f'<p class="note">{e(rank_note(scores))}.</p>')
     return "".join(parts)
 
 
@@ -124,10 +127,31 @@ def _delta_style(metric: str, diff: float) -> str:
     return f"background: hsla({hue}, 70%, 45%, {0.12 + 0.5 * strength:.2f})"
 
 
-def _comparison(table: pd.DataFrame | None, runs_by_cell: Mapping[tuple[str, str, str], list[Run]]) -> str:
+def _peers_pointer(files: Sequence[str]) -> str:
+    """Where a report of the mixed setting compares with published numbers: the continual-GCD peers' tables
+    (`bench report --compare PEER`), and the comparisons this report wrote (`files`: their names, beside index.html)."""
+    from bench.reporting.peers import PEERS
+
+    written = [name for name in files if any(name.startswith(f"compare_{peer}.") for peer in PEERS)]
+    return ("<p>This report's runs of the mixed setting (continual category discovery) are not in the paper's "
+            "class-iNCD tables; the continual-GCD peers' published tables are: run <code>bench report</code> again "
+            "with this report's selection and " + ", ".join(f"<code>--compare {e(peer)}</code>" for peer in PEERS)
+            + " (" + "; ".join(e(name) for name in PEERS.values()) + ") to write <code>compare_&lt;peer&gt;.md</code> "
+            "(and .tex, .csv) beside this page, each published cell beside the measured one."
+            + (" This report's: " + ", ".join(f'<a href="{quote(name)}">{e(name)}</a>' for name in written) + "."
+               if written else "") + "</p>")
+
+
+def _comparison(table: pd.DataFrame | None, runs_by_cell: Mapping[tuple[str, str, str], list[Run]],
+                mixed: bool = False, files: Sequence[str] = ()) -> str:
+    """The paper comparison's section body; where the report has runs of the mixed setting (`mixed`), a pointer to
+    the peers' tables (`_peers_pointer`, `files` the names of the report's files) beside it."""
+    peers = _peers_pointer(files) if mixed else ""
     if table is None:
-        return "<p>Not computed.</p>"
+        return "<p>Not computed.</p>" + peers
     rows = table[table["paper"].notna()]
+    if rows.empty and mixed:
+        return peers
     if rows.empty:
         return ("<p>None of this report's cells is in the paper's tables (its datasets, splits, methods or "
                 "backbones are not the paper's): nothing to compare.</p>")
@@ -154,7 +178,7 @@ def _comparison(table: pd.DataFrame | None, runs_by_cell: Mapping[tuple[str, str
             'colour, the larger the gap (full at 10 points). Only the cells the paper reports are listed.</p>'
             '<table class="sortable filterable"><thead><tr>'
             + "".join(f'<th scope="col"><button type="button">{e(h)}</button></th>' for h in head)
-            + "</tr></thead><tbody>" + "".join(body) + "</tbody></table>")
+            + "</tr></thead><tbody>" + "".join(body) + "</tbody></table>" + peers)
 
 
 def _interval(r: Mapping[str, Any]) -> str:
