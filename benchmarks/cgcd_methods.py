@@ -1,5 +1,5 @@
 """Time per step of the mixed setting's methods that train the last block (continual SimGCD, Happy, PromptCCD)
-beside the frozen-feature baselines, and their cost on CIFAR-100 under the cost model's units.
+beside the frozen-feature baselines, and what the cost model prices their CIFAR-100 run at.
 
     python benchmarks/cgcd_methods.py [--recipe smoke|vitb16] [--images 4] [--tokens live|bank] [--throughput 7600]
 
@@ -8,10 +8,10 @@ beside the frozen-feature baselines, and their cost on CIFAR-100 under the cost 
 - `vitb16`: DINO ViT-B/16's architecture (random weights: the timing does not depend on them) at 224 px on this
   machine's CPU, `--images` training images a class, batch 8, one epoch a step: a few batches per step. The
   feature bank and token bank are built before the clock starts (as a grid shares them).
-- The cost on CIFAR-100 (`happy-5-stage`: 20000 labelled images, then 5 steps of 5250..6250; Happy's epochs 100 +
-  30 a step, PromptCCD's 200 a step on `promptccd-3-stage`'s 30450 + 5950 + 6550 + 7050) in block-forward units
-  (`benchmarks/cost_model.py`: a full ViT-B/16 forward is 12, a trained block's backward 2), turned into GPU
-  hours at `--throughput` full forwards a second (default the cost model's 7600, measured on an H200).
+- The GPU hours of one CIFAR-100 run (`happy-5-stage`; PromptCCD `promptccd-3-stage`) at `--throughput` full
+  ViT-B/16 forwards a second (default the cost model's 7600, measured on an H200): `bench.execution.cost.priced`,
+  the very number `bench run --dry-run` prints for that run (`mixed_units`: the methods' epochs on the
+  protocol's step sizes, the trained block's forward and backward, the frozen prefix with `--tokens live`).
 """
 from __future__ import annotations
 
@@ -24,30 +24,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.execution.cost import DEPTH as FULL, THROUGHPUT  # noqa: E402  (FULL: a ViT-B/16 forward in block units)
+from bench.execution.cost import THROUGHPUT, priced  # noqa: E402
 
 METHODS = ["NCM + k-means", "Gaussian per class", "SimGCD (continual)", "Happy", "PromptCCD"]
 SIZES: list[int] = []  # the training images of each step timed (the last method's)
 
 
-def units(method: str, tokens: str = "bank") -> float:
-    """Block-forward units of one CIFAR-100 run (the banks excluded, counted once per dataset); `tokens`: where the
-    methods that train the last block read the tokens entering it (`live`: the frozen 11 blocks run on every view)."""
-    happy = [20000] + [5250 + 250 * s for s in range(5)]
-    if method in ("NCM + k-means", "Gaussian per class"):
-        return 0.0  # the feature bank alone: k-means and EM on features cost nothing against it
-    prefix = FULL - 1 if tokens == "live" else 0
-    trained = 1 + 2  # the last block: forward and backward
-    if method == "SimGCD (continual)":
-        return 2 * (100 * happy[0] + 30 * sum(happy[1:])) * (prefix + trained)
-    if method == "Happy":  # + the previous step's block on both views (feature distillation)
-        return 2 * (100 * happy[0] * (prefix + trained) + 30 * sum(happy[1:]) * (prefix + trained + 1))
-    if method == "PromptCCD":  # per view: the query (a full forward), then 11 frozen blocks and the trained one
-        steps = [30450, 5950, 6550, 7050]
-        prompted = FULL + (FULL - 1) + trained
-        plain = (FULL - 1) + trained  # the first 30 epochs of a step: no prompt, no query
-        return 2 * sum(30 * n * plain + 170 * n * prompted for n in steps)
-    raise ValueError(method)
+def hours(method: str, tokens: str = "bank", throughput: float = THROUGHPUT) -> float:
+    """The cost model's GPU hours of one CIFAR-100 run of `method` (its banks excluded, counted once per dataset),
+    the frozen prefix read from the token bank or (`live`) run on every view."""
+    split = "promptccd-3-stage" if method == "PromptCCD" else "happy-5-stage"
+    seconds = priced(method, "cifar100", split, options={"features.tokens": tokens}, throughput=throughput)
+    assert seconds is not None  # CIFAR-100's size is known
+    return seconds / 3600
 
 
 def time_stages(method: str, recipe: str, images: int, work: Path, tokens: str = "live") -> list[float]:
@@ -105,9 +94,9 @@ def main() -> None:
             spent = time_stages(method, args.recipe, args.images, work, args.tokens)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        hours = units(method, args.tokens) / FULL / args.throughput / 3600
         rest = sum(spent[1:]) / max(len(spent) - 1, 1)
-        print(f"{method:<20} {spent[0]:>19.2f} {rest:>27.2f} {hours:>18.2f}  {'/'.join(map(str, SIZES))}")
+        cost = hours(method, args.tokens, args.throughput)
+        print(f"{method:<20} {spent[0]:>19.2f} {rest:>27.2f} {cost:>18.2f}  {'/'.join(map(str, SIZES))}")
         SIZES.clear()
 
 

@@ -15,7 +15,8 @@ def test_bench_run_piped_into_head_finishes_every_run(tmp_path):
             f"--seeds 0 1 --results {tmp_path}"
     out = subprocess.run(["bash", "-c", f"{bench} | head -1; exit ${{PIPESTATUS[0]}}"], capture_output=True, text=True,
                          cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300)
-    assert out.stdout.startswith("grid demo: 2 runs") and len(out.stdout.splitlines()) == 1
+    assert out.stdout.startswith("grid demo, narrowed by --methods --splits --seeds: 2 runs")
+    assert len(out.stdout.splitlines()) == 1
     assert out.returncode == 0, out.stderr
     assert "Traceback" not in out.stderr and "BrokenPipe" not in out.stderr, out.stderr
     runs = sorted((tmp_path / "runs").iterdir())

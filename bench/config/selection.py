@@ -68,6 +68,15 @@ class Selection:
             raise BenchError(f"{', '.join(extra)} given beside a Selection: give them in the Selection instead")
         return grid
 
+    def label(self, grid: str) -> str:
+        """What a command runs, as it says so: `grid demo`, or `grid demo, narrowed by --methods --datasets` where
+        selection options replaced the grid's axes, and `, with --cfg-options` where options changed its runs."""
+        flags = (("methods", "--methods"), ("datasets", "--datasets"), ("splits", "--splits"), ("seeds", "--seeds"),
+                 ("backbones", "--backbone"))
+        given = [flag for name, flag in flags if getattr(self, name) is not None]
+        return (f"grid {grid}" + (f", narrowed by {' '.join(given)}" if given else "")
+                + (", with --cfg-options" if self.cfg_options else ""))
+
     def shown_backbone(self, grid: Grid) -> str:
         """The backbone whose rows need no backbone in their label: the first selected, else the grid's first."""
         return (self.backbones or grid.backbones)[0]

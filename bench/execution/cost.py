@@ -15,10 +15,19 @@ images a second through bench's extraction, preprocessing included, which is the
 - A method that trains the last blocks reads the token bank and runs only those blocks each epoch; the paper's
   methods by the counts of `benchmarks/cost_model.py` (which imports them from here), any other method on
   tokens as `epochs` (its `method.epochs`, else 100) passes of two views through its trained blocks.
+- The mixed setting's methods that train the last block (`mixed_units`: continual SimGCD, Happy, PromptCCD) by
+  their own epochs on their protocol's steps (`mixed_sizes`), with `features.tokens` as the run sets it: `live`
+  runs the 11 frozen blocks on every view, `bank` reads their tokens. VB-CGCD, on the feature bank, adds its
+  Adam steps (`adam_seconds`).
+
+This module is the one cost per method: `bench run --dry-run` prints it per run and per method
+(`bench.execution.plan`), and docs/performance.md's table of it is checked against it (tests/test_cost.py).
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+import functools
+import json
+from typing import Any, Mapping, Sequence
 
 from bench.config.spec import RunSpec
 
@@ -47,6 +56,12 @@ BACKBONE_COST = {"dino-vitb16": 1.0, "sup21k-vitb16": 1.0, "dinov3-vitb16": 1.9,
                  "dinov2-vitb14-reg4": 1.47, "dinov2-vitl14": 4.4, "dinov2-vitl14-reg4": 4.4, "clip-vitl14": 4.27,
                  "pixels": 0.0}
 ON_FEATURES = ("K-means", "Baseline", "Baseline++", "Joint (frozen)")
+# the mixed setting's methods that train the last block, priced by `mixed_units`
+MIXED_TAILS = ("SimGCD (continual)", "Happy", "PromptCCD")
+# VB-CGCD: one Adam step of its Gaussians' fit (methods/vb_cgcd.py), measured by benchmarks/vb_cgcd_speed.py on
+# one CPU thread at the cgcd-demo grid's 64 dimensions (docs/performance.md#vb-cgcds-fit); not measured on a GPU
+# nor at ViT-B/16's 384 PCA dimensions, where a step decomposes larger matrices: a lower bound there
+ADAM_STEP_S = 0.002
 
 
 def units(method: str, sizes: Sequence[int], *, epochs: int = 100, full: float = DEPTH) -> float:
@@ -85,20 +100,92 @@ def sizes_of(dataset: str, n_steps: int) -> list[int] | None:
     return None if total is None else [total // n_steps] * n_steps
 
 
+def mixed_units(method: str, sizes: Sequence[int], method_cfg: Mapping[str, Any], tokens: str) -> float:
+    """Block-forward units of one mixed run of a method in `MIXED_TAILS` whose steps train on `sizes` images (the
+    labelled step first), the banks excluded: two views an image an epoch, each through the frozen 11 blocks where
+    `tokens` is `live` (none on the token bank), the trained block's forward and backward (3) and:
+    Happy, the previous step's block on them after the labelled step (feature distillation); PromptCCD, its query
+    (a full forward) and the prompted pass from `prompt_from` on, its prompts entering at block 0 (the whole ViT
+    runs on every view, bank or not)."""
+    labelled, later = sizes[0], sum(sizes[1:])
+    prefix, trained = (DEPTH - 1 if tokens == "live" else 0), 1 + 2
+    if method == "SimGCD (continual)":
+        return 2 * (method_cfg["labelled_epochs"] * labelled + method_cfg["epochs"] * later) * (prefix + trained)
+    if method == "Happy":
+        return 2 * (method_cfg["labelled_epochs"] * labelled * (prefix + trained)
+                    + method_cfg["epochs"] * later * (prefix + trained + 1))
+    if method == "PromptCCD":
+        plain, prompted = DEPTH - 1 + trained, DEPTH + DEPTH - 1 + trained
+        first = min(method_cfg["prompt_from"], method_cfg["epochs"])
+        return 2 * sum(first * n * plain + (method_cfg["epochs"] - first) * n * prompted for n in sizes)
+    raise ValueError(f"no mixed-setting count for {method!r}")
+
+
+def adam_seconds(method: str, n_steps: int, method_cfg: Mapping[str, Any]) -> float:
+    """VB-CGCD's Adam steps at `ADAM_STEP_S` each: `svi_iters` for the first step's fit, then two fits a step (the
+    new classes, then their refit on the images no known class explains), as many if no early stop ends them; 0
+    for another method."""
+    if method != "VB-CGCD":
+        return 0.0
+    return ADAM_STEP_S * int(method_cfg["svi_iters"]) * (2 * n_steps - 1)
+
+
+def mixed_sizes(dataset: str, config: Mapping[str, Any]) -> list[int] | None:
+    """The training images of each step of a mixed run (the labelled step's labelled images, then each unlabelled
+    step's), its protocol applied to the dataset's training images shared evenly among its classes; None where
+    bench does not know the dataset's size."""
+    total = sum(TASKS[dataset][2]) if dataset in TASKS else TRAIN.get(dataset)
+    if total is None:
+        return None
+    return list(_mixed_sizes(dataset, total, json.dumps(config["setting"], sort_keys=True),
+                             json.dumps(config.get("dataset") or {}, sort_keys=True)))
+
+
+@functools.lru_cache(maxsize=None)
+def _mixed_sizes(dataset: str, total: int, setting: str, options: str) -> tuple[int, ...]:
+    import numpy as np
+
+    from bench.data import declared_num_classes
+    from bench.splits.manifests import labelled_count
+    from bench.splits.settings import protocol_for
+
+    classes = declared_num_classes(dataset, json.loads(options)) or 1
+    labels = np.repeat(np.arange(classes), total // classes)
+    protocol = protocol_for(json.loads(setting), classes, labels)
+    labelled = sum(int(n) for n in labelled_count(protocol, labels.tolist()).values())
+    return (labelled, *(sum(int(n) for n in step.values()) for step in protocol.steps))
+
+
 def run_seconds(spec: RunSpec, throughput: float = THROUGHPUT) -> float | None:
     """The GPU seconds one run is modelled to take (its share of the banks excluded), at `throughput`; None
     where its dataset's size is unknown."""
-    sizes = sizes_of(spec.dataset, spec.n_steps)
+    mixed = (spec.config.get("setting") or {}).get("name") == "mixed"
+    sizes = mixed_sizes(spec.dataset, spec.config) if mixed else sizes_of(spec.dataset, spec.n_steps)
     if sizes is None:
         return None
     from bench.registries.catalogue import method_info  # what methods declare, without importing them (torch)
 
+    method_cfg = spec.config.get("method") or {}
     info = method_info(spec.method)
     if info is None or info.inputs == "features":
-        return FLOOR_S
-    epochs = int((spec.config.get("method") or {}).get("epochs", 100) or 100)
+        return FLOOR_S + adam_seconds(spec.method, spec.n_steps, method_cfg)
     scale = BACKBONE_COST.get(spec.backbone, 1.0)
+    if mixed and spec.method in MIXED_TAILS:
+        tokens = (spec.config.get("features") or {}).get("tokens", "live")
+        return FLOOR_S + mixed_units(spec.method, sizes, method_cfg, tokens) * scale / (throughput * DEPTH)
+    epochs = int(method_cfg.get("epochs", 100) or 100)
     return FLOOR_S + units(spec.method, sizes, epochs=epochs) * scale / (throughput * DEPTH)
+
+
+def priced(method: str, dataset: str, split: str, *, backbone: str = "dino-vitb16",
+           options: Mapping[str, Any] | None = None, throughput: float = THROUGHPUT) -> float | None:
+    """`run_seconds` of the run of `method` (its default preset) on `dataset` and `split`, seed 0, as a grid
+    expands it with `options` (`--cfg-options`): the runs docs/performance.md prices."""
+    from bench.config.grids import Block, Grid, expand
+
+    grid = Grid("priced", (Block((method,), (dataset,), (split,), (backbone,)),), (0,), {})
+    (spec,) = expand(grid, options=options)
+    return run_seconds(spec, throughput)
 
 
 def bank_seconds(specs: Sequence[Any], throughput: float = THROUGHPUT) -> float:

@@ -132,22 +132,22 @@ def launch(selection: Selection, options: RunOptions) -> RunOutcome:
         check_inputs(pending)
         check_caches(results, pending)
     outcome = RunOutcome(loaded.name, results, tuple(specs), tuple(done), tuple(pending))
-    shown_backbone = selection.shown_backbone(loaded)
+    shown_backbone, label = selection.shown_backbone(loaded), selection.label(loaded.name)
     if o.cluster == "slurm":
-        return _run_slurm(outcome, loaded, o, started=started, shown_backbone=shown_backbone, pack=pack)
+        return _run_slurm(outcome, loaded, o, started=started, shown_backbone=shown_backbone, pack=pack, label=label)
     if o.dry_run:
-        plan.print_local(loaded.name, specs, done, pending, o.workers, slots)
+        plan.print_local(label, specs, done, pending, o.workers, slots)
         return outcome
     check_writable(results)
     if not pending:
         what = "no failed runs to retry" if o.retry_failed else "nothing to run (--force re-runs them)"
-        print(f"grid {loaded.name}: {len(done)} of {len(specs)} runs already done, {what}"
-              if len(done) < len(specs) else f"grid {loaded.name}: all {len(specs)} runs already done, {what}")
+        print(f"{label}: {len(done)} of {len(specs)} runs already done, {what}"
+              if len(done) < len(specs) else f"{label}: all {len(specs)} runs already done, {what}")
         print_leaderboard(results, specs, shown_backbone)
         return outcome
     for spec in pending if o.force else ():
         invalidate(results, spec)
-    print(f"grid {loaded.name}: {len(specs)} runs, {len(specs) - len(pending)} already done, "
+    print(f"{label}: {len(specs)} runs, {len(specs) - len(pending)} already done, "
           f"running {len(pending)} on {o.cluster}")
     start = time.monotonic()
     from bench.execution.scheduler import run_specs
@@ -186,7 +186,7 @@ def _rebuild_metrics(out: Path) -> bool:
 
 
 def _run_slurm(outcome: RunOutcome, grid: Any, o: RunOptions, *, started: float, shown_backbone: str,
-               pack: int | str | None) -> RunOutcome:
+               pack: int | str | None, label: str) -> RunOutcome:
     from bench.execution import slurm
     from bench.runs.rundir import check_writable, invalidate
 
@@ -195,19 +195,19 @@ def _run_slurm(outcome: RunOutcome, grid: Any, o: RunOptions, *, started: float,
     overrides = options_of(o.slurm_options)
     chunks = slurm.plan(pending, profile, overrides, pack=pack, pack_hours=o.pack_hours)
     if o.dry_run:
-        plan.print_slurm(grid.name, specs, pending, chunks, profile, time.monotonic() - started, pack,
+        plan.print_slurm(label, specs, pending, chunks, profile, time.monotonic() - started, pack,
                          slurm.resources_line)
         return outcome
     check_writable(results)
     if not pending:
-        print(f"grid {grid.name}: all {len(specs)} runs already done, nothing to submit")
+        print(f"{label}: all {len(specs)} runs already done, nothing to submit")
         print_leaderboard(results, specs, shown_backbone)
         return outcome
     for spec in pending if o.force else ():
         invalidate(results, spec)
     sub = slurm.submit(pending, results, profile, overrides, grid.name, pack=pack, pack_hours=o.pack_hours)
     submitted = sum(n for _, n, _, _ in sub.arrays)
-    print(f"grid {grid.name}: submitted {submitted} runs in {len(sub.arrays)} job array(s) with profile {profile.path} "
+    print(f"{label}: submitted {submitted} runs in {len(sub.arrays)} job array(s) with profile {profile.path} "
           f"({sub.skipped_active} already queued or running) in {time.monotonic() - started:.1f}s")
     for job_id, n, summary, tasks in sub.arrays:
         print(f"  job {job_id}: {n} runs" + (f" in {tasks} packed task(s)" if pack is not None else "") + f" ({summary})")
