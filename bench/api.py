@@ -73,7 +73,8 @@ def report(grid: str | Selection | None = None, *, methods: Sequence[str] | None
     """Tables and plots of finished runs, as `bench report` writes them: of a grid's selection, or without
     `grid` of every finished run under `results` (`grid` may also be a whole `Selection`). `format`: one of latex,
     markdown, csv, html (the static site, `index.html`) or several (default, or None: latex and html). `compare`: ["paper"],
-    a mixed-setting peer (["happy"], ["promptccd"], ["vb-cgcd"]) or two method labels. `statistics`:
+    a mixed-setting peer's tables (one name alone: ["happy"], ["promptccd"], ["vb-cgcd"]) or two methods, each a name,
+    slug or label (["vb-cgcd", "k-means"]: the methods). `statistics`:
     `bench.reporting.statistics.Options` or its fields by name. `include`: plugin folders, as for `run`."""
     selection = Selection.of(grid, methods=methods, datasets=datasets, splits=splits, seeds=seeds,
                              backbones=backbones, results=results, data_root=data_root, cache_dir=cache_dir,

@@ -64,16 +64,20 @@ def _sources() -> list[Path]:
 
 
 def _environment() -> str:
-    """What the catalogue depends on beyond the sources: the interpreter and the torch and timm it imports, so
-    that two environments sharing a home directory (a login and a compute node, a CPU and a GPU venv) keep a
-    catalogue each."""
+    """What the catalogue depends on beyond the sources: the environment (its prefix: a venv's folder), the
+    interpreter and the torch and timm it imports, so that two environments sharing a home directory (a login and
+    a compute node, a CPU and a GPU venv) keep a catalogue each. The interpreter by what it is, not by the name it
+    was started as: the `bench` script runs the venv's `python3`, a notebook or a shell its `python`, one
+    environment whose second name made the first `bench.results` after `bench run` import torch, timm and every
+    method again, and build every backbone on the meta device (23-30 s on 2 cores, against 3 s:
+    docs/performance.md)."""
     versions = []
     for dist in ("torch", "timm"):
         try:
             versions.append(f"{dist} {version(dist)}")
         except PackageNotFoundError:
             versions.append(f"{dist} none")
-    return "\0".join([sys.executable, sys.version, *versions])
+    return "\0".join([sys.prefix, os.path.realpath(sys.executable), sys.version, *versions])
 
 
 def _fingerprint() -> str:

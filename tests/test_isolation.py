@@ -60,5 +60,20 @@ def test_two_environments_keep_a_catalogue_each(monkeypatch):
     monkeypatch.setattr(sys, "executable", "/another/venv/bin/python")
     assert catalogue._fingerprint() != here
     monkeypatch.undo()
+    monkeypatch.setattr(sys, "prefix", "/another/venv")  # a venv of the same interpreter: its python links to it
+    assert catalogue._fingerprint() != here
+    monkeypatch.undo()
     monkeypatch.setattr(catalogue, "version", lambda dist: "0.0-other" if dist == "timm" else "2.15.0")
     assert catalogue._fingerprint() != here
+
+
+def test_one_environment_keeps_one_catalogue_whatever_its_interpreter_is_called(monkeypatch, tmp_path):
+    """The `bench` script runs a venv's `python3` (its first line), a notebook or a shell its `python`: one
+    environment, one catalogue, so that the first `bench.results` after `bench run` does not import every method
+    and backbone again (docs/performance.md)."""
+    here = catalogue._fingerprint()
+    (tmp_path / "python3").symlink_to(os.path.realpath(sys.executable))
+    (tmp_path / "python").symlink_to("python3")
+    for name in ("python", "python3"):
+        monkeypatch.setattr(sys, "executable", str(tmp_path / name))
+        assert catalogue._fingerprint() == here

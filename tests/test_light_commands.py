@@ -53,6 +53,29 @@ def test_nothing_to_run_imports_no_torch(tmp_path):
     assert seen["code"] == 0 and not seen["torch"] and not seen["timm"], seen
 
 
+def test_a_first_bench_results_after_bench_run_imports_neither_torch_nor_scipy_stats(tmp_path):
+    """`bench.results` in a notebook after `bench run`: its first call reads the catalogue that `bench run` left,
+    though its interpreter goes by another of the environment's names (`python` beside the `bench` script's
+    `python3`), and imports none of torch, timm, sklearn, matplotlib and scipy.stats (docs/performance.md)."""
+    from bench.cli import main
+
+    me = Path(sys.executable)
+    others = [p for p in sorted(me.parent.glob("python*")) if p.name != me.name and p.is_file()
+              and os.path.realpath(p) == os.path.realpath(me)]
+    if not others:
+        pytest.skip(f"no other name of {me} in its folder")
+    argv = ["--methods", "K-means", "--splits", "2-step", "--seeds", "0", "1", "--results", str(tmp_path)]
+    assert main(["run", *argv, "--cluster", "debug"]) == 0  # writes the catalogue, as the `bench` command would
+    heavy = ("torch", "timm", "sklearn", "matplotlib", "scipy.stats")
+    code = ("import sys, bench; r = bench.results('demo', methods=['K-means'], splits=['2-step'], seeds=[0, 1], "
+            f"results={str(tmp_path)!r}); print({{'runs': int(r.runs['run_id'].nunique()), "
+            f"**{{m: m in sys.modules for m in {heavy!r}}}}})")
+    out = subprocess.run([str(others[0]), "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 0, out.stderr
+    assert eval(out.stdout.strip().splitlines()[-1]) == {"runs": 2, **dict.fromkeys(heavy, False)}
+
+
 def test_the_catalogue_is_what_the_classes_say():
     import inspect
 

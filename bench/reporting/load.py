@@ -15,8 +15,8 @@ from bench.reporting.aggregate import config_labels, flat_config
 from bench.config.spec import RunSpec
 
 # what a mixed-setting run ran, from its spec (in its split's label too: `happy-5-stage · draw 0 · K silhouette`), as
-# columns of their own: K given (`known`) or `estimated` and by what, the epoch selection, the evaluation; None for a
-# class-iNCD run, which has none of them
+# columns of their own: K given (`known`) or `estimated` and by what, the epoch selection, the evaluation; empty (NaN or
+# None) for a class-iNCD run, which has none of them
 SETTING_COLUMNS = ("k_mode", "k_estimator", "selection", "evaluation")
 COLUMNS = ["run_id", "method", "preset", "label", "dataset", "split", "n_steps", "backbone", "seed",
            "reported_A", "reported_F", "features", "step", "group", "flavour", "metric", "value", "config_hash",
@@ -53,13 +53,15 @@ def load_runs(run_dirs: Iterable[Path], warn: Callable[[str], None] = _warn,
     A run's configuration is read from its own spec.json, checked to hash to its directory's name:
     that file is what decided the run's numbers, and every run ever written has one, so runs recorded
     before this check report as they did."""
-    frames, configs, unplaced = [], {}, []
+    tables, configs, unplaced = [], {}, []
+    added: dict[str, dict[str, Any]] = {}  # run id -> what it adds to each of its rows
+    legacy: dict[str, str] = {}  # run id -> its features, for a run whose metrics do not say them
     for d in map(Path, run_dirs):
         if not (d / "DONE").exists():
             continue
         try:
             spec = _own_spec(d)
-            frame = _read_metrics(d)
+            table = _read_metrics(d)
         except _NotPlaced as err:
             unplaced.append(Unplaced(d.name, str(err)))
             warn(f"skipping run {d.name}: {err}; `bench run` re-runs it")
@@ -69,19 +71,25 @@ def load_runs(run_dirs: Iterable[Path], warn: Callable[[str], None] = _warn,
             config.pop(ORDER_KEY, None)
         config_hash = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:12]
         configs[config_hash] = config
-        frame["config_hash"] = config_hash
-        for column, value in setting_columns(spec.config).items():
-            frame[column] = value
-        if "features" not in frame:
-            frame["features"] = _legacy_features(spec)
-        if {"method", "preset"} <= set(frame.columns):
-            frame["label"] = _current_label(frame)
-        if pool_orders:  # before labelling: rows are told apart within the pooled cell
-            frame["split"] = pooled_split(frame["split"])
-        frames.append(frame)
-    if not frames:
+        added[d.name] = {"config_hash": config_hash, **setting_columns(spec.config)}
+        if "features" not in table.column_names:
+            legacy[d.name] = _legacy_features(spec)
+        tables.append(table)
+    if not tables:
         return pd.DataFrame(columns=COLUMNS), unplaced
-    frame = pd.concat(frames, ignore_index=True)
+    frame = _frame_of(tables)
+    # set once on all rows (`_read_metrics` checked that each run's rows carry its id): a column set on each run's
+    # frame cost more than reading the frame (docs/performance.md)
+    run = frame["run_id"].astype(str)
+    frame = frame.assign(**{column: run.map({r: a[column] for r, a in added.items()})
+                            for column in ("config_hash", *SETTING_COLUMNS)})
+    if legacy:  # the runs whose metrics do not say their features: what their specs say
+        features = run.map(legacy)
+        frame["features"] = features.where(run.isin(legacy), frame["features"]) if "features" in frame else features
+    if {"method", "preset"} <= set(frame.columns):
+        frame["label"] = _current_label(frame)
+    if pool_orders:  # before labelling: rows are told apart within the pooled cell
+        frame["split"] = pooled_split(frame["split"])
     return frame.assign(label=config_labels(frame, configs)), unplaced
 
 
@@ -142,20 +150,37 @@ def _own_spec(run: Path) -> RunSpec:
     return spec
 
 
-def _read_metrics(run: Path) -> pd.DataFrame:
-    """The run's metrics.parquet, refused when damaged or when it holds another run's rows."""
+def _read_metrics(run: Path) -> Any:
+    """The run's metrics.parquet as an arrow table (`_frame_of` makes one frame of them all), refused when damaged
+    or when it holds another run's rows."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
     path = run / "metrics.parquet"
     try:
-        frame = pd.read_parquet(path)
-        missing = {"run_id", "group", "flavour", "metric", "value"} - set(frame.columns)
+        table = pq.read_table(path)
+        missing = {"run_id", "group", "flavour", "metric", "value"} - set(table.column_names)
         if missing:
             raise ValueError(f"missing columns {', '.join(sorted(missing))}")
+        ids = {str(v) for v in pc.unique(table.column("run_id")).to_pylist()}
     except Exception as err:  # pyarrow and OS errors of many kinds: the file is what matters
         raise _NotPlaced(f"cannot read {path} ({first_line(err)})") from None
-    others = sorted(set(frame["run_id"].astype(str)) - {run.name})
+    others = sorted(ids - {run.name})
     if others:
         raise _NotPlaced(f"its {path} holds the rows of run {', '.join(others)}")
-    return frame
+    return table
+
+
+def _frame_of(tables: list[Any]) -> pd.DataFrame:
+    """The runs' metrics as one frame, converted from arrow once: a conversion per run cost twice its reading
+    (docs/performance.md). Where their columns' types cannot be unified (a column of numbers in one run, of text in
+    another), each is converted alone and pandas concatenates them, as before."""
+    import pyarrow as pa
+
+    try:
+        return pa.concat_tables(tables, promote_options="permissive").to_pandas().reset_index(drop=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError):
+        return pd.concat([table.to_pandas() for table in tables], ignore_index=True)
 
 
 # Before issue 20 the default preset was `paper` (the paper's text, today's `equations`) and the
@@ -165,10 +190,16 @@ LEGACY_PRESETS = {"paper": "equations"}
 
 
 def _current_label(frame: pd.DataFrame) -> pd.Series:
+    """Each row's label made again from its method and preset; a row without them (a run recorded before metrics
+    had them, beside newer ones) keeps its own."""
     from bench.config.spec import method_label
 
-    return pd.Series([method_label(m, LEGACY_PRESETS.get(p, p)) for m, p in zip(frame["method"], frame["preset"])],
-                     index=frame.index, dtype=object)
+    known = frame["method"].notna() & frame["preset"].notna()
+    pairs = frame.loc[known, ["method", "preset"]].drop_duplicates()
+    labels = {(m, p): method_label(m, LEGACY_PRESETS.get(p, p)) for m, p in zip(pairs["method"], pairs["preset"])}
+    given = frame["label"] if "label" in frame else [None] * len(frame)
+    made = [labels[(m, p)] if k else old for m, p, k, old in zip(frame["method"], frame["preset"], known, given)]
+    return pd.Series(made, index=frame.index, dtype=object)
 
 
 def _legacy_features(spec: RunSpec) -> str:
