@@ -30,13 +30,16 @@ def test_run_ids_survive_the_move_into_one_package(grid, selection, index, run_i
 # since: cgcd's CUB-200 runs (the mixed setting trains on the whole official training set, `setting.whole_train`:
 # they hold other images now, so they are other runs; its CIFAR-100 ids kept) and its happy-cub-5-stage block;
 # then its trained-last-block and PromptCCD-protocol blocks (30 runs added; the other 162 ids are the earlier pin's,
-# 9e7ae023…), and VB-CGCD's runs in cgcd and cgcd-demo (every earlier run id kept)
+# 9e7ae023…), and VB-CGCD's runs in cgcd and cgcd-demo (every earlier run id kept); the peers' grids
+# happy-tables and promptccd-tables added
 GRID_RUN_IDS = {
     "backbones": (470, "a919b5286172589498f78254c038d682c3fe48fbef1651ab44e2558ebb5402fd"),
     "cgcd": (219, "e34f49ecd83bf9b21ee31c992721ddec967c826277860874a001227cd830d9c2"),
     "cgcd-smoke": (15, "aa4c66858f3fb64a940076d38990952b162b2533132c9fd4b63faf110cffa99c"),
     "cgcd-demo": (84, "7633a1095320f4435a1e531c38775c9c4db9b7c00be1ae3dc5afe135f2903d4a"),
     "demo": (24, "9b45f7a89738af22d698a6721829a08fdc8233190b3be7bc11138650873f8d78"),
+    "happy-tables": (36, "2bc6c20148f6bb1f1e24edba9ea5d481fdbd33e84f2cae266687d69c51649f40"),
+    "promptccd-tables": (36, "f01888642cfc1aceb99fe37468262c496bce5300ec646e1de0e08bdd70225694"),
     "full": (348, "dfd2d47e76102972c860c1032d752fdb2c71a7794d86bdfa6e056c8bd852b81e"),
     "paper": (116, "dcd89b6cf20ad155c9ad5b92d019e2e862f6c349b382a748bdb8a2aa14f214d8"),
     "smoke": (12, "f8b69cb683e83d4ae7259e316aeaf6313c275b30150cf898d42a93cc6a7c174a"),

@@ -1,0 +1,55 @@
+"""Each peer's published table has a grid that runs exactly its cells (`<peer>-tables`): every published cell that
+bench can measure (a method bench registers for the mixed setting, on a dataset, split, backbone, K and evaluation
+bench has) is a run of the grid, and the grid holds nothing the table does not list. A method added to bench that a
+peer's table lists makes the test fail until the grid runs it too."""
+from __future__ import annotations
+
+import pytest
+
+from bench.config.grids import expand, load_grid
+from bench.reporting.peers import mapped, peer_reference, split_parts
+from bench.splits.settings import describe
+from registries.catalogue import method_info, method_names
+
+PEER_GRIDS = {"happy": "happy-tables", "promptccd": "promptccd-tables"}
+
+
+def _mixed_methods() -> set[str]:
+    return {name for name in method_names() if "mixed" in method_info(name).runs_on.settings}
+
+
+def _published_cells(peer: str) -> set[tuple[str, ...]]:
+    table = peer_reference(peer)
+    table = table[mapped(table) & table["label"].isin(_mixed_methods())]
+    return set(table[["label", "dataset", "split", "backbone", "k", "evaluation"]].itertuples(index=False, name=None))
+
+
+def _grid_cells(grid_name: str, **selection) -> set[tuple[str, ...]]:
+    cells = set()
+    for spec in expand(load_grid(grid_name), seeds=[0], **selection):
+        protocol, k, evaluation = split_parts(describe(spec.split, spec.config))
+        cells.add((spec.label, spec.dataset, protocol, spec.backbone, k, evaluation))
+    return cells
+
+
+@pytest.mark.parametrize("peer", sorted(PEER_GRIDS))
+def test_a_peers_grid_runs_exactly_its_published_cells(peer):
+    published = _published_cells(peer)
+    assert published, f"no cell of {peer}'s tables names a method bench runs"
+    assert _grid_cells(PEER_GRIDS[peer]) == published
+
+
+def test_the_happy_grid_replays_happys_images_and_arrival_and_marks_its_selection():
+    for spec in expand(load_grid("happy-tables"), seeds=[0]):
+        setting = spec.config["setting"]
+        assert setting["draw"] == "happy" and setting["selection"] == "happy"
+        assert setting["arrival"] == {"happy-5-stage": "happy", "happy-in100-5-stage": "happy",
+                                      "happy-cub-5-stage": "happy-ssb"}[spec.split]
+        assert "ORACLE ON TEST" in describe(spec.split, spec.config)
+
+
+def test_methods_narrow_a_peer_grid_to_its_own_cells():
+    """`--methods happy` on the Happy grid runs Happy on the four datasets of its table, nothing else."""
+    narrowed = _grid_cells("happy-tables", methods=["Happy"])
+    assert narrowed == {cell for cell in _published_cells("happy") if cell[0] == "Happy"}
+    assert len(narrowed) == 4
