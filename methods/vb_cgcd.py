@@ -275,7 +275,7 @@ class VBCGCD(Method):
         gen = torch.Generator().manual_seed(self.seed * 1000 + 2 * step.index + round_)
         means, covs, losses = fit_gaussians(z, labels, n_classes, iters=hp["svi_iters"], lr=hp["lr"],
                                             batch_size=hp["batch_size"], gen=gen, stop=stop)
-        record_epochs(losses)
+        record_epochs(losses, unit="SVI step")  # one value per Adam step of the fit, not per epoch
         return means, covs
 
     def _stop(self, log_old: float, scale: float) -> Callable[[torch.Tensor], bool] | None:

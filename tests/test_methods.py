@@ -340,5 +340,6 @@ def test_the_epoch_loop_records_its_losses_with_the_step_in_progress_only():
     with epochs_recorded() as kept:
         first, second = run(), run()
     assert kept == [first, second] and len(first) == 3 and first[0] > first[-1]  # one list per loop, as returned
+    assert kept.units == ["epoch", "epoch"]  # what one value is the mean over (VB-CGCD's: an SVI step)
     run()  # outside a step: nothing is kept anywhere
     assert len(kept) == 2

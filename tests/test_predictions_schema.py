@@ -46,13 +46,20 @@ def mixed_run(results: Path) -> Path:
     return execute(spec, results)
 
 
+def svi_run(results: Path) -> Path:
+    """A class-iNCD run of VB-CGCD, whose losses are one per SVI step (`loss_unit_<t>_<i>`)."""
+    (spec,) = tiny_specs(methods=["VB-CGCD"], **{"dataset.num_classes": 10, "method.svi_iters": 20})
+    return execute(spec, results)
+
+
 def keys_of(out: Path) -> set[str]:
     with np.load(out / PREDICTIONS) as stored:
         return set(stored.files)
 
 
 def test_every_array_a_run_writes_is_one_the_schema_declares_and_the_two_settings_write_them_all(tmp_path):
-    written = keys_of(class_incd_run(tmp_path / "class-incd")) | keys_of(mixed_run(tmp_path / "mixed"))
+    written = (keys_of(class_incd_run(tmp_path / "class-incd")) | keys_of(mixed_run(tmp_path / "mixed"))
+               | keys_of(svi_run(tmp_path / "svi")))
     assert [key for key in sorted(written) if not declared(key)] == []
     unwritten = [entry for entry in SCHEMA
                  if not any(key == entry if isinstance(entry, str) else entry.indices(key) for key in written)]

@@ -97,6 +97,7 @@ def test_the_site_has_a_page_per_run_and_shows_failed_and_missing_runs(site):
         loops = each(stored, Keys.epoch_loss)
         assert loops and all(len(v) >= 1 and np.isfinite(v).all() for v in loops.values())
     assert "step 1: training loss per epoch" in page and "step 2: training loss per epoch" in page
+    assert re.search(r'<ul class="legend"><li><span class="swatch[^>]*></span>loop 1 \(\d+ epochs\)</li>', page)
     # and the confusion of old and new classes after its last step, with each class's accuracy
     from bench.reporting.per_class import of_run
 
@@ -235,3 +236,26 @@ def _artifact(tmp_path: Path, name: str) -> Path:
     folder = Path(os.environ.get("BENCH_ARTIFACTS") or tmp_path)
     folder.mkdir(parents=True, exist_ok=True)
     return folder / name
+
+
+def test_a_run_page_says_what_a_loss_value_is_names_each_loop_and_numbers_the_mixed_settings_stages(tmp_path):
+    """VB-CGCD's losses are one per SVI step, not per epoch; a mixed run's steps are its peers' stages 0 (labelled),
+    1, ... as its log says them; class-iNCD's steps 1, 2, ...; every panel has its legend."""
+    import numpy as np
+
+    from bench.reporting.site.pages import _training_curves
+    from bench.runs.predictions import LOSS_UNITS, PREDICTIONS, Keys
+
+    loss = np.asarray([3.0, 2.0, 1.5], dtype=np.float32)
+    svi = np.int8(LOSS_UNITS.index("SVI step"))
+    mixed = {Keys.mixed: np.int8(1), Keys.epoch_loss(0, 0): loss, Keys.loss_unit(0, 0): svi,
+             Keys.epoch_loss(1, 0): loss[:2], Keys.loss_unit(1, 0): svi, Keys.epoch_loss(1, 1): loss,
+             Keys.loss_unit(1, 1): svi}
+    np.savez(tmp_path / PREDICTIONS, **mixed)
+    page = _training_curves(tmp_path)
+    assert "stage 0: training loss per SVI step" in page and "stage 1: training loss per SVI step" in page
+    assert "training loss per epoch" not in page and "<title>step " not in page
+    assert page.count('<ul class="legend">') == 2 and "loop 1 (3 SVI steps)" in page and "loop 2 (3 SVI steps)" in page
+    np.savez(tmp_path / PREDICTIONS, **{Keys.epoch_loss(0, 0): loss})  # class-iNCD, written before units were kept
+    page = _training_curves(tmp_path)
+    assert "step 1: training loss per epoch" in page and "loop 1 (3 epochs)" in page

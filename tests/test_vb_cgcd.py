@@ -346,3 +346,9 @@ def test_a_mixed_run_end_to_end(tmp_path):
     summary = frame[frame.group == "summary"].set_index("metric")["value"]
     assert {"All", "Old_hard", "New_hard", "A", "F"} <= set(summary.index) and summary.notna().all()
     assert set(frame.reported_A) == {"cgcd/A"} and frame["step"].max() == 5
+    # its fits' losses are kept a value per SVI step (one Adam step), and said so: the run page's axis
+    from bench.runs.predictions import LOSS_UNITS, PREDICTIONS, Keys, each, opened
+
+    with opened(out / PREDICTIONS) as stored:
+        losses, units = each(stored, Keys.epoch_loss), each(stored, Keys.loss_unit)
+        assert losses and set(units) == set(losses) and {LOSS_UNITS[int(u)] for u in units.values()} == {"SVI step"}

@@ -202,9 +202,9 @@ class MixedSteps:
             for i, scored in enumerate(selection.scores):  # (epoch, score) of every epoch scored: the page's curve
                 stored[Keys.epoch_score(t, i)] = np.asarray(scored, dtype=np.float32).reshape(-1, 2)
             if not selection.chosen:  # K-means and its kin train no epochs: nothing was chosen, nothing read the test
-                self.log(f"step {t}: no epochs to select (the method trains none); {self.rule} selection not used")
+                self.log(f"stage {t}: no epochs to select (the method trains none); {self.rule} selection not used")
             else:
-                self.log(f"step {t}: kept epochs {', '.join(f'{e + 1}/{n}' for e, n in selection.chosen)} "
+                self.log(f"stage {t}: kept epochs {', '.join(f'{e + 1}/{n}' for e, n in selection.chosen)} "
                          f"by {self.rule}{' (ORACLE ON TEST)' if self.rule in TEST_SELECTIONS else ''}")
         seen = np.flatnonzero(self.test_step <= t)
         stored[Keys.test_labels(t)] = compact(self.test_labels[seen])
@@ -301,7 +301,7 @@ def replay(stored: Mapping[str, np.ndarray], layout: TaskLayout) -> list[MetricR
 
 def _step_line(t: int, n_steps: int, rows: list[MetricRow]) -> str:
     acc = {(r.group, r.flavour): r.value for r in rows if r.metric == "acc"}
-    said = f"step {t}/{n_steps - 1}{' (labelled)' if t == 0 else ''}: all {acc[('all', 'cgcd')]:.1f}"
+    said = f"stage {t}/{n_steps - 1}{' (labelled)' if t == 0 else ''}: all {acc[('all', 'cgcd')]:.1f}"
     if t > 0:
         said += (f", old/new hard {acc.get(('old', 'cgcd_hard'), float('nan')):.1f}/"
                  f"{acc.get(('new', 'cgcd_hard'), float('nan')):.1f}, soft {acc.get(('old', 'cgcd_soft'), float('nan')):.1f}/"

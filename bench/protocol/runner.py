@@ -33,7 +33,7 @@ from bench.protocol.step import epochs_recorded
 from bench.runs import checkpoint
 from bench.runs.checkpoint import Progress
 from bench.runs.metrics_file import metrics_frame
-from bench.runs.predictions import Keys
+from bench.runs.predictions import LOSS_UNITS, Keys
 from bench.runs.rows import MetricRow
 from bench.runs.rundir import CHECKPOINT, DONE, ERROR, run_dir, set_aside, unreadable
 from bench.runs.runstore import Log, finish, locked
@@ -129,8 +129,10 @@ def run_steps(spec: RunSpec, method: MethodHooks, steps: Steps, progress: Progre
         step = steps.step(t, progress.stored)
         with epochs_recorded() as losses:
             method.learn(step)
-        for i, loop in enumerate(losses):  # each training loop's loss per epoch, for the run's page
+        for i, (loop, unit) in enumerate(zip(losses, losses.units)):  # each loop's loss per epoch, for the run's page
             progress.stored[Keys.epoch_loss(t, i)] = np.asarray(loop, dtype=np.float32)
+            if unit != "epoch":
+                progress.stored[Keys.loss_unit(t, i)] = np.asarray(LOSS_UNITS.index(unit), dtype=np.int8)
         rows = steps.evaluate(t, step, method, progress.stored)
         progress.rows.extend(rows)
         log(steps.describe(t, rows))

@@ -92,20 +92,35 @@ def step_of(feed: Fed, t: int, images: Sequence[np.ndarray], *, n_classes: int, 
 
 # the per-epoch mean losses of the training loops of the step in progress (`record_epochs`), collected by the step
 # loop (`epochs_recorded`) and stored with the run's predictions, for its page's training curves
-_EPOCH_LOSSES: ContextVar[list[list[float]] | None] = ContextVar("epoch_losses", default=None)
+class RecordedLoops(list[list[float]]):
+    """Each training loop's losses, one list per loop, and `units`: what one value of each loop is the mean over
+    (`epoch`, or e.g. `SVI step` for a loop whose points are optimiser steps)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.units: list[str] = []
 
 
-def record_epochs(losses: Sequence[float]) -> None:
-    """A training loop's mean loss per epoch, recorded with the step in progress (nothing outside a run)."""
+_EPOCH_LOSSES: ContextVar[RecordedLoops | None] = ContextVar("epoch_losses", default=None)
+
+
+def record_epochs(losses: Sequence[float], unit: str = "epoch") -> None:
+    """A training loop's mean loss per epoch (or per `unit`: what one value is), recorded with the step in
+    progress (nothing outside a run)."""
+    from bench.runs.predictions import LOSS_UNITS
+
+    if unit not in LOSS_UNITS:
+        raise ValueError(f"record_epochs: unit {unit!r} is not one of {', '.join(LOSS_UNITS)}")
     kept = _EPOCH_LOSSES.get()
     if kept is not None:
         kept.append([float(v) for v in losses])
+        kept.units.append(unit)
 
 
 @contextmanager
-def epochs_recorded() -> Iterator[list[list[float]]]:
+def epochs_recorded() -> Iterator[RecordedLoops]:
     """What the training loops of a step record (`record_epochs`): one list of per-epoch losses per loop."""
-    token = _EPOCH_LOSSES.set([])
+    token = _EPOCH_LOSSES.set(RecordedLoops())
     try:
         yield _EPOCH_LOSSES.get()  # type: ignore[misc]
     finally:

@@ -15,6 +15,7 @@ from matplotlib.projections.polar import PolarAxes  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from bench.core.storage import atomic_path  # noqa: E402
+from bench.splits.settings import first_step, of_mixed_setting, step_name  # noqa: E402
 
 # One fixed colour per paper method, the same in every figure (tab10 + two extras).
 PALETTE = {
@@ -156,19 +157,21 @@ def radar_plot(scores: pd.DataFrame, splits: list[str], stem: Path) -> list[Path
     return _save(fig, stem)
 
 
-def _draw_curves(ax: plt.Axes, rows: pd.DataFrame, bounds: tuple[float, float] = (0.0, 100.0)) -> None:
+def _draw_curves(ax: plt.Axes, rows: pd.DataFrame, bounds: tuple[float, float] = (0.0, 100.0),
+                 mixed: bool = False) -> None:
     """One line per method label (mean, with ± std shaded within the quantity's `bounds`: an accuracy band
-    never runs past 100%), steps counted from 1."""
+    never runs past 100%), steps counted from 1 (the mixed setting's stages from 0, its labelled one)."""
+    first = first_step(mixed)
     styles = figure_styles(list(dict.fromkeys(rows["label"].astype(str))))
     for label, group in rows.groupby("label", observed=True, sort=False):
-        steps = group["step"].to_numpy() + 1
+        steps = group["step"].to_numpy() + first
         mean, std = group["mean"].to_numpy(), np.nan_to_num(group["std"].to_numpy())
         colour, style = styles[str(label)]
         ax.plot(steps, mean, style, marker="o", markersize=4, color=colour, label=str(label))
         ax.fill_between(steps, np.clip(mean - std, *bounds), np.clip(mean + std, *bounds), color=colour, alpha=0.15,
                         linewidth=0)
-    ax.set_xlabel("step")
-    ax.set_xticks(sorted(rows["step"].unique() + 1))
+    ax.set_xlabel("stage (0: labelled)" if mixed else "step")
+    ax.set_xticks(sorted(rows["step"].unique() + first))
     ax.grid(alpha=0.3)
 
 
@@ -178,11 +181,12 @@ def steps_plot(accuracy: pd.DataFrame, forgetting: pd.DataFrame, dataset: str, s
     the forgetting of the first step's classes after every step, every method of the report."""
     fig, axes = plt.subplots(len(splits), 2, figsize=(9, 3.2 * len(splits)), squeeze=False)
     for row, split in enumerate(splits):
+        mixed = of_mixed_setting(split)
         for col, (curves, what, bounds) in enumerate(((accuracy, "accuracy on all seen classes (%)", (0.0, 100.0)),
-                                                      (forgetting, "forgetting of step 1's classes (%)",
+                                                      (forgetting, f"forgetting of {step_name(0, mixed)}'s classes (%)",
                                                        (-100.0, 100.0)))):
             ax = axes[row][col]
-            _draw_curves(ax, curves[(curves["dataset"] == dataset) & (curves["split"] == split)], bounds)
+            _draw_curves(ax, curves[(curves["dataset"] == dataset) & (curves["split"] == split)], bounds, mixed)
             ax.set_ylabel(what)
             ax.set_title(f"({chr(ord('a') + 2 * row + col)}) {dataset}, {split}", fontsize=10)
     fig.tight_layout()
@@ -196,7 +200,7 @@ def curve_plot(curves: pd.DataFrame, dataset: str, split: str, stem: Path) -> li
     """Accuracy on all classes seen so far after each step, mean ± std over seeds."""
     rows = curves[(curves["dataset"] == dataset) & (curves["split"] == split)]
     fig, ax = plt.subplots(figsize=(4.5, 3.4))
-    _draw_curves(ax, rows)
+    _draw_curves(ax, rows, mixed=of_mixed_setting(split))
     ax.set_ylabel("accuracy on all seen classes (%)")
     ax.set_title(f"{dataset}, {split}", fontsize=10)
     ax.legend(fontsize=8, frameon=False)

@@ -21,6 +21,8 @@ Every file:
   (`check_owner`). Files written before it was kept name none and are read as before.
 - `epoch_loss_<t>_<i>` (float32, one per epoch): the mean loss per epoch of training loop i of step t, which the
   run's page draws; none for a step without a trained loop, nor in runs finished before they were kept.
+- `loss_unit_<t>_<i>` (int8, scalar): what one value of `epoch_loss_<t>_<i>` is the mean over, where it is not an
+  epoch: its index in `LOSS_UNITS` (VB-CGCD's: 1, `SVI step`, one Adam step of its fit); absent: an epoch.
 - `test_labels_<t>` (int, one per image): the labels of the test images of the classes of steps 0..t, in the test
   set's order.
 - `unified_<t>` (int, one per image): the unified head's argmax (`logits`) on those images: clusters 0 .. (the
@@ -101,6 +103,11 @@ class Pattern:
         return f"Pattern({self.pattern!r})"
 
 
+# what one value of a training loop's losses is the mean over (`loss_unit_<t>_<i>` holds the index; a checkpoint
+# keeps numeric arrays only)
+LOSS_UNITS = ("epoch", "SVI step", "iteration")
+
+
 class Keys:
     """The name of every array of `predictions.npz` (module docstring): fixed names, and a `Pattern` per family."""
 
@@ -109,6 +116,7 @@ class Keys:
     sizes = "sizes"
     run_id = "run_id"
     epoch_loss = Pattern("epoch_loss_{t}_{i}")
+    loss_unit = Pattern("loss_unit_{t}_{i}")
     test_labels = Pattern("test_labels_{t}")
     unified = Pattern("unified_{t}")
     # class-iNCD

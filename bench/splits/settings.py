@@ -280,6 +280,22 @@ def step_sizes(protocol: MixedProtocol) -> tuple[int, ...]:
     return tuple(sizes)
 
 
+def step_name(t: int, mixed: bool) -> str:
+    """How logs, pages and plots name step t (0-based): the mixed setting's as its peers' papers do (`stage 0`, the
+    labelled one, then `stage 1` ...), class-iNCD's as the paper does (`step 1` ...)."""
+    return f"stage {t}" if mixed else f"step {t + 1}"
+
+
+def of_mixed_setting(split_label: str) -> bool:
+    """Whether a results split label (`describe`: `happy-5-stage · draw 0`) is a mixed run's."""
+    return str(split_label).split(" · ")[0] in MIXED_SPLITS
+
+
+def first_step(mixed: bool) -> int:
+    """The number plots give the first step: 0 in the mixed setting (its labelled stage), 1 in class-iNCD."""
+    return 0 if mixed else 1
+
+
 def describe(split: str, config: Mapping[str, Any]) -> str:
     """How results show a mixed run's split: `happy-5-stage · draw 0 · K silhouette`."""
     setting = config["setting"]
@@ -304,4 +320,4 @@ def describe(split: str, config: Mapping[str, Any]) -> str:
 
 __all__ = ["SETTINGS", "EVALUATIONS", "MIXED_SPLITS", "MixedSplit", "arrival_order", "check_setting", "class_groups", "describe",
            "mixed_setting",
-           "protocol_for", "setting_of", "step_sizes"]
+           "protocol_for", "setting_of", "step_sizes", "step_name", "first_step", "of_mixed_setting"]

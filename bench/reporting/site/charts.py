@@ -29,10 +29,10 @@ DASHES = {"--": ' stroke-dasharray="5 3"', ":": ' stroke-dasharray="1.5 3"', "-.
 
 
 def svg_curves(rows: pd.DataFrame, title: str, ylabel: str, colour: Any, style: Any = None,
-               bounds: tuple[float, float] = (0.0, 100.0), xlabel: str = "step") -> str:
+               bounds: tuple[float, float] = (0.0, 100.0), xlabel: str = "step", first: int = 1) -> str:
     """Mean per step (a line per label) with a band of ± one std over seeds within the quantity's `bounds` (an
-    accuracy band never runs past 100%), steps counted from 1; `colour` and `style` give a label's colour and
-    line style (`bench.reporting.plots.figure_styles`)."""
+    accuracy band never runs past 100%), steps counted from `first` (the mixed setting's stages from 0); `colour`
+    and `style` give a label's colour and line style (`bench.reporting.plots.figure_styles`)."""
     width, height, left, right, top, bottom = 460, 280, 52, 12, 26, 40
     if rows.empty:
         return f'<p class="na">{e(title)}: no per-step values recorded.</p>'
@@ -57,7 +57,7 @@ def svg_curves(rows: pd.DataFrame, title: str, ylabel: str, colour: Any, style: 
         out.append(f'<line x1="{left}" x2="{width - right}" y1="{y(tick):.1f}" y2="{y(tick):.1f}" class="grid"/>'
                    f'<text x="{left - 6}" y="{y(tick) + 4:.1f}" class="tick" text-anchor="end">{tick:g}</text>')
     for step in steps[::max(1, -(-len(steps) // 12))]:  # at most about 12 labels (an epoch axis has hundreds)
-        out.append(f'<text x="{x(step):.1f}" y="{height - bottom + 16}" class="tick" text-anchor="middle">{step + 1}</text>')
+        out.append(f'<text x="{x(step):.1f}" y="{height - bottom + 16}" class="tick" text-anchor="middle">{step + first}</text>')
     out.append(f'<text x="{(left + width - right) / 2:.0f}" y="{height - 6}" class="axis" text-anchor="middle">{e(xlabel)}</text>'
                f'<text transform="translate(13 {(top + height - bottom) / 2:.0f}) rotate(-90)" class="axis" '
                f'text-anchor="middle">{e(ylabel)}</text>')
@@ -77,7 +77,7 @@ def svg_curves(rows: pd.DataFrame, title: str, ylabel: str, colour: Any, style: 
         out.append(f'<polyline points="{" ".join(f"{a:.1f},{y(m):.1f}" for a, m in zip(sx, mean))}" fill="none" '
                    f'stroke="{c}" stroke-width="2"{dash}/>')
         for a, m, s, n, step in zip(sx, mean, sd, group["n"], group["step"]):
-            out.append(f'<circle cx="{a:.1f}" cy="{y(m):.1f}" r="3" fill="{c}"><title>{e(label)}, step {int(step) + 1}: '
+            out.append(f'<circle cx="{a:.1f}" cy="{y(m):.1f}" r="3" fill="{c}"><title>{e(label)}, {e(xlabel)} {int(step) + first}: '
                        f'{m:.1f} ± {s:.1f} ({int(n)} seed(s))</title></circle>')
         out.append("</g>")
     out.append("</svg>")
@@ -86,6 +86,7 @@ def svg_curves(rows: pd.DataFrame, title: str, ylabel: str, colour: Any, style: 
 
 def _curves(frame: pd.DataFrame, order: Mapping[str, Sequence[str]] | None, figures: Sequence[Path], out: Path) -> str:
     from bench.reporting.plots import figure_styles
+    from bench.splits.settings import first_step, of_mixed_setting, step_name
 
     accuracy = step_curves(frame, order)
     forgetting = step_forgetting(frame, order)
@@ -101,13 +102,17 @@ def _curves(frame: pd.DataFrame, order: Mapping[str, Sequence[str]] | None, figu
         def style(label: str) -> str:
             return styles[label][1]  # noqa: B023 (called within this iteration)
 
+        mixed = of_mixed_setting(split)
+        first, axis = first_step(mixed), "stage (0: labelled)" if mixed else "step"
         legend = "".join(f'<li data-label="{e(l)}" title="click: hide or show its lines">'
                          f'<span class="swatch{" dashed" if style(l) != "-" else ""}" style="--c:{colour(l)}"></span>'
                          f'{e(l)}</li>' for l in labels)
         parts.append(f'<figure class="curves" data-dataset="{e(dataset)}"><figcaption>{e(dataset)}, {e(split)}'
                      f'</figcaption><div class="panels">'
-                     + svg_curves(rows, "accuracy on all classes seen so far", "accuracy (%)", colour, style)
-                     + svg_curves(fr, "forgetting of step 1's classes", "forgetting (%)", colour, style, (-100.0, 100.0))
+                     + svg_curves(rows, "accuracy on all classes seen so far", "accuracy (%)", colour, style, xlabel=axis,
+                                  first=first)
+                     + svg_curves(fr, f"forgetting of {step_name(0, mixed)}'s classes", "forgetting (%)", colour, style,
+                                  (-100.0, 100.0), xlabel=axis, first=first)
                      + f'</div><ul class="legend">{legend}</ul></figure>')
     radars = [p for p in figures if p.suffix == ".png" and p.name.startswith(("radar", "matrix_"))]
     for path in radars:

@@ -139,46 +139,56 @@ def _per_class(directory: Path | None) -> str:
 
 
 def _training_curves(directory: Path | None) -> str:
-    """Each training loop's mean loss per epoch, step by step (what the run's predictions keep: `epoch_loss_<t>_<i>`),
-    a panel per step; nothing for a run without (no trained loop, or finished before they were kept)."""
+    """Each training loop's mean loss per epoch (or per SVI step, where its loop says so: `loss_unit_<t>_<i>`), step
+    by step (what the run's predictions keep: `epoch_loss_<t>_<i>`), a panel per step with its legend; nothing for a
+    run without (no trained loop, or finished before they were kept)."""
     import numpy as np
 
     from bench.reporting.plots import figure_styles
     from bench.reporting.site.charts import svg_curves
-    from bench.runs.predictions import PREDICTIONS, Keys, each, opened
+    from bench.runs.predictions import LOSS_UNITS, PREDICTIONS, Keys, each, is_mixed, opened
+    from bench.splits.settings import step_name
 
     if directory is None:
         return ""
     try:
         with opened(directory / PREDICTIONS) as stored:
             losses, scores = each(stored, Keys.epoch_loss), each(stored, Keys.epoch_score)
+            units = {index: LOSS_UNITS[int(unit)] for index, unit in each(stored, Keys.loss_unit).items()}
+            mixed = is_mixed(stored)
     except Exception:  # missing, damaged (numpy and zipfile raise many types), or of a newer schema
         return ""
-    by_step: dict[int, list[tuple[str, np.ndarray]]] = defaultdict(list)
+    by_step: dict[int, list[tuple[str, np.ndarray, str]]] = defaultdict(list)
     for (t, i), values in losses.items():
-        by_step[t].append((f"loop {i + 1}", values))
+        by_step[t].append((f"loop {i + 1}", values, units.get((t, i), "epoch")))
     panels = []
     for t, loops in sorted(by_step.items()):
         frame = pd.DataFrame([dict(label=label, step=epoch, mean=float(v), std=0.0, n=1)
-                              for label, values in loops for epoch, v in enumerate(values)])
+                              for label, values, _ in loops for epoch, v in enumerate(values)])
         if frame.empty:
             continue
+        unit = " or ".join(dict.fromkeys(u for _, _, u in loops))
         styles = figure_styles(list(dict.fromkeys(frame["label"])))
-        panels.append(svg_curves(frame, f"step {t + 1}: training loss per epoch", "mean loss",
-                                 lambda l: styles[l][0], lambda l: styles[l][1],  # noqa: B023 (used right here)
-                                 bounds=(float("-inf"), float("inf")), xlabel="epoch"))
+        legend = "".join(f'<li><span class="swatch{" dashed" if styles[label][1] != "-" else ""}" '
+                         f'style="--c:{styles[label][0]}"></span>{e(label)} ({len(values)} {e(u)}s)</li>'
+                         for label, values, u in loops)
+        panels.append('<figure class="training">'
+                      + svg_curves(frame, f"{step_name(t, mixed)}: training loss per {unit}", "mean loss",
+                                   lambda l: styles[l][0], lambda l: styles[l][1],  # noqa: B023 (used right here)
+                                   bounds=(float("-inf"), float("inf")), xlabel=unit)
+                      + f'<ul class="legend">{legend}</ul></figure>')
     for (t, i), scored in scores.items():
         frame = pd.DataFrame([dict(label=f"loop {i + 1}", step=int(epoch), mean=float(score), std=0.0, n=1)
                               for epoch, score in scored])
         if len(frame):
-            panels.append(svg_curves(frame, f"step {t + 1}, loop {i + 1}: the selection's score per epoch scored",
-                                     "score (%)", lambda _: "#2ca02c", xlabel="epoch"))
+            panels.append(svg_curves(frame, f"{step_name(t, mixed)}, loop {i + 1}: the selection's score per epoch "
+                                     "scored", "score (%)", lambda _: "#2ca02c", xlabel="epoch"))
     if not panels:
         return ""
     return ('<h3>Training</h3><p class="note">Each training loop\'s mean loss over an epoch\'s batches (a step may '
-            'train several loops, e.g. a warm-up and the main loop), and where the run selected an epoch '
-            '(<code>setting.selection</code>), the score of each epoch it scored.</p><div class="panels">'
-            + "".join(panels) + "</div>")
+            'train several loops, e.g. a warm-up and the main loop; VB-CGCD\'s loops are its fits, a point per SVI '
+            'step: one Adam step on a batch), and where the run selected an epoch (<code>setting.selection</code>), '
+            'the score of each epoch it scored.</p><div class="panels">' + "".join(panels) + "</div>")
 
 
 def _tail(path: Path, lines: int) -> tuple[str, int]:
