@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 CI = ROOT / ".ci" / "run"
-RUN_PAGES = ["getting-started.md", "adding-a-method.md"]
+RUN_PAGES = ["getting-started.md", "adding-a-method.md", "continual-gcd.md"]
 README_MAX_LINES = 160
 NOT_RUN = "<!-- not run by the suite: .ci/run runs it -->"
 FILE_MARK = re.compile(r"^<!--\s*file:\s*(\S+)\s*-->$")
@@ -221,7 +221,8 @@ def environment(tmp: Path) -> dict[str, str]:
 
 @pytest.mark.slow
 # Each page runs its bench commands end to end: adding-a-method.md a dozen (two conformance kits, four grids: 75 s on
-# two cores), getting-started.md the demo grid, its reports and the cache (34 s). .ci/run's `pytest -m scale` step
+# two cores), getting-started.md the demo grid, its reports and the cache (34 s), continual-gcd.md a mixed plugin, its
+# kit, a smoke run beside the peers and three reports. .ci/run's `pytest -m scale` step
 # runs them, which keeps the README's test command within its 10 minutes.
 @pytest.mark.scale
 @pytest.mark.parametrize("name", RUN_PAGES)
