@@ -19,6 +19,13 @@ def first_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0]}"
 
 
+def ascii_digits(text: object) -> bool:
+    """Whether `text` is a non-empty run of the digits 0-9 only: `str.isdigit` alone admits `²` and other
+    digits `int()` refuses, so a hostile header or a typo would raise where a clear refusal is due."""
+    value = str(text)
+    return value.isascii() and value.isdigit()
+
+
 def disk_full(err: BaseException) -> bool:
     """Whether `err` says the disk (or the quota) is full; torch and pyarrow word it their own way."""
     return (isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)) or any(

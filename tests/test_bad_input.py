@@ -275,3 +275,14 @@ def test_an_unknown_command_or_config_key_is_refused_with_the_closest_valid_ones
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert re.search(said, err) and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("text, digits", [("0", True), ("0042", True), (7, True), ("", False), ("²", False),
+                                          ("١٢", False), ("1.5", False), ("-1", False), (" 1", False)])
+def test_ascii_digits_admits_only_the_digits_int_reads(text, digits):
+    """The one check every count of a header, a file or an option passes (`bench.errors.ascii_digits`)."""
+    from bench.errors import ascii_digits
+
+    assert ascii_digits(text) is digits
+    if digits:
+        assert int(str(text)) >= 0

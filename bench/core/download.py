@@ -24,7 +24,7 @@ from typing import IO, Iterator, Mapping
 
 from bench.core.resources import VERSION
 from bench.core.sizes import size_text
-from bench.errors import BenchError, disk_full
+from bench.errors import BenchError, ascii_digits, disk_full
 
 MIRROR_ENV = "BENCH_MIRROR"
 # beside what is fetched (on its file system, so that the final rename is atomic); no reader looks in it
@@ -228,10 +228,10 @@ def _total(response: object, start: int) -> int | None:
     headers = getattr(response, "headers", {})
     content_range = headers.get("Content-Range", "") if headers else ""
     total = content_range.rsplit("/", 1)[1].strip() if "/" in content_range else ""
-    if total.isascii() and total.isdigit():  # `²` is a digit to isdigit, not to int: a hostile header's
+    if ascii_digits(total):  # `²` is a digit to isdigit, not to int: a hostile header's
         return int(total)
     length = headers.get("Content-Length") if headers else None
-    return start + int(length) if length and length.isascii() and length.isdigit() else None
+    return start + int(length) if length and ascii_digits(length) else None
 
 
 def _transfer(url: str, part: Path, label: str, stream: IO[str] | None) -> bool:

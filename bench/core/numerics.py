@@ -13,7 +13,7 @@ import os
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator
 
-from bench.errors import BenchError
+from bench.errors import BenchError, ascii_digits
 
 if TYPE_CHECKING:
     import torch
@@ -31,7 +31,7 @@ def available_cores() -> int:
     except AttributeError:  # not Linux
         cores = os.cpu_count() or 1
     slurm = os.environ.get("SLURM_CPUS_PER_TASK", "")
-    return min(cores, int(slurm)) if slurm.isascii() and slurm.isdigit() and int(slurm) >= 1 else cores
+    return min(cores, int(slurm)) if ascii_digits(slurm) and int(slurm) >= 1 else cores
 
 
 # The largest seed a run takes: the runner seeds step t with `seed * 1000 + t` (torch takes 64 bits, numpy's legacy

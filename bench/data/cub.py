@@ -11,6 +11,7 @@ from bench.data.base import DatasetError, ImageSet, LoadedDataset
 from bench.data.files import locate, read_lines
 from bench.data.partitions import persisted_partition
 from bench.data.tinyimagenet import IMAGENET_MEAN, IMAGENET_STD
+from bench.errors import ascii_digits
 from bench.registries import DATASETS
 
 LAYOUT = ("CUB_200_2011/{images.txt, image_class_labels.txt, train_test_split.txt, classes.txt, "
@@ -21,7 +22,7 @@ def _table(path: Path, columns: int) -> dict[int, list[str]]:
     rows = {}
     for line in read_lines(path):
         parts = line.split(maxsplit=columns - 1)
-        if len(parts) != columns or not (parts[0].isascii() and parts[0].isdigit()):  # `²`: isdigit, not int
+        if len(parts) != columns or not ascii_digits(parts[0]):  # `²`: isdigit, not int
             raise DatasetError(f"bad line in {path}: {line!r}")
         rows[int(parts[0])] = parts[1:]
     return rows
@@ -58,7 +59,7 @@ class Cub200:
         missing = [str(p) for p in paths if not p.is_file()]
         if missing:
             raise DatasetError(f"cub200: {len(missing)} images listed in images.txt are missing, e.g. {missing[0]}")
-        bad = next((i for i in ids if not (labels[i][0].isascii() and labels[i][0].isdigit())
+        bad = next((i for i in ids if not ascii_digits(labels[i][0])
                     or int(labels[i][0]) not in classes), None)
         if bad is not None:
             raise DatasetError(f"cub200: image {bad} has class {labels[bad][0]!r} in {path / 'image_class_labels.txt'}, "

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from bench.core.provenance import cuda_visible_names
-from bench.errors import BenchError
+from bench.errors import BenchError, ascii_digits
 
 VISIBLE = "CUDA_VISIBLE_DEVICES"
 NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")  # a folder per GPU the NVIDIA driver drives
@@ -65,7 +65,7 @@ def gpu_slots(wanted: Sequence[str] | None, per_gpu: int = 1, *, device: str | N
         if not visible:
             raise BenchError(f"--gpus {','.join(wanted)}: this machine has no CUDA device (leave --gpus out to run "
                              f"on the CPU)")
-        unknown = [g for g in wanted if g not in visible and not (g.isascii() and g.isdigit() and int(g) < len(visible))]
+        unknown = [g for g in wanted if g not in visible and not (ascii_digits(g) and int(g) < len(visible))]
         if unknown:
             indices = "index 0" if len(visible) == 1 else f"indices 0-{len(visible) - 1}"
             raise BenchError(f"--gpus: no visible GPU {', '.join(unknown)}; visible here: {', '.join(visible)} "

@@ -23,7 +23,7 @@ from typing import Sequence
 import submitit
 
 from bench.config.spec import RunSpec
-from bench.errors import BenchError
+from bench.errors import BenchError, ascii_digits
 from bench.execution.cost import FLOOR_S, run_seconds
 from bench.execution.job_exit import end_job_without_teardown
 
@@ -38,7 +38,7 @@ def parse_pack(value: str | int | None) -> int | str | None:
         return value
     if str(value) == "auto":
         return "auto"
-    if str(value).isascii() and str(value).isdigit() and int(value) >= 1:  # `²` is a digit to isdigit, not to int
+    if ascii_digits(value) and int(value) >= 1:  # `²` is a digit to isdigit, not to int
         return int(value)
     raise BenchError(f"--pack {value}: give the runs per array task (an integer >= 1) or auto (tasks of about "
                      f"--pack-hours each, by the cost model)")
