@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from bench.config.grids import expand, load_grid
-from bench.reporting.peers import mapped, peer_reference, split_parts
+from bench.reporting.peers import departures, mapped, peer_reference, split_parts
 from bench.splits.settings import describe
 from registries.catalogue import method_info, method_names
 
@@ -46,6 +46,7 @@ def test_the_happy_grid_replays_happys_images_and_arrival_and_marks_its_selectio
         assert setting["arrival"] == {"happy-5-stage": "happy", "happy-in100-5-stage": "happy",
                                       "happy-cub-5-stage": "happy-ssb"}[spec.split]
         assert "ORACLE ON TEST" in describe(spec.split, spec.config)
+        assert departures("happy", describe(spec.split, spec.config)) == []  # Happy's run, not only its protocol
 
 
 def test_methods_narrow_a_peer_grid_to_its_own_cells():

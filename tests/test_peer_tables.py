@@ -183,6 +183,10 @@ def test_compare_happy_renders_published_and_measured_cells(happy_on_synthetic, 
     assert len(rows) == 16  # S-0 All and 5 steps of All, Old, New on the dataset that ran
     assert "32.80" in rows["C100 Stage-1 New"] and f"happy-5-stage · draw 0: {stage1:.2f} (n=1)" in rows["C100 Stage-1 New"]
     assert f"{stage1 - 32.80:+.2f}" in rows["C100 Stage-1 New"] and f"{stage0:.2f}" in rows["C100 S-0 All"]
+    # bench's draw in the class order is Happy's protocol but not Happy's run of it: set beside, and marked so
+    assert all("[not Happy's run: bench's draw, not Happy's images (setting.draw=happy); its classes in another "
+               "order than Happy's (setting.arrival=happy)]" in row for row in rows.values())
+    assert "16 of the measured cells are not Happy's own run of the protocol" in err
     tables, left = text.split("## Measured, beside no published cell")
     assert "K silhouette" not in tables and "K silhouette" in left  # Happy's tables are K known: beside none
     # a method bench does not run: published only; a cell bench has no protocol for: reference only, and why
@@ -243,3 +247,19 @@ def test_compare_happy_on_runs_of_no_happy_protocol_says_what_is_missing(tmp_pat
     table = compare_peer("happy", pd.DataFrame(columns=["label", "dataset", "split", "backbone", "seed", "step",
                                                         "group", "flavour", "metric", "value"]))
     assert set(table["status"]) == {"not run", "no bench protocol"}
+
+
+@pytest.mark.parametrize("split, said", [
+    ("happy-5-stage · Happy's draw · arrival happy · selected as Happy · ORACLE ON TEST", []),
+    ("happy-5-stage · draw 0", ["bench's draw", "another order"]),
+    ("happy-5-stage · Happy's draw", ["another order"]),
+    ("happy-cub-5-stage · draw 0 · arrival happy-ssb", ["bench's draw"]),
+    ("happy-cub-5-stage · Happy's draw · arrival happy-ssb", []),
+    ("happy-in100-5-stage · Happy's draw · arrival happy", []),
+])
+def test_a_cell_beside_happys_says_what_of_happys_run_it_did_not_replay(split, said):
+    from bench.reporting.peers import departures
+
+    got = departures("happy", split)
+    assert len(got) == len(said) and all(words in line for words, line in zip(said, got))
+    assert departures("promptccd", split) == []

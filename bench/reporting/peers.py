@@ -95,6 +95,27 @@ def measured_cells(frame: pd.DataFrame) -> pd.DataFrame:
     return stats.rename(columns={"count": "n"}).reset_index()
 
 
+# Happy's runs (its README's commands, its logs) draw its own images (`setting.draw=happy`) and take its classes in
+# its shuffled order: the arrival its code gives each of its protocols (`bench.splits.settings`)
+HAPPY_ARRIVAL = {"happy-5-stage": "happy", "happy-cub-5-stage": "happy-ssb", "happy-in100-5-stage": "happy"}
+
+
+def departures(name: str, measured_split: str) -> list[str]:
+    """What of the peer's own runs a measured configuration on one of its protocols did not replay (from its split
+    label, `bench.splits.settings.describe`): for Happy, its draw of the images and its order of the classes. Such a
+    cell is still set beside the published one, and marked."""
+    if name != "happy" or not measured_split:
+        return []
+    parts = str(measured_split).split(" · ")
+    said = []
+    if "Happy's draw" not in parts:
+        said.append("bench's draw, not Happy's images (setting.draw=happy)")
+    arrival = HAPPY_ARRIVAL.get(parts[0])
+    if arrival and f"arrival {arrival}" not in parts:
+        said.append(f"its classes in another order than Happy's (setting.arrival={arrival})")
+    return said
+
+
 def compare_peer(name: str, frame: pd.DataFrame, paper_dir: Path | None = None) -> pd.DataFrame:
     """Every published cell of the peer, beside each measured configuration of its cell (none: measured
     empty), with the difference measured − published and a `status`: `no bench protocol` (reference only),
@@ -107,6 +128,8 @@ def compare_peer(name: str, frame: pd.DataFrame, paper_dir: Path | None = None) 
     table["diff"] = table["mean"] - table["value"]
     table["status"] = ["no bench protocol" if not m else "" if pd.notna(v) else "not run"
                        for m, v in zip(table["mapped"], table["mean"])]
+    table["departs"] = ["; ".join(departures(name, split)) if pd.notna(v) else ""
+                        for split, v in zip(table["measured_split"], table["mean"])]
     return table.drop(columns=["order"]).reset_index(drop=True)
 
 
@@ -170,7 +193,8 @@ def render_peer(table: pd.DataFrame, fmt: str) -> str:
         rows = []
         for r in part.to_dict("records"):
             measured = ("--" if pd.isna(r["mean"]) else f"{r['measured_split']}: {r['mean']:.2f}"
-                        + ("" if pd.isna(r["std"]) else f" ± {r['std']:.2f}") + f" (n={int(r['n'])})")
+                        + ("" if pd.isna(r["std"]) else f" ± {r['std']:.2f}") + f" (n={int(r['n'])})"
+                       + (f" [not {SHORT.get(r['peer'], r['peer'])}'s run: {r['departs']}]" if r["departs"] else ""))
             rows.append((r["row"], r["column"], f"{r['value']:.2f}", cite(r), _cell(r),
                          r["status"] or measured, "--" if pd.isna(r["diff"]) else f"{r['diff']:+.2f}"))
         sources = "; ".join(dict.fromkeys(part["source"]))
@@ -191,6 +215,10 @@ def summary_line(name: str, table: pd.DataFrame) -> str:
     n, ref = len(table), int((table["status"] == "no bench protocol").sum())
     done = int((table["status"] == "").sum())
     line = f"--compare {name}: {n} rows, {done} beside a measured cell, {ref} reference only (no bench protocol)"
+    departing = int((table["departs"] != "").sum()) if "departs" in table else 0
+    if departing:
+        line += (f"; {departing} of the measured cells are not {SHORT.get(name, name)}'s own run of the protocol, "
+                 f"marked [not {SHORT.get(name, name)}'s run: ...] (`bench run --grid {name}-tables` runs them as it did)")
     if not done:
         wanted = sorted({f"{d}/{s}" for d, s in zip(table["dataset"], table["split"]) if d and s})
         line += (f"; no run of this report is on a protocol of {SHORT[name]}'s tables ({', '.join(wanted)}, with "
