@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from bench.errors import BenchError
 from bench.methods.base import RunsOn, Step, built
 from bench.methods.gcd_losses import (NormedHead, Projector, distil, entropy_regulariser, info_nce, supcon,
                                       teacher_temperature)
@@ -37,6 +38,10 @@ class ContinualSimGCD(OneTail):
 
     def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
         super().__init__(feature_dim, seed, **hparams)
+        own = self.hparams.get("labelled_memax_weight")
+        if own is not None and (isinstance(own, bool) or not isinstance(own, (int, float)) or not own >= 0):
+            raise BenchError(f"bad config value method.labelled_memax_weight={own!r}: must be None (the labelled "
+                             "step takes method.memax_weight) or a number >= 0")
         self.head: NormedHead | None = None
 
     # --- what Happy changes ----------------------------------------------------------------------------
@@ -45,8 +50,11 @@ class ContinualSimGCD(OneTail):
         return None
 
     def entropy_term(self, logits: torch.Tensor, step: Step) -> torch.Tensor:
-        """ε·(log K − H(p̄)) over every class so far."""
-        return self.hparams["memax_weight"] * entropy_regulariser(logits, self.hparams["student_temperature"])
+        """ε·(log K − H(p̄)) over every class so far; the labelled step's ε is `labelled_memax_weight` where set
+        (SimGCD's own runs: the `simgcd_offline` preset)."""
+        hp = self.hparams
+        own = hp.get("labelled_memax_weight") if step.labels is not None else None
+        return (hp["memax_weight"] if own is None else own) * entropy_regulariser(logits, hp["student_temperature"])
 
     def extra_loss(self, step: Step, views: tuple[torch.Tensor, torch.Tensor], z: torch.Tensor,
                    gen: torch.Generator) -> torch.Tensor:

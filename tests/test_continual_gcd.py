@@ -105,3 +105,40 @@ def test_bench_list_methods_says_which_settings_each_method_runs(capsys):
     assert main(["list", "methods"]) == 0
     rows = {line.split("  ")[0]: line.split() for line in capsys.readouterr().out.splitlines()}
     assert "mixed" in rows["Happy"] and "incd" in rows["EwC"] and "incd+mixed" in rows["VB-CGCD"]
+
+
+def test_the_labelled_steps_own_entropy_weight_and_simgcds_own_preset():
+    """`labelled_memax_weight` weighs the labelled step's ε·(log K − H(p̄)) alone (None: ε, every run before it);
+    `simgcd_offline` is SimGCD's own scripts' labelled step: 200 epochs, ε 4 on CIFAR-100, 2 on CUB, 1 elsewhere."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from bench.config.presets import resolve_config
+    from bench.errors import BenchError
+    from bench.methods.gcd_losses import entropy_regulariser
+    from bench.registries import METHODS, load_all
+
+    load_all()
+    cls = METHODS.get("SimGCD (continual)")
+    logits = torch.tensor([[2.0, 0.0, -1.0], [0.5, 0.5, 0.0], [2.0, 1.0, 0.0]])
+    plain = entropy_regulariser(logits, 0.1)
+    assert plain > 0  # the batch's mean prediction is not uniform: the term is not zero, so its weight shows
+    labelled, unlabelled = SimpleNamespace(labels=torch.zeros(3)), SimpleNamespace(labels=None)
+
+    def term(own, step):
+        owner = SimpleNamespace(hparams={"memax_weight": 1.5, "labelled_memax_weight": own, "student_temperature": 0.1})
+        return cls.entropy_term(owner, logits, step)
+
+    torch.testing.assert_close(term(4.0, labelled), 4.0 * plain)
+    torch.testing.assert_close(term(4.0, unlabelled), 1.5 * plain)
+    torch.testing.assert_close(term(None, labelled), 1.5 * plain)
+    own = {d: resolve_config("SimGCD (continual)", "simgcd_offline", d, "happy-5-stage", {}, {})["method"]
+           for d in ("cifar100", "cub200", "cifar10")}
+    assert {d: (c["labelled_epochs"], c["labelled_memax_weight"]) for d, c in own.items()} == {
+        "cifar100": (200, 4.0), "cub200": (200, 2.0), "cifar10": (200, 1.0)}
+    code = resolve_config("SimGCD (continual)", "code", "cifar100", "happy-5-stage", {}, {})["method"]
+    assert (code["labelled_epochs"], code["labelled_memax_weight"], code["epochs"]) == (100, None, 30)
+    assert own["cifar100"]["epochs"] == 30  # the steps after the labelled one stay Happy's
+    with pytest.raises(BenchError, match="method.labelled_memax_weight='x': must be None"):
+        cls(feature_dim=8, seed=0, **{**code, "labelled_memax_weight": "x"})

@@ -75,7 +75,9 @@ LATER_KEYS: dict[tuple[str, str], Any] = {("features", "tokens"): "live", ("feat
                                           ("setting", "val_fraction"): 0.1, ("setting", "manifest_sha256"): "",
                                           ("setting", "arrival"): "canonical", ("setting", "evaluation"): "inductive", ("setting", "draw"): "bench",
                                           # a mixed run on CUB or Herbarium held their val partition out before
-                                          ("setting", "whole_train"): False}
+                                          ("setting", "whole_train"): False,
+                                          # continual SimGCD's and Happy's labelled step took ε before this key
+                                          ("method", "labelled_memax_weight"): None}
 
 
 # Sections a preset may set besides the method's own keys (a `code` preset sets `features.policy`).
