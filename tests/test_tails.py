@@ -52,6 +52,22 @@ def test_prefix_then_tail_is_the_backbones_own_feature(name, extra, dim):
     torch.testing.assert_close(out, backbone(x))
 
 
+def test_a_tails_feature_is_fp32_or_wider_never_narrowed_from_float64():
+    """bf16 and fp32 give fp32 (what heads and losses read); a float64 tail (the checks against authors' code) stays
+    float64 to the end, so a chain of steps keeps float64's agreement."""
+    backbone = tiny_vit()
+    x = torch.randn(3, 3, 16, 16)
+    tail = Tail(backbone, 11).eval()
+    with torch.no_grad():
+        tokens = Prefix(backbone, 11)(x)
+        assert tail(tokens).dtype == torch.float32
+        assert tail(tokens.bfloat16().float()).dtype == torch.float32
+        wide = copy.deepcopy(backbone).double()
+        out = Tail(wide, 11).eval()(Prefix(wide, 11)(x.double()))
+    assert out.dtype == torch.float64
+    torch.testing.assert_close(out.float(), tail(tokens), rtol=1e-4, atol=1e-5)
+
+
 def test_a_tail_snapshot_copies_the_blocks_and_shares_the_backbone():
     backbone = tiny_vit()
     tail = Tail(backbone, 10)
