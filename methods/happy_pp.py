@@ -1,5 +1,5 @@
 """Happy++ (Ma et al., "Happy++: Towards Stable and Unified Continual Generalized Category Discovery", TPAMI'26;
-docs/methods.md#happy-pp): Happy (`methods.happy`) with the switches of its code (Happy-CGCD's
+docs/methods.md#happy-tpami26): Happy (`methods.happy`) with the switches of its code (Happy-CGCD's
 `train_happy_plus_plus.py`), each off at its argparse default, on its unlabelled steps (`methods.happy_pp_parts`):
 
     protogcd:            L_distil → ProtoGCD's confident self-distillation, ρ over `protogcd_ramp_epochs`

@@ -1,4 +1,4 @@
-"""What Happy++ adds to Happy (Ma et al., TPAMI'26; docs/methods.md#happy-pp), as its code computes it (Happy-CGCD's
+"""What Happy++ adds to Happy (Ma et al., TPAMI'26; docs/methods.md#happy-tpami26), as its code computes it (Happy-CGCD's
 `train_happy_plus_plus.py`, `models/ema.py`; the confident self-distillation from ProtoGCD's `DistillLoss_ratio`,
 which the script imports), on an unlabelled step's cosine logits s of the 2B views, the head's rows W (directions
 v, unit rows v̂) and the terms L_1..L_5 of its loss (clustering, contrastive, w_hap·L_hap, w_kd·L_kd, w_l2·L_l2):
