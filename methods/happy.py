@@ -56,15 +56,24 @@ class Happy(ContinualSimGCD):
                    gen: torch.Generator) -> torch.Tensor:
         hp = self.hparams
         loss = z.new_zeros(())
-        if hp["proto_weight"]:  # old classes' features drawn around their prototypes, hard ones more often
-            x, y = self.prototypes.sample(hp["proto_samples"], hp["hardness_temperature"], hp["radius_scale"], gen)
-            loss = loss + hp["proto_weight"] * F.cross_entropy(built(self.head, "the head")(x) / hp["student_temperature"], y)
-        if hp["kd_weight"]:  # the previous step's tail on the same views' tokens
-            with torch.no_grad():
-                previous = built(self.previous, "the previous step's tail")
-                before = torch.cat([previous(t) for t in views])
-            loss = loss + hp["kd_weight"] * feature_distillation(z, before)
+        if hp["proto_weight"]:
+            loss = loss + hp["proto_weight"] * self.prototype_term(gen)
+        if hp["kd_weight"]:
+            loss = loss + hp["kd_weight"] * self.distillation_term(views, z)
         return loss
+
+    def prototype_term(self, gen: torch.Generator) -> torch.Tensor:
+        """L_hap: old classes' features drawn around their prototypes, hard ones more often."""
+        hp = self.hparams
+        x, y = self.prototypes.sample(hp["proto_samples"], hp["hardness_temperature"], hp["radius_scale"], gen)
+        return F.cross_entropy(built(self.head, "the head")(x) / hp["student_temperature"], y)
+
+    def distillation_term(self, views: tuple[torch.Tensor, torch.Tensor], z: torch.Tensor) -> torch.Tensor:
+        """L_kd: against the previous step's tail on the same views' tokens."""
+        with torch.no_grad():
+            previous = built(self.previous, "the previous step's tail")
+            before = torch.cat([previous(t) for t in views])
+        return feature_distillation(z, before)
 
     def end_step(self, step: Step) -> None:
         z = self._features(step)

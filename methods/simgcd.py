@@ -18,9 +18,10 @@ with Happy's parts off and SimGCD's global entropy term on (Happy's code comment
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
+from torch import nn
 
 from bench.errors import BenchError
 from bench.methods.base import RunsOn, Step, built
@@ -64,6 +65,25 @@ class ContinualSimGCD(OneTail):
     def end_step(self, step: Step) -> None:
         """After a step's training (and its epoch selection)."""
 
+    # --- what Happy++ changes (unlabelled steps only) -----------------------------------------------------
+    def self_distillation(self, s1: torch.Tensor, s2: torch.Tensor, tau_t: float, epoch: int) -> torch.Tensor:
+        """L_distil of an unlabelled step's two views' logits at `epoch`."""
+        return distil(s1, s2, self.hparams["student_temperature"], tau_t)
+
+    def unlabelled_loss(self, step: Step, views: tuple[torch.Tensor, torch.Tensor], z: torch.Tensor,
+                        gen: torch.Generator, cluster: torch.Tensor, contrastive: torch.Tensor) -> torch.Tensor:
+        """An unlabelled step's loss from its clustering term (L_distil + the entropy term) and L_con."""
+        return cluster + contrastive + self.extra_loss(step, views, z, gen)
+
+    def unlabelled_lr(self, epochs: int, lr: float) -> Callable[[int], float]:
+        """An unlabelled step's learning rate at each epoch."""
+        return lambda e: cosine_after_epoch(e, epochs, lr, lr * self.hparams["eta_min_ratio"])
+
+    def training_hooks(self, step: Step, modules: list[nn.Module]) -> tuple[Callable[[], None] | None,
+                                                                            Callable[[int], None] | None]:
+        """What runs after each optimiser step, and after each epoch before its selection scores it."""
+        return None, None
+
     # --- the procedure -----------------------------------------------------------------------------------
     def learn(self, step: Step) -> None:
         hp, tail = self.hparams, self.tail
@@ -93,10 +113,12 @@ class ContinualSimGCD(OneTail):
             s, h = head(z), projector(z)
             n = len(t1)
             tau_t = teacher_temperature(epoch_now[0], epochs, warm, final, warm_epochs)
+            if labels is None:  # the terms kept apart: Happy++ may weigh them otherwise than by a sum
+                cluster = self.self_distillation(s[:n], s[n:], tau_t, epoch_now[0]) + self.entropy_term(s, step)
+                contrastive = info_nce(h[:n], h[n:], hp["info_nce_temperature"])
+                return self.unlabelled_loss(step, (t1, t2), z, gen, cluster, contrastive)
             unsupervised = (distil(s[:n], s[n:], tau_s, tau_t) + self.entropy_term(s, step)
                             + info_nce(h[:n], h[n:], hp["info_nce_temperature"]))
-            if labels is None:
-                return unsupervised + self.extra_loss(step, (t1, t2), z, gen)
             y = labels[index[0].to(labels.device)]
             supervised = (torch.nn.functional.cross_entropy(s / tau_s, torch.cat([y, y]))
                           + supcon(h[:n], h[n:], y, hp["supcon_temperature"]))
@@ -108,11 +130,14 @@ class ContinualSimGCD(OneTail):
         tail.train(), head.train(), projector.train()
         modules = [tail, head, projector]
         loop_hp = {"lr": lr, "momentum": hp["momentum"], "weight_decay": hp["weight_decay"], "eta_min": 0.0}
-        with step.selection.over([*tail.parameters(), *head.parameters()], self.logits, [tail, head]) as after_epoch:
+        lr_at = (self.unlabelled_lr(epochs, lr) if not labelled
+                 else lambda e: cosine_after_epoch(e, epochs, lr, lr * hp["eta_min_ratio"]))
+        after_step, epoch_end = (None, None) if labelled else self.training_hooks(step, modules)
+        with step.selection.over([*tail.parameters(), *head.parameters()], self.logits, [tail, head]) as select:
+            after_epoch = select if epoch_end is None else _chained(epoch_end, select)
             train_epochs(parameter_groups(modules, hp["weight_decay"]), loop_hp, epochs=epochs, sizes=[len(step.tokens)],
-                         batch_size=hp["batch_size"], gen=gen, loss_of=loss_of, drop_last=True,
-                         lr_at=lambda e: cosine_after_epoch(e, epochs, lr, lr * hp["eta_min_ratio"]),
-                         on_epoch=on_epoch, read_ahead=[step.tokens], after_epoch=after_epoch)
+                         batch_size=hp["batch_size"], gen=gen, loss_of=loss_of, drop_last=True, lr_at=lr_at,
+                         on_epoch=on_epoch, after_step=after_step, read_ahead=[step.tokens], after_epoch=after_epoch)
         tail.eval(), head.eval()
         self.end_step(step)
 
@@ -133,3 +158,11 @@ class ContinualSimGCD(OneTail):
         self.head = NormedHead(weight.shape[1], weight.shape[0]).to(self.device)
         self.head.weight.data.copy_(weight.to(self.device))
         self.head.eval()
+
+
+def _chained(first: Callable[[int], None], then: Callable[[int], None] | None) -> Callable[[int], None]:
+    def both(epoch: int) -> None:
+        first(epoch)
+        if then is not None:
+            then(epoch)
+    return both

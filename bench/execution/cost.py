@@ -57,7 +57,7 @@ BACKBONE_COST = {"dino-vitb16": 1.0, "sup21k-vitb16": 1.0, "dinov3-vitb16": 1.9,
                  "pixels": 0.0}
 ON_FEATURES = ("K-means", "Baseline", "Baseline++", "Joint (frozen)")
 # the mixed setting's methods that train the last block, priced by `mixed_units`
-MIXED_TAILS = ("SimGCD (continual)", "Happy", "PromptCCD")
+MIXED_TAILS = ("SimGCD (continual)", "Happy", "Happy++", "PromptCCD")
 # VB-CGCD: one Adam step of its Gaussians' fit (methods/vb_cgcd.py), measured by benchmarks/vb_cgcd_speed.py on
 # one CPU thread at the cgcd-demo grid's 64 dimensions (docs/performance.md#vb-cgcds-fit); not measured on a GPU
 # nor at ViT-B/16's 384 PCA dimensions, where a step decomposes larger matrices: a lower bound there
@@ -111,7 +111,7 @@ def mixed_units(method: str, sizes: Sequence[int], method_cfg: Mapping[str, Any]
     prefix, trained = (DEPTH - 1 if tokens == "live" else 0), 1 + 2
     if method == "SimGCD (continual)":
         return 2 * (method_cfg["labelled_epochs"] * labelled + method_cfg["epochs"] * later) * (prefix + trained)
-    if method == "Happy":
+    if method in ("Happy", "Happy++"):  # Happy++: Happy's passes (its switches add no forward of a block)
         return 2 * (method_cfg["labelled_epochs"] * labelled * (prefix + trained)
                     + method_cfg["epochs"] * later * (prefix + trained + 1))
     if method == "PromptCCD":
