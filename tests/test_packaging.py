@@ -31,7 +31,7 @@ def test_run_ids_survive_the_move_into_one_package(grid, selection, index, run_i
 # they hold other images now, so they are other runs; its CIFAR-100 ids kept) and its happy-cub-5-stage block;
 # then its trained-last-block and PromptCCD-protocol blocks (30 runs added; the other 162 ids are the earlier pin's,
 # 9e7ae023…), and VB-CGCD's runs in cgcd and cgcd-demo (every earlier run id kept); the peers' grids
-# happy-tables and promptccd-tables added
+# happy-tables and promptccd-tables added; vb-cgcd-tables (issue 52)
 GRID_RUN_IDS = {
     "backbones": (470, "a919b5286172589498f78254c038d682c3fe48fbef1651ab44e2558ebb5402fd"),
     "cgcd": (219, "e34f49ecd83bf9b21ee31c992721ddec967c826277860874a001227cd830d9c2"),
@@ -40,6 +40,7 @@ GRID_RUN_IDS = {
     "demo": (24, "9b45f7a89738af22d698a6721829a08fdc8233190b3be7bc11138650873f8d78"),
     "happy-tables": (36, "2bc6c20148f6bb1f1e24edba9ea5d481fdbd33e84f2cae266687d69c51649f40"),
     "promptccd-tables": (36, "f01888642cfc1aceb99fe37468262c496bce5300ec646e1de0e08bdd70225694"),
+    "vb-cgcd-tables": (21, "f9e815257f4ea2ea3a35d5104edebbffa2c1bcb4b6d631f2681228167a9c9d0c"),
     "full": (348, "dfd2d47e76102972c860c1032d752fdb2c71a7794d86bdfa6e056c8bd852b81e"),
     "paper": (116, "dcd89b6cf20ad155c9ad5b92d019e2e862f6c349b382a748bdb8a2aa14f214d8"),
     "smoke": (12, "f8b69cb683e83d4ae7259e316aeaf6313c275b30150cf898d42a93cc6a7c174a"),

@@ -11,7 +11,7 @@ from bench.reporting.peers import departures, mapped, peer_reference, split_part
 from bench.splits.settings import describe
 from registries.catalogue import method_info, method_names
 
-PEER_GRIDS = {"happy": "happy-tables", "promptccd": "promptccd-tables"}
+PEER_GRIDS = {"happy": "happy-tables", "promptccd": "promptccd-tables", "vb-cgcd": "vb-cgcd-tables"}
 
 
 def _mixed_methods() -> set[str]:
@@ -54,3 +54,16 @@ def test_methods_narrow_a_peer_grid_to_its_own_cells():
     narrowed = _grid_cells("happy-tables", methods=["Happy"])
     assert narrowed == {cell for cell in _published_cells("happy") if cell[0] == "Happy"}
     assert len(narrowed) == 4
+
+
+def test_the_vb_cgcd_grid_runs_its_class_order_and_happys_copied_row_as_happy_ran_it():
+    """VB-CGCD's own cells in the class order (no departure to mark), with bench's default selection (the paper does
+    not say how it ran Happy and PromptCCD); Happy's ImageNet-100 row, copied from Happy's Table 1, as Happy ran it."""
+    for spec in expand(load_grid("vb-cgcd-tables"), seeds=[0]):
+        split = describe(spec.split, spec.config)
+        assert departures("vb-cgcd", split) == []
+        if spec.split == "happy-5-stage":
+            assert spec.config["setting"]["arrival"] == "canonical" and spec.config["setting"]["selection"] == "last"
+        else:
+            assert (spec.label, spec.dataset, spec.split) == ("Happy", "imagenet100", "happy-in100-5-stage")
+            assert "ORACLE ON TEST" in split

@@ -20,9 +20,11 @@ FILES = sorted(PAPER_DIR.glob("peer_*.csv"))
 SUMMARY = {"All", "Old_hard", "New_hard", "Old_soft", "New_soft", "A", "F", "D", "K_error"}
 
 
-def test_there_are_tables_of_happy_and_promptccd():
-    assert {f.name.split("_")[1] for f in FILES} == {"happy", "promptccd"}
+def test_there_are_tables_of_happy_promptccd_and_vb_cgcd():
+    assert {f.name.split("_")[1] for f in FILES} == {"happy", "promptccd", "vb-cgcd"}
     assert len(peer_reference("happy")) == 512 + 16 + 66 and len(peer_reference("promptccd")) == 13 * 8 * 3
+    # VB-CGCD's Table 2: 4 datasets x 5 methods x (S0 All + All/Old/New of 5 sessions)
+    assert len(peer_reference("vb-cgcd")) == 4 * 5 * 16
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
@@ -107,12 +109,15 @@ def test_an_unknown_peer_is_refused_with_the_valid_names(tmp_path, capsys):
     assert "did you mean 'promptccd'" in capsys.readouterr().err
 
 
-def test_a_peer_without_a_stored_table_says_what_is_missing(tmp_path, capsys):
-    with pytest.raises(BenchError, match="no published table of VB-CGCD .* none could be read from a source"):
+def test_a_peer_without_a_stored_table_says_what_is_missing(tmp_path, monkeypatch, capsys):
+    empty = tmp_path / "paper"
+    empty.mkdir()
+    monkeypatch.setattr("bench.reporting.peers.PAPER_DIR", empty)
+    with pytest.raises(BenchError, match="no published table of vb-cgcd under"):
         peer_reference("vb-cgcd")
     assert main(["report", "--results", str(tmp_path), "--compare", "vb-cgcd"]) == 2  # before any run is read
     err = capsys.readouterr().err
-    assert "no published table of VB-CGCD" in err and not (tmp_path / "reports").exists()
+    assert "no published table of vb-cgcd" in err and not (tmp_path / "reports").exists()
     assert "`--compare vb-cgcd` alone names VB-CGCD's published tables: to compare the method VB-CGCD with another, " \
            "name both (`--compare vb-cgcd k-means`)" in err
 
@@ -263,3 +268,91 @@ def test_a_cell_beside_happys_says_what_of_happys_run_it_did_not_replay(split, s
     got = departures("happy", split)
     assert len(got) == len(said) and all(words in line for words, line in zip(said, got))
     assert departures("promptccd", split) == []
+
+
+def _vb_cell(table: pd.DataFrame, label: str, column: str) -> float:
+    return table[(table["row"] == label) & (table["column"] == column)]["value"].item()
+
+
+# VB-CGCD's Table 3 (printed): its novelty learning rate M_d, "the average accuracy of new classes in each session"
+VB_CGCD_MD = {"PromptCCD": {"C100": 54.28, "Tiny": 54.88, "IN100": 72.77, "CUB": 47.15},
+              "Happy": {"C100": 55.80, "Tiny": 41.70, "IN100": 72.88, "CUB": 35.26},
+              "VB-CGCD": {"C100": 79.14, "Tiny": 68.12, "IN100": 87.04, "CUB": 56.46}}
+# its Tables 11, 12 and 13 (App. C.4), row R = 0, the setting of Table 2: C100 All, Old and New of the 5 online sessions
+VB_CGCD_R0 = {"All": [88.40, 86.0, 83.61, 82.72, 81.23], "Old": [89.46, 87.06, 84.75, 82.85, 81.84],
+              "New": [83.10, 79.60, 75.60, 81.70, 75.70]}
+
+
+def test_vb_cgcds_table_2_agrees_with_its_table_3_its_appendix_and_its_text():
+    table = peer_reference("vb-cgcd")
+    for label, printed in VB_CGCD_MD.items():
+        for data, md in printed.items():
+            new = [_vb_cell(table, label, f"{data} S{s} New") for s in range(1, 6)]
+            # to the printed digit: PromptCCD's CUB mean, 47.158, is printed 47.15 (cut, not rounded)
+            assert np.mean(new) == pytest.approx(md, abs=0.0081), (label, data)
+    for what, values in VB_CGCD_R0.items():
+        assert [_vb_cell(table, "VB-CGCD", f"C100 S{s} {what}") for s in range(1, 6)] == pytest.approx(values)
+    # its Sec. 4.2 and abstract: the last session's All exceeds the best baseline's by 15.21 on average over the datasets
+    gains = [_vb_cell(table, "VB-CGCD", f"{d} S5 All") - max(_vb_cell(table, m, f"{d} S5 All")
+                                                              for m in ("GM", "MetaGCD", "PromptCCD", "Happy"))
+             for d in ("C100", "Tiny", "IN100", "CUB")]
+    assert np.mean(gains) == pytest.approx(15.21, abs=0.006)
+
+
+def test_vb_cgcds_gm_and_metagcd_rows_are_happys_table_1_and_are_mapped_as_it_maps_them():
+    """GM's and MetaGCD's rows (and Happy's on IN100) are Happy's Table 1 cell for cell: Happy's runs, copied, so on
+    Happy's protocols; Happy's other rows are not Happy's numbers (VB-CGCD's runs), nor are they mapped as Happy's."""
+    ours, happy = peer_reference("vb-cgcd"), peer_reference("happy")
+    happy = happy[happy["table"] == "Table 1"]
+    happy = happy.assign(column=happy["column"].str.replace("S-0", "S0").str.replace("Stage-", "S"))
+    key = ["label", "column"]
+    both = ours.merge(happy, on=key, suffixes=("", "_happy"))
+    assert len(both) == 3 * 4 * 16
+    copied = both["label"].isin(["GM", "MetaGCD"]) | both["column"].str.startswith("IN100")
+    assert (both.loc[copied, "value"] == both.loc[copied, "value_happy"]).all()
+    assert (both.loc[~copied, "value"] != both.loc[~copied, "value_happy"]).sum() >= 40  # Happy re-run: other numbers
+    same = ["dataset", "split", "step", "group", "flavour"]
+    assert (both.loc[copied, same].to_numpy() == both.loc[copied, [f"{c}_happy" for c in same]].to_numpy()).all()
+    assert both.loc[copied, "note"].str.contains("copied").all()
+
+
+def test_vb_cgcds_own_runs_are_mapped_only_where_bench_has_its_protocol_with_its_notes():
+    table = peer_reference("vb-cgcd")
+    own = table[~table["note"].str.contains("copied")]
+    assert set(own["label"]) == {"VB-CGCD", "Happy", "PromptCCD"}
+    assert own["note"].str.contains("one run, seeds 0").all() and own["note"].str.contains("K known per session").all()
+    assert own["note"].str.contains("New = the classes new in this session").all()
+    # C100 and Tiny are happy-5-stage (its counts, the class order); IN100 (another class list) and CUB (other labelled
+    # classes and counts) are no bench protocol, and say why
+    on = own[mapped(own)]
+    assert set(on["dataset"]) == {"cifar100", "tinyimagenet"} and set(on["split"]) == {"happy-5-stage"}
+    off = own[~mapped(own)]
+    assert set(off["column"].str.split().str[0]) == {"IN100", "CUB"} and off["note"].str.contains("not mapped").all()
+    # New is the session's new classes, Old every class before: bench's soft sense
+    steps = table[table["group"].isin(["old", "new"])]
+    assert set(steps["flavour"]) == {"cgcd_soft"}
+
+
+def test_compare_vb_cgcd_sets_measured_cells_beside_its_table_and_marks_another_class_order(tmp_path, capsys):
+    from bench.reporting.peers import departures, write_peer_compare
+
+    def metric(split: str, seed: int, value: float) -> dict:
+        return dict(label="VB-CGCD", dataset="cifar100", split=split, backbone="dino-vitb16", seed=seed, step=5,
+                    group="new", flavour="cgcd_soft", metric="acc", value=value)
+
+    frame = pd.DataFrame([metric("happy-5-stage · draw 0", 0, 70.0), metric("happy-5-stage · draw 0", 1, 72.0),
+                          metric("happy-5-stage · draw 0 · arrival happy", 0, 60.0)])
+    table = compare_peer("vb-cgcd", frame)
+    cell = table[(table["row"] == "VB-CGCD") & (table["column"] == "C100 S5 New")]
+    assert len(cell) == 2 and set(cell["status"]) == {""}
+    canonical = cell[cell["measured_split"] == "happy-5-stage · draw 0"].iloc[0]
+    assert canonical["mean"] == pytest.approx(71.0) and canonical["diff"] == pytest.approx(71.0 - 75.70)
+    assert canonical["departs"] == "" and "another order than VB-CGCD's" in cell["departs"].iloc[1]
+    assert departures("vb-cgcd", "happy-in100-5-stage · draw 0") == departures("happy", "happy-in100-5-stage · draw 0")
+    paths = write_peer_compare("vb-cgcd", frame, ["markdown"], tmp_path, {"markdown": "md"})
+    text = paths[0].read_text()
+    assert "## Dai and Chauhan, VB-CGCD, ICML 2025, Table 2" in text and "VB-CGCD Tab. 2" in text
+    assert "happy-5-stage · draw 0: 71.00 ± 1.41 (n=2)" in text and "no bench protocol (not mapped: its ImageNet-100" in text
+    err = capsys.readouterr().err  # 320 cells, one beside two configurations; IN100 and CUB of its own runs: 5 x 16
+    assert "--compare vb-cgcd: 321 rows, 2 beside a measured cell, 80 reference only" in err
+    assert "1 of the measured cells are not VB-CGCD's own run" in err and "bench run --grid vb-cgcd-tables" in err

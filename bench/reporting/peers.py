@@ -6,8 +6,9 @@ A published cell is set beside a measured one where its file names bench's cell:
 (the protocol), the method label, the backbone, K known or estimated, the evaluation (inductive, or PromptCCD's
 transductive one) and the metric row (step, group, flavour, metric of `metrics.parquet`, `bench.protocol.mixed`).
 A cell whose protocol bench lacks (no dataset or split in its file: Caltech-101, Happy's 10 steps, a metric
-bench does not compute) is kept as reference only, and says so. Each configuration of a protocol that ran (a
-draw, Happy's arrival order) is a measured row of its own, never averaged with another.
+bench does not compute, VB-CGCD's ImageNet-100 and CUB, which are not Happy's) is kept as reference only, and says
+so. Each configuration of a protocol that ran (a draw, Happy's arrival order) is a measured row of its own, never
+averaged with another.
 """
 from __future__ import annotations
 
@@ -24,10 +25,8 @@ PAPER_DIR = resource_dir("paper")
 PEERS = {"happy": "Happy (Ma et al., NeurIPS 2024)", "promptccd": "PromptCCD (Cendra et al., ECCV 2024)",
          "vb-cgcd": "VB-CGCD (Dai and Chauhan, ICML 2025)"}
 SHORT = {"happy": "Happy", "promptccd": "PromptCCD", "vb-cgcd": "VB-CGCD"}
-# a peer with no stored table: what is missing, said instead of an empty report
-MISSING = {"vb-cgcd": "no published table of VB-CGCD (Dai and Chauhan, ICML 2025) is stored in results/paper/: "
-                      "none could be read from a source (its repository github.com/daihao42/VB-CGCD shows no "
-                      "table); add results/paper/peer_vb-cgcd_<table>.csv, one published cell a row, to compare"}
+# a peer with no stored table: what is missing, said instead of an empty report (none now: each peer has its tables)
+MISSING: dict[str, str] = {}
 CITATION = ["peer", "paper", "table", "row", "column", "source"]
 KEY = ["label", "dataset", "split", "backbone", "k", "evaluation", "step", "group", "flavour", "metric"]
 COLUMNS = [*CITATION[:5], "value", *KEY, "source", "note"]  # a peer file's columns, in its order
@@ -102,11 +101,20 @@ HAPPY_ARRIVAL = {"happy-5-stage": "happy", "happy-cub-5-stage": "happy-ssb", "ha
 
 def departures(name: str, measured_split: str) -> list[str]:
     """What of the peer's own runs a measured configuration on one of its protocols did not replay (from its split
-    label, `bench.splits.settings.describe`): for Happy, its draw of the images and its order of the classes. Such a
-    cell is still set beside the published one, and marked."""
-    if name != "happy" or not measured_split:
+    label, `bench.splits.settings.describe`): for Happy, its draw of the images and its order of the classes; for
+    VB-CGCD, its class order on `happy-5-stage` (the class order: its draw is its own, which bench does not replay),
+    and Happy's on the other splits (its Table 2's cells there are Happy's Table 1's, copied). Such a cell is still
+    set beside the published one, and marked."""
+    if not measured_split:
         return []
     parts = str(measured_split).split(" · ")
+    if name == "vb-cgcd":
+        if parts[0] != "happy-5-stage":
+            return departures("happy", measured_split)
+        return ["its classes in another order than VB-CGCD's, the class order (setting.arrival=canonical)"] \
+            if any(p.startswith("arrival ") for p in parts[1:]) else []
+    if name != "happy":
+        return []
     said = []
     if "Happy's draw" not in parts:
         said.append("bench's draw, not Happy's images (setting.draw=happy)")
