@@ -31,11 +31,11 @@ def test_run_ids_survive_the_move_into_one_package(grid, selection, index, run_i
 # they hold other images now, so they are other runs; its CIFAR-100 ids kept) and its happy-cub-5-stage block;
 # then its trained-last-block and PromptCCD-protocol blocks (30 runs added; the other 162 ids are the earlier pin's,
 # 9e7ae023…), and VB-CGCD's runs in cgcd and cgcd-demo (every earlier run id kept); the peers' grids
-# happy-tables and promptccd-tables added; vb-cgcd-tables (issue 52)
+# happy-tables and promptccd-tables added; Happy++ in cgcd (3 runs) and cgcd-smoke (3), every other id kept; vb-cgcd-tables (issue 52)
 GRID_RUN_IDS = {
     "backbones": (470, "a919b5286172589498f78254c038d682c3fe48fbef1651ab44e2558ebb5402fd"),
-    "cgcd": (219, "e34f49ecd83bf9b21ee31c992721ddec967c826277860874a001227cd830d9c2"),
-    "cgcd-smoke": (15, "aa4c66858f3fb64a940076d38990952b162b2533132c9fd4b63faf110cffa99c"),
+    "cgcd": (222, "f1393228b442a6577cccc21a9d7ee9ce3a8ac38a281dc4a1f20c1cbdc99e5b35"),
+    "cgcd-smoke": (18, "9545da836cd9ed242b7204adcac0e94c687ea23acf88bd7c442ba84429f0916d"),
     "cgcd-demo": (84, "7633a1095320f4435a1e531c38775c9c4db9b7c00be1ae3dc5afe135f2903d4a"),
     "demo": (24, "9b45f7a89738af22d698a6721829a08fdc8233190b3be7bc11138650873f8d78"),
     "happy-tables": (36, "2bc6c20148f6bb1f1e24edba9ea5d481fdbd33e84f2cae266687d69c51649f40"),

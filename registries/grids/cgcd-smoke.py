@@ -1,7 +1,7 @@
 # The mixed setting's CI grid: the smoke recipe (tiny generated images, a tiny randomly initialised timm ViT, a few
 # epochs; seconds on a CPU) with the methods that train the last block beside frozen-feature baselines, on Happy's
 # protocol: it checks that they run end to end and report, not what they score.
-methods = ["NCM + k-means", "Gaussian per class", "VB-CGCD", "SimGCD (continual)", "Happy", "PromptCCD"]
+methods = ["NCM + k-means", "Gaussian per class", "VB-CGCD", "SimGCD (continual)", "Happy", "Happy++", "PromptCCD"]
 datasets = ["synthetic"]
 splits = ["happy-5-stage", "promptccd-3-stage"]
 seeds = [0]
@@ -17,7 +17,7 @@ cfg = dict(
 dataset_options = dict(synthetic=dict(num_classes=12, image_size=8, train_per_class=12, test_per_class=4))
 blocks = [
     dict(name="last epoch", splits=["happy-5-stage"]),
-    dict(name="Happy's selection", methods=["NCM + k-means", "SimGCD (continual)", "Happy"],
+    dict(name="Happy's selection", methods=["NCM + k-means", "SimGCD (continual)", "Happy", "Happy++"],
          splits=["happy-5-stage"],
          cfg=dict(setting=dict(selection="happy"))),
     dict(name="PromptCCD's protocol", splits=["promptccd-3-stage"],

@@ -15,7 +15,7 @@ blocks = [
     dict(name="K known"),
     dict(name="K estimated", cfg=dict(setting=dict(k="silhouette"))),
     dict(name="Happy's CUB", datasets=["cub200"], splits=["happy-cub-5-stage"]),
-    dict(name="Happy's CUB, trained last block", methods=["SimGCD (continual)", "Happy"], datasets=["cub200"],
+    dict(name="Happy's CUB, trained last block", methods=["SimGCD (continual)", "Happy", "Happy++"], datasets=["cub200"],
          splits=["happy-cub-5-stage"], cfg=dict(setting=dict(selection="happy"))),
     dict(name="PromptCCD's protocol", methods=["K-means", "NCM + k-means", "SimGCD (continual)", "PromptCCD"],
          splits=["promptccd-3-stage"], cfg=dict(setting=dict(evaluation="transductive", selection="promptccd"))),
