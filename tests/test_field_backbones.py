@@ -206,6 +206,8 @@ def test_a_feature_bank_method_and_a_token_bank_tail_method_run_on_it(name, tmp_
                                                                              FEATURE_NORMALISATION[name]] for b in banks)
 
 
+# a system test of half a minute or more on 2 shared cores: `pytest -m scale` (.ci/run) runs it
+@pytest.mark.scale
 def test_the_backbones_grid_covers_every_registered_backbone_and_renders_tab4_extended(capsys, tmp_path):
     """The `backbones` grid: Baseline, Baseline++ and Joint (frozen) on every registered backbone, Joint
     (unfrozen) on every registered ViT, five datasets, both splits; `bench report` renders each block in

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+
+import pytest
 import bench.registries.catalogue as catalogue
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,6 +21,8 @@ POISON = ("import json; from bench.registries import catalogue as c; path = c._c
           "c.catalogue.cache_clear(); print(json.dumps(c.catalogue()['depths']))")
 
 
+# a system test of half a minute or more on 2 shared cores: `pytest -m scale` (.ci/run) runs it
+@pytest.mark.scale
 def test_a_poisoned_catalogue_in_the_users_cache_does_not_change_the_suites_outcome(tmp_path):
     user = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "user-cache")}
     poisoned = subprocess.run([sys.executable, "-c", POISON], capture_output=True, text=True, cwd=ROOT, env=user)

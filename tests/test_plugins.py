@@ -372,6 +372,8 @@ LIST_METHODS = ("import sys; from bench.cli import main; code = main(['list', 'm
                 "print('torch imported' if 'torch' in sys.modules else 'torch not imported')")
 
 
+# a system test of half a minute or more on 2 shared cores: `pytest -m scale` (.ci/run) runs it
+@pytest.mark.scale
 def test_the_catalogue_follows_a_plugins_files(tmp_path):
     folder = write_plugin(tmp_path / "plugin")
     env = {"XDG_CACHE_HOME": str(tmp_path / "xdg-cache"), "PYTHONPATH": str(ROOT)}
@@ -461,6 +463,8 @@ def install_plugin_package(tmp_path: Path) -> Path:
     return site
 
 
+# a system test of half a minute or more on 2 shared cores: `pytest -m scale` (.ci/run) runs it
+@pytest.mark.scale
 def test_an_installed_entry_point_package_runs_on_the_local_workers(tmp_path):
     site = install_plugin_package(tmp_path)
 

@@ -94,7 +94,9 @@ def kill_session(sid: int) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["ctrl-c", "sigint-to-bench", "sigterm-to-bench", "sighup-to-bench"])
+# ctrl-c in the default run; the same stop sent as each signal in `pytest -m scale` (.ci/run runs it): 15-35 s each
+@pytest.mark.parametrize("how", ["ctrl-c", *(pytest.param(signal, marks=pytest.mark.scale)
+                                             for signal in ("sigint-to-bench", "sigterm-to-bench", "sighup-to-bench"))])
 def test_a_stop_request_starts_no_queued_run_and_exits_within_seconds(tmp_path, how):
     """Ctrl-C (SIGINT to the process group, as a terminal sends it), SIGINT or SIGTERM to bench alone:
     the two queued runs never start, the two in flight stop, bench exits within seconds with the
@@ -151,6 +153,8 @@ def test_a_second_ctrl_c_exits_at_once(tmp_path):
 
 
 @pytest.mark.slow
+# a system test of half a minute or more on 2 shared cores: `pytest -m scale` (.ci/run) runs it
+@pytest.mark.scale
 def test_sigkill_to_bench_takes_its_workers_with_it(tmp_path):
     """The out-of-memory killer or `kill -9` on bench alone: its warm workers (and their fork server)
     do not go on running the queued runs and then idle for hours."""

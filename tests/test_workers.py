@@ -50,6 +50,8 @@ def kill_whenever_it_runs(folder: Path, run_id: str, stop: threading.Event, kill
         time.sleep(0.005)
 
 
+# a system test of half a minute or more on 2 shared cores: `pytest -m scale` (.ci/run) runs it
+@pytest.mark.scale
 def test_a_run_that_kills_its_worker_is_recorded_as_failed_and_the_grid_finishes(tmp_path):
     specs = tiny_specs(methods=["Baseline", "K-means"], seeds=(0, 1, 2), **QUICK)
     target = specs[2]
