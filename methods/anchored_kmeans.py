@@ -29,7 +29,7 @@ import torch
 
 from bench.core.distances import squared_distances
 
-__all__ = ["Clustering", "anchored_kmeans", "kmeans_pp_init", "squared_distances"]
+__all__ = ["Clustering", "anchored_kmeans", "kmeans_pp_init", "squared_distances", "step_centroids"]
 
 
 @dataclass
@@ -122,3 +122,15 @@ def anchored_kmeans(x: torch.Tensor, fixed: torch.Tensor, k: int, *, max_iter: i
             best = run
     assert best is not None, "n_init must be at least 1"
     return best
+
+
+def step_centroids(z: torch.Tensor, labels: torch.Tensor | None, known: torch.Tensor, n_classes: int, *,
+                   max_iter: int, n_init: int, gen: torch.Generator) -> torch.Tensor:
+    """The centroids after a step of the mixed setting, over its images' L2-normalised features `z` (float64): a
+    labelled step's classes' means (`labels` given); else the `known` ones and the `n_classes` new ones anchored
+    k-means finds among the step's images (PromptCCD's and MetaGCD's inductive predictions)."""
+    if labels is not None:
+        y = labels.to(z.device)
+        return torch.stack([z[y == c].mean(0) for c in range(n_classes)]).float()
+    found = anchored_kmeans(z, known.to(z), n_classes, max_iter=max_iter, n_init=n_init, gen=gen)
+    return torch.cat([known.to(z), found.centroids]).float()

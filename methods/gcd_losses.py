@@ -7,7 +7,8 @@ on two views of a batch, with z the L2-normalised tail feature, h = φ(z) the L2
 p = softmax(W·z / τ_s) the cosine classifier's prediction (`methods.blocks.CosineHead`):
 
     L_con (`info_nce`):      −log exp(h_i·h_i⁺/τ_c) / Σ_{j≠i} exp(h_i·h_j/τ_c) over the 2B views (SimCLR)
-    L_supcon (`supcon`):     the same with every view of the same class a positive, averaged over them (SupCon)
+    L_supcon (`supcon`):     the same with every view of the same class a positive, averaged over them (SupCon);
+                             `weighted_supcon` takes the positives as a mask and weighs each (MetaGCD's soft one)
     L_ce:                    cross-entropy of p on the labels
     L_distil (`distil`):     −Σ_k q_k log p'_k, q = softmax(W·z / τ_t(e)) of one view (no gradient), p' the other's
                              prediction, averaged over both ordered pairs; τ_t warms linearly from `warmup` to `final`
@@ -76,15 +77,24 @@ def supcon(h1: torch.Tensor, h2: torch.Tensor, labels: torch.Tensor, temperature
            base_temperature: float | None = None) -> torch.Tensor:
     """Supervised contrastive loss (Khosla et al.) over the 2B views: for each anchor, the mean over its positives
     (every other view of its class) of −log exp(h·h⁺/τ) / Σ_{j≠i} exp(h·h_j/τ), scaled by τ/τ_base as SupCon's code."""
+    labels = labels.to(h1.device)
+    return weighted_supcon(h1, h2, labels[:, None] == labels[None, :], temperature, base_temperature)
+
+
+def weighted_supcon(h1: torch.Tensor, h2: torch.Tensor, same: torch.Tensor, temperature: float,
+                    base_temperature: float | None = None, weight: torch.Tensor | None = None) -> torch.Tensor:
+    """SupCon with the positives given as a B × B boolean `same` (image i and j belong together; tiled over the two
+    views, self excluded) and, where given, a B × B `weight` on each positive's term: per anchor
+    −Σ_p w·log_prob_p / |positives|, scaled by τ/τ_base (SupCon's code with a mask and weights; `supcon` is w = 1)."""
     h = torch.cat([h1, h2])
-    y = torch.cat([labels, labels]).to(h.device)
     n = len(h)
     sim = h @ h.t() / temperature
     self_mask = torch.eye(n, dtype=torch.bool, device=h.device)
     sim = sim - sim.detach().max(1, keepdim=True).values  # stability only: the loss is shift-invariant per row
     log_prob = sim - torch.logsumexp(sim.masked_fill(self_mask, float("-inf")), dim=1, keepdim=True)
-    positive = (y[:, None] == y[None, :]) & ~self_mask
-    mean_log_prob = (log_prob * positive).sum(1) / positive.sum(1).clamp_min(1)
+    positive = same.to(h.device).repeat(2, 2) & ~self_mask
+    terms = log_prob * positive if weight is None else log_prob * positive * weight.to(h).repeat(2, 2)
+    mean_log_prob = terms.sum(1) / positive.sum(1).clamp_min(1)
     return -(temperature / (base_temperature or temperature)) * mean_log_prob.mean()
 
 

@@ -27,7 +27,7 @@ from torch import nn
 from bench.core.distances import squared_distances
 from bench.errors import BenchError
 from bench.features.tokens import vit_of
-from bench.methods.anchored_kmeans import anchored_kmeans
+from bench.methods.anchored_kmeans import step_centroids
 from bench.methods.base import RunsOn, Step, built
 from bench.methods.gcd_losses import NormedHead, Projector, info_nce, supcon
 from bench.methods.loop import cosine_after_epoch, train_epochs
@@ -119,14 +119,9 @@ class PromptCCD(OneTail):
 
     def _centroids(self, step: Step) -> None:
         z = F.normalize(self._plain(step).double(), dim=1)
-        if step.labels is not None:
-            y = step.labels.to(z.device)
-            self.centroids = torch.stack([z[y == c].mean(0) for c in range(step.n_classes)]).float()
-            return
         gen = torch.Generator().manual_seed(self.seed * 1000 + 600 + step.index)
-        found = anchored_kmeans(z, self.centroids.to(z), step.n_classes, max_iter=self.hparams["kmeans_iters"],
-                                n_init=self.hparams["kmeans_inits"], gen=gen)
-        self.centroids = torch.cat([self.centroids.to(z), found.centroids]).float()
+        self.centroids = step_centroids(z, step.labels, self.centroids, step.n_classes,
+                                        max_iter=self.hparams["kmeans_iters"], n_init=self.hparams["kmeans_inits"], gen=gen)
 
     @torch.no_grad()
     def logits(self, x: torch.Tensor) -> torch.Tensor:

@@ -87,3 +87,12 @@ def test_the_dry_run_prices_each_method_and_names_a_narrowed_grid_as_such(capsys
     code, out, _ = run(capsys, "run", "--grid", "demo", "--backbone", "pixels", "--cfg-options", "method.epochs=2",
                        "--dry-run", "--results", str(tmp_path))
     assert code == 0 and out.startswith("grid demo, narrowed by --backbone, with --cfg-options: ")
+
+
+def test_metagcd_is_priced_by_its_offline_and_meta_training_epochs():
+    # on the bank: 3 units an image-view. Labelled 1,200 images, 4 sessions, 3/4 pseudo-old with 1/3 held, 2/3 of
+    # each pseudo-novel class a session, cumulative: a meta-task's sessions hold 1200·(1/4·2/3·5/2 + 3/4·1/3) = 800
+    c = dict(offline_epochs=2, meta_tasks=3, inner_epochs=5, epochs=7, pseudo_sessions=4, pseudo_old_ratio=0.75,
+             pseudo_old_held=1 / 3, pseudo_novel_share=2 / 3)
+    got = cost.mixed_units("MetaGCD", [1200, 100, 100], c, "bank")
+    assert got == pytest.approx(2 * 3 * (2 * 1200 + 3 * 5 * 800 + 7 * 200), rel=1e-12)

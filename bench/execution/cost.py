@@ -57,7 +57,7 @@ BACKBONE_COST = {"dino-vitb16": 1.0, "sup21k-vitb16": 1.0, "dinov3-vitb16": 1.9,
                  "pixels": 0.0}
 ON_FEATURES = ("K-means", "Baseline", "Baseline++", "Joint (frozen)")
 # the mixed setting's methods that train the last block, priced by `mixed_units`
-MIXED_TAILS = ("SimGCD (continual)", "Happy", "Happy++", "PromptCCD")
+MIXED_TAILS = ("SimGCD (continual)", "Happy", "Happy++", "PromptCCD", "MetaGCD")
 # VB-CGCD: one Adam step of its Gaussians' fit (methods/vb_cgcd.py), measured by benchmarks/vb_cgcd_speed.py on
 # one CPU thread at the cgcd-demo grid's 64 dimensions (docs/performance.md#vb-cgcds-fit); not measured on a GPU
 # nor at ViT-B/16's 384 PCA dimensions, where a step decomposes larger matrices: a lower bound there
@@ -104,6 +104,7 @@ def mixed_units(method: str, sizes: Sequence[int], method_cfg: Mapping[str, Any]
     """Block-forward units of one mixed run of a method in `MIXED_TAILS` whose steps train on `sizes` images (the
     labelled step first), the banks excluded: two views an image an epoch, each through the frozen 11 blocks where
     `tokens` is `live` (none on the token bank), the trained block's forward and backward (3) and:
+    MetaGCD, its offline epochs and its meta-tasks' inner epochs over the pseudo sessions;
     Happy, the previous step's block on them after the labelled step (feature distillation); PromptCCD, its query
     (a full forward) and the prompted pass from `prompt_from` on, its prompts entering at block 0 (the whole ViT
     runs on every view, bank or not)."""
@@ -118,6 +119,13 @@ def mixed_units(method: str, sizes: Sequence[int], method_cfg: Mapping[str, Any]
         plain, prompted = DEPTH - 1 + trained, DEPTH + DEPTH - 1 + trained
         first = min(method_cfg["prompt_from"], method_cfg["epochs"])
         return 2 * sum(first * n * plain + (method_cfg["epochs"] - first) * n * prompted for n in sizes)
+    if method == "MetaGCD":  # offline epochs, then each meta-task's pseudo sessions' inner epochs (outer batches: few)
+        c = method_cfg
+        sessions = c["pseudo_sessions"]
+        seen = labelled * ((1 - c["pseudo_old_ratio"]) * c["pseudo_novel_share"] * (sessions + 1) / 2
+                           + c["pseudo_old_ratio"] * c["pseudo_old_held"])  # images of one meta-task's sessions
+        return 2 * (c["offline_epochs"] * labelled + c["meta_tasks"] * c["inner_epochs"] * seen
+                    + c["epochs"] * later) * (prefix + trained)
     raise ValueError(f"no mixed-setting count for {method!r}")
 
 

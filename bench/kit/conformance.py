@@ -55,8 +55,9 @@ GRID, DATASET, SPLIT, SEED = "smoke", "synthetic", "2-step", 0
 TINY_OPTIONS: dict[str, Any] = {"features.views": 2, "dataset.num_classes": 4, "dataset.image_size": 8,
                                 "dataset.train_per_class": 8, "dataset.test_per_class": 4}
 SHORT_KEYS = ("epochs", "ktrfr_epochs", "joint_epochs", "stage1_epochs", "stage2_epochs", "warmup_epochs",
-              "ssl_epochs", "labelled_epochs", "svi_iters")  # every count of epochs (or steps: VB-CGCD's) a built-in
-# preset has: 1 is the least a run validates
+              "ssl_epochs", "labelled_epochs", "svi_iters", "offline_epochs", "inner_epochs", "meta_tasks")
+# every count of epochs (or steps: VB-CGCD's; meta-training rounds: MetaGCD's) a built-in preset has: 1 is the
+# least a run validates
 # the mixed setting's run: PromptCCD's protocol (a labelled step, then 3 steps: the fewest of bench's mixed
 # protocols) on 10 classes
 MIXED_SPLIT, MIXED_OPTIONS = "promptccd-3-stage", {"dataset.num_classes": 10, "dataset.train_per_class": 6}
