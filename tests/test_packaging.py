@@ -31,16 +31,17 @@ def test_run_ids_survive_the_move_into_one_package(grid, selection, index, run_i
 # they hold other images now, so they are other runs; its CIFAR-100 ids kept) and its happy-cub-5-stage block;
 # then its trained-last-block and PromptCCD-protocol blocks (30 runs added; the other 162 ids are the earlier pin's,
 # 9e7ae023…), and VB-CGCD's runs in cgcd and cgcd-demo (every earlier run id kept); the peers' grids
-# happy-tables and promptccd-tables added; Happy++ in cgcd (3 runs) and cgcd-smoke (3), every other id kept; vb-cgcd-tables (issue 52)
+# happy-tables and promptccd-tables added; Happy++ in cgcd (3 runs) and cgcd-smoke (3); MetaGCD in
+# cgcd (6), cgcd-smoke (2) and the peers' grids (happy-tables 12, promptccd-tables 36, vb-cgcd-tables 12): every other id kept; vb-cgcd-tables (issue 52)
 GRID_RUN_IDS = {
     "backbones": (470, "a919b5286172589498f78254c038d682c3fe48fbef1651ab44e2558ebb5402fd"),
-    "cgcd": (222, "f1393228b442a6577cccc21a9d7ee9ce3a8ac38a281dc4a1f20c1cbdc99e5b35"),
-    "cgcd-smoke": (18, "9545da836cd9ed242b7204adcac0e94c687ea23acf88bd7c442ba84429f0916d"),
+    "cgcd": (228, "00f15152bb1ddfeb61b3d510b1c654526dfa4b31b74a04ebd7d4933b3cd1ee3b"),
+    "cgcd-smoke": (20, "c7db7e99f06c227187408bc2d2657922b20e2fc3c0a23c89efe80ab4c94b4536"),
     "cgcd-demo": (84, "7633a1095320f4435a1e531c38775c9c4db9b7c00be1ae3dc5afe135f2903d4a"),
     "demo": (24, "9b45f7a89738af22d698a6721829a08fdc8233190b3be7bc11138650873f8d78"),
-    "happy-tables": (36, "2bc6c20148f6bb1f1e24edba9ea5d481fdbd33e84f2cae266687d69c51649f40"),
-    "promptccd-tables": (36, "f01888642cfc1aceb99fe37468262c496bce5300ec646e1de0e08bdd70225694"),
-    "vb-cgcd-tables": (21, "f9e815257f4ea2ea3a35d5104edebbffa2c1bcb4b6d631f2681228167a9c9d0c"),
+    "happy-tables": (48, "78b96184c9f945990c98d0c5dac5592ea9c39fa0baa854e179b7357ed535cbc1"),
+    "promptccd-tables": (72, "4029c26cfbe27bea59ddaafb773bd0d6336bdf252c6d32af5c1c7f0efdbe44c9"),
+    "vb-cgcd-tables": (33, "552d0aa6b3747bb9a4ce15c5366888d30391452299ab532c674b06ae8e1001f0"),
     "full": (348, "dfd2d47e76102972c860c1032d752fdb2c71a7794d86bdfa6e056c8bd852b81e"),
     "paper": (116, "dcd89b6cf20ad155c9ad5b92d019e2e862f6c349b382a748bdb8a2aa14f214d8"),
     "smoke": (12, "f8b69cb683e83d4ae7259e316aeaf6313c275b30150cf898d42a93cc6a7c174a"),

@@ -356,3 +356,13 @@ def test_compare_vb_cgcd_sets_measured_cells_beside_its_table_and_marks_another_
     err = capsys.readouterr().err  # 320 cells, one beside two configurations; IN100 and CUB of its own runs: 5 x 16
     assert "--compare vb-cgcd: 321 rows, 2 beside a measured cell, 80 reference only" in err
     assert "1 of the measured cells are not VB-CGCD's own run" in err and "bench run --grid vb-cgcd-tables" in err
+
+
+def test_vb_cgcds_rows_copied_from_happy_are_judged_as_happys_runs():
+    from bench.reporting.peers import departures
+
+    happys_run = "happy-5-stage · Happy's draw · arrival happy"
+    assert departures("vb-cgcd", happys_run, "MetaGCD") == [] and departures("vb-cgcd", happys_run, "GM") == []
+    assert "another order than VB-CGCD's" in departures("vb-cgcd", happys_run, "VB-CGCD")[0]
+    assert "bench's draw" in departures("vb-cgcd", "happy-5-stage · draw 0", "MetaGCD")[0]
+    assert departures("vb-cgcd", "happy-5-stage · draw 0", "VB-CGCD") == []

@@ -99,17 +99,23 @@ def measured_cells(frame: pd.DataFrame) -> pd.DataFrame:
 HAPPY_ARRIVAL = {"happy-5-stage": "happy", "happy-cub-5-stage": "happy-ssb", "happy-in100-5-stage": "happy"}
 
 
-def departures(name: str, measured_split: str) -> list[str]:
+# the rows of VB-CGCD's Table 2 that are Happy's Table 1 rows, copied (tests/test_peer_tables.py checks them equal):
+# Happy's runs, judged by Happy's rule on every split
+COPIED_FROM_HAPPY = {"vb-cgcd": ("GM", "MetaGCD")}
+
+
+def departures(name: str, measured_split: str, label: str = "") -> list[str]:
     """What of the peer's own runs a measured configuration on one of its protocols did not replay (from its split
     label, `bench.splits.settings.describe`): for Happy, its draw of the images and its order of the classes; for
     VB-CGCD, its class order on `happy-5-stage` (the class order: its draw is its own, which bench does not replay),
-    and Happy's on the other splits (its Table 2's cells there are Happy's Table 1's, copied). Such a cell is still
+    and Happy's on the other splits and for its `COPIED_FROM_HAPPY` rows (those cells are Happy's Table 1's, copied;
+    `label`: the published row's method). Such a cell is still
     set beside the published one, and marked."""
     if not measured_split:
         return []
     parts = str(measured_split).split(" · ")
     if name == "vb-cgcd":
-        if parts[0] != "happy-5-stage":
+        if parts[0] != "happy-5-stage" or label in COPIED_FROM_HAPPY["vb-cgcd"]:
             return departures("happy", measured_split)
         return ["its classes in another order than VB-CGCD's, the class order (setting.arrival=canonical)"] \
             if any(p.startswith("arrival ") for p in parts[1:]) else []
@@ -136,8 +142,8 @@ def compare_peer(name: str, frame: pd.DataFrame, paper_dir: Path | None = None) 
     table["diff"] = table["mean"] - table["value"]
     table["status"] = ["no bench protocol" if not m else "" if pd.notna(v) else "not run"
                        for m, v in zip(table["mapped"], table["mean"])]
-    table["departs"] = ["; ".join(departures(name, split)) if pd.notna(v) else ""
-                        for split, v in zip(table["measured_split"], table["mean"])]
+    table["departs"] = ["; ".join(departures(name, split, label)) if pd.notna(v) else ""
+                        for split, label, v in zip(table["measured_split"], table["label"], table["mean"])]
     return table.drop(columns=["order"]).reset_index(drop=True)
 
 

@@ -17,6 +17,6 @@ blocks = [
     dict(name="Happy's CUB", datasets=["cub200"], splits=["happy-cub-5-stage"]),
     dict(name="Happy's CUB, trained last block", methods=["SimGCD (continual)", "Happy", "Happy++"], datasets=["cub200"],
          splits=["happy-cub-5-stage"], cfg=dict(setting=dict(selection="happy"))),
-    dict(name="PromptCCD's protocol", methods=["K-means", "NCM + k-means", "SimGCD (continual)", "PromptCCD"],
+    dict(name="PromptCCD's protocol", methods=["K-means", "NCM + k-means", "SimGCD (continual)", "PromptCCD", "MetaGCD"],
          splits=["promptccd-3-stage"], cfg=dict(setting=dict(evaluation="transductive", selection="promptccd"))),
 ]

@@ -5,7 +5,7 @@
 # first best old-class accuracy on the test images every 10th epoch: a leak, marked on every result).
 # `bench report --grid promptccd-tables --compare promptccd` sets them beside the published ones.
 # tests/test_peer_grids.py holds this grid to the published table. Real data and weights are yours.
-methods = ["PromptCCD"]
+methods = ["PromptCCD", "MetaGCD"]
 datasets = ["cifar100", "imagenet100", "tinyimagenet", "aircraft", "cars", "cub200"]
 splits = ["promptccd-3-stage"]
 seeds = [0, 1, 2]
