@@ -1,4 +1,5 @@
-"""Time per step of the mixed setting's methods that train the last block (continual SimGCD, Happy, PromptCCD)
+"""Time per step of the mixed setting's methods that train the last block (continual SimGCD, Happy, Happy++, PromptCCD,
+MetaGCD)
 beside the frozen-feature baselines, and what the cost model prices their CIFAR-100 run at.
 
     python benchmarks/cgcd_methods.py [--recipe smoke|vitb16] [--images 4] [--tokens live|bank] [--throughput 7600]
@@ -26,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.execution.cost import THROUGHPUT, priced  # noqa: E402
 
-METHODS = ["NCM + k-means", "Gaussian per class", "SimGCD (continual)", "Happy", "PromptCCD"]
+METHODS = ["NCM + k-means", "Gaussian per class", "SimGCD (continual)", "Happy", "Happy++", "PromptCCD", "MetaGCD"]
+TRAINED = ("SimGCD (continual)", "Happy", "Happy++", "PromptCCD", "MetaGCD")
 SIZES: list[int] = []  # the training images of each step timed (the last method's)
 
 
@@ -51,13 +53,17 @@ def time_stages(method: str, recipe: str, images: int, work: Path, tokens: str =
     if recipe == "vitb16":
         options = {"dataset.image_size": 224, "dataset.train_per_class": images, "dataset.test_per_class": 2,
                    "backbone.kwargs": {}}
-        if method in ("SimGCD (continual)", "Happy", "PromptCCD"):  # the real projector, batch 8, one epoch
+        if method in TRAINED:  # the real projector, batch 8, one epoch
             options.update({"method.batch_size": 8, "method.epochs": 1, "method.proj_hidden_dim": 2048,
                             "method.proj_dim": 256})
-        if method in ("SimGCD (continual)", "Happy"):
+        if method in ("SimGCD (continual)", "Happy", "Happy++"):
             options["method.labelled_epochs"] = 1
+        if method == "MetaGCD":  # one offline epoch, one meta-task of two pseudo sessions, one inner epoch and step
+            options.update({"method.offline_epochs": 1, "method.offline_batch_size": 8, "method.meta_tasks": 1,
+                            "method.pseudo_sessions": 2, "method.inner_epochs": 1, "method.outer_steps": 1,
+                            "method.meta_batch_size": 8})
     backbone = "dino-vitb16" if recipe == "vitb16" else grid.backbones[0]
-    if method in ("SimGCD (continual)", "Happy", "PromptCCD"):
+    if method in TRAINED:
         options["features.tokens"] = tokens  # the token bank is built before `learn`: not timed
     specs = expand(grid, methods=[method], splits=["happy-5-stage"], backbones=[backbone],
                    options={"backbone.pretrained": False, **options} if recipe == "vitb16" else options)

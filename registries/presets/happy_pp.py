@@ -1,7 +1,7 @@
 # Happy++ (docs/methods.md#happy-tpami26): Happy's keys (./happy.py: its README's online command) and the switches
 # Happy-CGCD's `train_happy_plus_plus.py` adds. The README read here (the repository's newest stored one) gives no
 # Happy++ command, so each switch is the script's argparse default: every one off, and Happy++ runs as Happy until
-# a switch is set (`--methods happy-pp -o method.protogcd=true ...`). The paper's text could not be read here:
+# a switch is set (`--methods happy-pp --cfg-options method.protogcd=True ...`). The paper's text could not be read here:
 # `equations` = `code`.
 _base_ = ["./happy.py"]
 equations = dict(
