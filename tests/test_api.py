@@ -144,7 +144,7 @@ SLUGS = {"Joint (frozen)": "joint-frozen", "Joint (unfrozen)": "joint-unfrozen",
          "K-means": "k-means", "EwC": "ewc", "LwF": "lwf", "DER": "der", "ResTune": "restune", "FRoST": "frost",
          "CaSSLe": "cassle", "Baseline": "baseline", "NCM + k-means": "ncm-k-means",
          "Gaussian per class": "gaussian-per-class", "SimGCD (continual)": "simgcd-continual", "Happy": "happy",
-         "PromptCCD": "promptccd", "VB-CGCD": "vb-cgcd"}
+         "Happy++": "happy-pp", "MetaGCD": "metagcd", "PromptCCD": "promptccd", "VB-CGCD": "vb-cgcd"}
 
 
 def test_every_method_has_its_slug():

@@ -19,6 +19,7 @@ DECLARED = {
     # the continual-GCD baselines: plain features of their own step only
     "NCM + k-means": ("features", False, False, False), "Gaussian per class": ("features", False, False, False),
     "SimGCD (continual)": ("tokens", False, True, False), "Happy": ("tokens", False, True, False),
+    "Happy++": ("tokens", False, True, False), "MetaGCD": ("tokens", False, True, False),
     "PromptCCD": ("tokens", False, True, False),
     "VB-CGCD": ("features", False, False, False),
 }
