@@ -161,6 +161,8 @@ def test_a_plugin_folder_is_listed_and_runs_in_process(capsys, tmp_path):
     assert code == 2 and "unknown grid 'toy_grid'" in err
 
 
+# a system test of half a minute or more on 2 shared cores: `pytest -m scale` (.ci/run) runs it
+@pytest.mark.scale
 def test_a_plugin_runs_on_the_local_workers(capsys, tmp_path):
     folder = write_plugin(tmp_path / "plugin")
     results = tmp_path / "results"

@@ -122,6 +122,8 @@ def test_a_stop_request_starts_no_queued_run_and_exits_within_seconds(tmp_path, 
 
 
 @pytest.mark.slow
+# a system test of half a minute or more on 2 shared cores: `pytest -m scale` (.ci/run) runs it
+@pytest.mark.scale
 def test_ctrl_c_leaves_the_runs_in_flight_to_resume_on_the_next_bench_run(tmp_path):
     with started(tmp_path) as proc:
         wait_for(lambda: list(tmp_path.glob("runs/*/checkpoint.pt")))

@@ -110,6 +110,8 @@ def test_a_failing_run_records_its_error_and_the_grid_goes_on(tmp_path, explodin
     assert (out / CHECKPOINT).exists()  # step 0's work is kept for the next attempt
 
 
+# a system test of half a minute or more on 2 shared cores: `pytest -m scale` (.ci/run) runs it
+@pytest.mark.scale
 def test_two_overlapping_bench_runs_never_run_a_run_twice(tmp_path):
     """Two `bench run` processes on overlapping selections, started together: every run is
     executed exactly once (the per-run lock), and both commands end cleanly."""
