@@ -259,3 +259,15 @@ def test_a_run_page_says_what_a_loss_value_is_names_each_loop_and_numbers_the_mi
     np.savez(tmp_path / PREDICTIONS, **{Keys.epoch_loss(0, 0): loss})  # class-iNCD, written before units were kept
     page = _training_curves(tmp_path)
     assert "step 1: training loss per epoch" in page and "loop 1 (3 epochs)" in page
+
+
+def test_a_mixed_curve_counts_its_stages_from_0_and_class_incds_steps_from_1():
+    import pandas as pd
+
+    from bench.reporting.site.charts import svg_curves
+
+    rows = pd.DataFrame([dict(label="A", step=s, mean=50.0 + s, std=0.0, n=1) for s in range(3)])
+    mixed = svg_curves(rows, "t", "accuracy (%)", lambda _: "#000", xlabel="stage (0: labelled)", first=0)
+    assert "<title>A, stage 0: 50.0" in mixed and "<title>A, stage 2: 52.0" in mixed and ">stage (0: labelled)<" in mixed
+    incd = svg_curves(rows, "t", "accuracy (%)", lambda _: "#000")
+    assert "<title>A, step 1: 50.0" in incd and "<title>A, step 3: 52.0" in incd and "stage" not in incd

@@ -77,7 +77,7 @@ def svg_curves(rows: pd.DataFrame, title: str, ylabel: str, colour: Any, style: 
         out.append(f'<polyline points="{" ".join(f"{a:.1f},{y(m):.1f}" for a, m in zip(sx, mean))}" fill="none" '
                    f'stroke="{c}" stroke-width="2"{dash}/>')
         for a, m, s, n, step in zip(sx, mean, sd, group["n"], group["step"]):
-            out.append(f'<circle cx="{a:.1f}" cy="{y(m):.1f}" r="3" fill="{c}"><title>{e(label)}, {e(xlabel)} {int(step) + first}: '
+            out.append(f'<circle cx="{a:.1f}" cy="{y(m):.1f}" r="3" fill="{c}"><title>{e(label)}, {e(xlabel.split(" (")[0])} {int(step) + first}: '
                        f'{m:.1f} ± {s:.1f} ({int(n)} seed(s))</title></circle>')
         out.append("</g>")
     out.append("</svg>")
