@@ -12,7 +12,7 @@ of `grid`) and the command's options, handed to one entry point each: `bench.exe
 `bench.reporting.pipeline.write_reports`. Importing this module imports nothing heavy: each call imports what it
 needs.
 
-Imports from: bench.registries, bench.config, bench.reporting, bench.execution.
+Imports from: bench.registries, bench.config, bench.reporting, bench.execution, bench.store.
 """
 from __future__ import annotations
 
@@ -102,3 +102,26 @@ def results(grid: str | Selection | None = None, *, methods: Sequence[str] | Non
     from bench.reporting.pipeline import results_of
 
     return results_of(runs_to_report(selection))
+
+
+def publish(grid: str | Selection, store: str, *, methods: Sequence[str] | None = None,
+            datasets: Sequence[str] | None = None, splits: Sequence[str] | None = None,
+            seeds: Sequence[int] | None = None, backbones: Sequence[str] | None = None,
+            results: PathLike = DEFAULT_RESULTS, cfg_options: Options | None = None, push: bool = False,
+            branch: str | None = None, checkout: PathLike | None = None,
+            include: PathLike | Sequence[PathLike] | None = None) -> Any:
+    """Bundle a grid's finished runs into a results store (`store`: a checkout, a bare repository or a git URL) on a
+    new branch, in one commit, as `bench publish` does (`bench.store.publish`); `push`: send the branch to the store's
+    remote for a pull request. `checkout`: where to clone a store that is not a checkout (default: a new temporary
+    folder). Returns `bench.store.publish.Published`."""
+    from pathlib import Path
+
+    selection = Selection.of(grid, methods=methods, datasets=datasets, splits=splits, seeds=seeds,
+                             backbones=backbones, results=results, cfg_options=cfg_options)
+    _use_plugins(include)
+    from bench.execution.selection import runs_to_report
+    from bench.store.publish import publish as publish_runs
+
+    selected = runs_to_report(selection)
+    return publish_runs(list(selected.directories), store, grid=selected.grid.name, results=Path(selection.results),
+                        push=push, branch=branch, checkout=None if checkout is None else Path(checkout))
