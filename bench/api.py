@@ -17,6 +17,7 @@ Imports from: bench.registries, bench.config, bench.reporting, bench.execution, 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any, Sequence
 
 from bench.config.selection import DEFAULT_RESULTS, Options, PathLike, Selection
@@ -69,13 +70,15 @@ def report(grid: str | Selection | None = None, *, methods: Sequence[str] | None
            cfg_options: Options | None = None, format: str | Sequence[str] | None = DEFAULT_REPORT_FORMATS,
            out: PathLike | None = None, pool_orders: bool = False, by: str | None = None,
            compare: Sequence[str] | None = None, statistics: Any = None,
-           include: PathLike | Sequence[PathLike] | None = None) -> ReportOutcome:
+           include: PathLike | Sequence[PathLike] | None = None, store: PathLike | None = None) -> ReportOutcome:
     """Tables and plots of finished runs, as `bench report` writes them: of a grid's selection, or without
     `grid` of every finished run under `results` (`grid` may also be a whole `Selection`). `format`: one of latex,
     markdown, csv, html (the static site, `index.html`) or several (default, or None: latex and html). `compare`: ["paper"],
     a mixed-setting peer's tables (one name alone: ["happy"], ["promptccd"], ["vb-cgcd"]) or two methods, each a name,
     slug or label (["vb-cgcd", "k-means"]: the methods). `statistics`:
-    `bench.reporting.statistics.Options` or its fields by name. `include`: plugin folders, as for `run`."""
+    `bench.reporting.statistics.Options` or its fields by name. `include`: plugin folders, as for `run`. `store`: a
+    results store's checkout; the report adds `store_comparison.md`, the runs beside the store's entries on the same
+    protocol with the paired image bootstrap (`bench.store.compare`)."""
     selection = Selection.of(grid, methods=methods, datasets=datasets, splits=splits, seeds=seeds,
                              backbones=backbones, results=results, data_root=data_root, cache_dir=cache_dir,
                              cfg_options=cfg_options)
@@ -85,7 +88,22 @@ def report(grid: str | Selection | None = None, *, methods: Sequence[str] | None
     from bench.execution.selection import runs_to_report
     from bench.reporting.pipeline import write_reports
 
-    return write_reports(runs_to_report(selection), options)
+    if store is not None:
+        from bench.store.layout import check_store
+
+        check_store(Path(store))  # before anything of the report is written
+    selected = runs_to_report(selection)
+    outcome = write_reports(selected, options)
+    if store is None:
+        return outcome
+    from dataclasses import replace
+
+    from bench.store.compare import compare_with_store
+
+    resamples = getattr(options.statistics, "resamples", 1000) or 1000
+    path = compare_with_store(selected.directories, Path(store), outcome.out, resamples=resamples)
+    print(f"the runs beside the store {store}: {path}")
+    return replace(outcome, paths=(*outcome.paths, path))
 
 
 def results(grid: str | Selection | None = None, *, methods: Sequence[str] | None = None,
@@ -114,8 +132,6 @@ def publish(grid: str | Selection, store: str, *, methods: Sequence[str] | None 
     new branch, in one commit, as `bench publish` does (`bench.store.publish`); `push`: send the branch to the store's
     remote for a pull request. `checkout`: where to clone a store that is not a checkout (default: a new temporary
     folder). Returns `bench.store.publish.Published`."""
-    from pathlib import Path
-
     selection = Selection.of(grid, methods=methods, datasets=datasets, splits=splits, seeds=seeds,
                              backbones=backbones, results=results, cfg_options=cfg_options)
     _use_plugins(include)

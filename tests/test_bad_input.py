@@ -261,8 +261,8 @@ def test_a_slug_in_any_case_names_its_method():
 
 
 @pytest.mark.parametrize("argv, said", [
-    (["rnu"], "unknown command 'rnu'; known: cache, cancel, check, data, list, metrics, new, report, run, status, "
-              "weights, worker; did you mean 'run'?"),
+    (["rnu"], "unknown command 'rnu'; known: cache, cancel, check, data, list, metrics, new, publish, report, run, "
+              "status, store, weights, worker; did you mean 'run'?"),
     (["reprot", "--format", "csv"], "did you mean 'report'?"),
     (["run", "--dry-run", "--cfg-options", "method.epoch=5"], "did you mean 'method.epochs'"),
     (["run", "--dry-run", "--cfg-options", "featurs.views=4"], "unknown section 'featurs'; valid sections: "),

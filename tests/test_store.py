@@ -326,3 +326,20 @@ def test_the_store_site_ranks_measured_entries_and_sets_claimed_numbers_beside(p
 def test_a_folder_that_is_not_a_store_is_one_line(tmp_path, capsys):
     assert main(["store", "verify", str(tmp_path)]) == 2
     assert "is not a bench results store" in capsys.readouterr().err
+
+
+def test_report_sets_the_local_runs_beside_the_stores_entries_with_paired_statistics(published, results, tmp_path,
+                                                                                      capsys):
+    _, work = published
+    out = tmp_path / "report"
+    assert main(["report", *INCD, "--results", str(results), "--out", str(out), "--format", "csv", "--store", str(work),
+                 "--bootstrap", "200"]) == 0
+    text = (out / "store_comparison.md").read_text()
+    assert "## synthetic · 2-step · pixels" in text
+    rows = [line for line in text.splitlines() if line.startswith("| K-means ") and "| K-means " in line[2:]]
+    # the local K-means run is the stored one: the same predictions, a difference of exactly 0 on the same images
+    assert len(rows) == 1 and "+0.00" in rows[0] and "[+0.00, +0.00]" in rows[0] and "recomputed" in rows[0]
+    baseline = [line for line in text.splitlines() if line.startswith("| Baseline ") and "| K-means " in line]
+    assert len(baseline) == 1 and "| 1 " in baseline[0]  # one seed paired, on the same test images
+    assert main(["report", *INCD, "--results", str(results), "--out", str(tmp_path / "r2"), "--store", str(tmp_path)]) == 2
+    assert "is not a bench results store" in capsys.readouterr().err and not (tmp_path / "r2").exists()

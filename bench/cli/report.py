@@ -30,6 +30,9 @@ def add_parser(sub: Any) -> None:
                           "takes it (baseline-pp, ewc:equations) or a label as the tables show it. The peers are "
                           "methods too: one name alone is the peer's tables, two names are two methods "
                           "(--compare vb-cgcd k-means)")
+    rep.add_argument("--store", type=Path, metavar="PATH",
+                     help="a results store's checkout: the runs beside its entries on the same protocol, with the "
+                          "paired image bootstrap from both predictions (store_comparison.md; docs/results-store.md)")
     # the statistics part (stats.*, cd_*.png, the site's Statistics section): docs/metrics.md#statistics
     rep.add_argument("--posthoc", choices=("nemenyi", "wilcoxon-holm"), default="nemenyi",
                      help="the post-hoc test of the average ranks and their critical-difference diagram: nemenyi "
@@ -48,6 +51,6 @@ def command(args: argparse.Namespace) -> int:
     from bench.api import DEFAULT_REPORT_FORMATS, report
 
     report(selection(args), format=args.format or DEFAULT_REPORT_FORMATS, out=args.out, pool_orders=args.pool_orders,
-           by=args.by, compare=args.compare,
+           by=args.by, compare=args.compare, store=args.store,
            statistics=dict(posthoc=args.posthoc, correction=args.correction, resamples=args.bootstrap))
     return 0

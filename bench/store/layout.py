@@ -89,6 +89,15 @@ def card_of(spec: RunSpec, manifest_sha256: str = "") -> dict[str, Any]:
     }
 
 
+def check_store(store: Path) -> None:
+    """A BenchError unless `store` is a store's checkout (its mark at the top)."""
+    from bench.errors import BenchError
+
+    if not (Path(store) / STORE_MARK).is_file():
+        raise BenchError(f"{store} is not a bench results store (no {STORE_MARK} at its top): `bench store init` "
+                         f"makes one")
+
+
 def read_json(path: Path, what: str) -> Any:
     """A store's JSON file, strictly: at most `MAX_JSON_BYTES`, and no NaN or infinity (not JSON; a claim of NaN
     is no claim). ValueError with one line otherwise."""

@@ -21,11 +21,11 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from bench.errors import BenchError, first_line
+from bench.errors import first_line
 from bench.store import gitops
 from bench.store.checks import Checked, Refused, check_entry
 from bench.store.claimed import CLAIM_COLUMNS
-from bench.store.layout import (CLAIMED, ENTRY, REPRODUCE_TOLERANCE, STORE_MARK, SUBMISSION, SUBMISSIONS,
+from bench.store.layout import (CLAIMED, ENTRY, REPRODUCE_TOLERANCE, SUBMISSION, SUBMISSIONS, check_store,
                                 read_json)
 
 Say = Callable[[str], None]
@@ -139,9 +139,7 @@ def cross_check(verdicts: list[Verdict]) -> None:
 def verify_store(store: Path, since: str | None = None, say: Say | None = print) -> list[Verdict]:
     """Every claimed table and entry of the store at `store` (a checkout), with its level or why it is refused."""
     store = Path(store)
-    if not (store / STORE_MARK).is_file():
-        raise BenchError(f"{store} is not a bench results store (no {STORE_MARK} at its top): `bench store init` "
-                         f"makes one")
+    check_store(store)
     changed = None
     if since is not None:
         changed = {p.split("/")[2] for p in gitops.changed_since(store, since) if p.startswith(f"{SUBMISSIONS}/")
