@@ -161,6 +161,27 @@ def test_a_plugin_folder_is_listed_and_runs_in_process(capsys, tmp_path):
     assert code == 2 and "unknown grid 'toy_grid'" in err
 
 
+def test_a_plugin_methods_run_is_published_with_its_source_and_verifies(capsys, tmp_path):
+    """A store entry of a method from outside bench carries the method's files (to be read by the store's maintainers;
+    `bench store verify` runs none of it) and recomputes like any other."""
+    from bench.store.layout import ENTRY, read_json
+
+    folder = write_plugin(tmp_path / "plugin")
+    results, store = tmp_path / "results", tmp_path / "store"
+    assert run(capsys, "run", "--include", str(folder), "--grid", "toy_grid", "--cluster", "debug",
+               "--results", str(results))[0] == 0
+    assert run(capsys, "store", "init", str(store))[0] == 0
+    code, out, err = run(capsys, "publish", "--include", str(folder), "--grid", "toy_grid", "--results", str(results),
+                         "--store", str(store))
+    assert code == 0, err
+    (entry,) = [p.parent for p in store.glob(f"submissions/*/*/{ENTRY}")]
+    assert (entry / "source" / "toy_method.py").read_text() == (folder / "toy_method.py").read_text()
+    assert read_json(entry / ENTRY, ENTRY)["plugin"] is True
+    plugins.reset()  # verify needs no plugin: it reads the entry, never the method
+    code, out, _ = run(capsys, "store", "verify", str(store))
+    assert code == 0 and ": recomputed (Toy means · synthetic · 2-step · seed 0)" in out
+
+
 # a system test of half a minute or more on 2 shared cores: `pytest -m scale` (.ci/run) runs it
 @pytest.mark.scale
 def test_a_plugin_runs_on_the_local_workers(capsys, tmp_path):

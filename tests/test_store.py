@@ -50,7 +50,10 @@ def published(results, tmp_path_factory) -> tuple[Path, Path]:
                  "--branch", "publish/incd", "--checkout", str(base / "work")]) == 0
     assert main(["publish", *MIXED, "--results", str(results), "--store", str(base / "work"),
                  "--branch", "publish/mixed"]) == 0
-    return remote, base / "work"
+    work = base / "work"
+    git(work, "checkout", "-q", "main")
+    git(work, "merge", "-q", "--no-edit", "publish/incd", "publish/mixed")  # the maintainers merge both
+    return remote, work
 
 
 def tree(store: Path) -> dict[str, str]:
@@ -82,7 +85,8 @@ def test_publish_into_a_bare_store_then_verify_recomputes_every_run(published, r
 
 def test_the_mixed_run_carries_its_split_and_verifies_with_the_rest(published, capsys):
     _, work = published
-    assert git(work, "rev-parse", "--abbrev-ref", "HEAD").strip() == "publish/mixed"
+    # each submission's branch starts from the store's main, not from the other's
+    assert git(work, "merge-base", "publish/incd", "publish/mixed") == git(work, "rev-parse", "publish/incd~1")
     mixed = [p for p in (work / SUBMISSIONS).glob("*/*") if (p / "split.json").exists()]
     assert len(mixed) == 2  # the grid's two K-means runs: its last epoch, and Happy's selection
     for entry in mixed:
@@ -94,10 +98,16 @@ def test_the_mixed_run_carries_its_split_and_verifies_with_the_rest(published, c
 
 def test_nothing_is_published_twice_nor_unfinished(published, results, tmp_path, capsys):
     _, work = published
+    store = tmp_path / "merged"
+    shutil.copytree(work, store, symlinks=True)
+    git(store, "checkout", "-q", "main")
+    git(store, "merge", "-q", "--no-edit", "publish/incd")  # the maintainers merged the first pull request
     capsys.readouterr()
-    assert main(["publish", *INCD, "--results", str(results), "--store", str(work)]) == 2
+    assert main(["publish", *INCD, "--results", str(results), "--store", str(store)]) == 2
     err = capsys.readouterr()
     assert "already in the store from this results folder" in err.out and "nothing new to publish" in err.err
+    assert git(store, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"  # and no branch left behind
+    assert "publish/smoke" not in git(store, "branch")
     # an unfinished run, and one whose metrics no longer recompute, are left out with why
     copy = tmp_path / "results"
     shutil.copytree(results, copy)

@@ -92,8 +92,13 @@ def publish(runs: Sequence[Path], store: str, *, grid: str, results: Path, push:
     origin = origin_of(results)
     submission = f"{grid}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S')}-{origin[:8]}"
     branch = branch or f"publish/{submission}"
-    held = held_runs(checkout_path)
     outcome = Published(checkout_path, branch, submission)
+    # a pull request goes into the store's main: the branch starts there, not from another submission's branch, and
+    # what main holds is what is not published twice
+    base = "main" if gitops.git(checkout_path, "rev-parse", "--verify", "-q", "refs/heads/main", check=False).strip() \
+        else gitops.git(checkout_path, "rev-parse", "--abbrev-ref", "HEAD").strip()
+    gitops.git(checkout_path, "checkout", "-q", base)
+    held = held_runs(checkout_path)
     bundles = []
     for run in runs:
         if not (run / DONE).exists() or unreadable(run):
@@ -119,8 +124,7 @@ def publish(runs: Sequence[Path], store: str, *, grid: str, results: Path, push:
             shutil.rmtree(checkout_path, ignore_errors=True)
         raise BenchError(f"nothing new to publish of grid {grid!r} under {results}: "
                          + (f"{len(outcome.skipped)} run(s) left out (above)" if outcome.skipped else "no finished run"))
-    base = gitops.git(checkout_path, "rev-parse", "--abbrev-ref", "HEAD").strip()
-    gitops.git(checkout_path, "checkout", "-q", "-b", branch)  # from the branch the checkout is on: its main, as a rule
+    gitops.git(checkout_path, "checkout", "-q", "-b", branch, base)
     folder = checkout_path / SUBMISSIONS / submission
     try:
         for bundle in bundles:
