@@ -85,6 +85,45 @@ def test_happys_imagenet100_draw_takes_every_image_of_a_small_class():
         assert np.array_equal(np.sort(manifest.steps[s + 1]), np.sort(np.concatenate([old[s], novel[s]])))
 
 
+@pytest.mark.parametrize("split, classes, sizes, counts, labelled", [
+    ("happy-10-stage", 100, 500, (25, 25, 400), 50),       # CIFAR-100: 5 new classes a session
+    ("happy-10-stage", 200, 500, (25, 25, 400), 100),      # TinyImageNet: 10 a session
+    ("happy-in100-10-stage", 100, 1300, (60, 60, 1000), 50),
+])
+def test_happys_ten_session_draw_is_replayed_image_for_image(split, classes, sizes, counts, labelled):
+    """Happy's code with `--continual_session_num 10` and its README's other arguments (issue 55): the same counts
+    per class and session, the new classes cut into 10 equal groups, its very images at every session."""
+    targets = np.random.default_rng(7).permutation(np.repeat(np.arange(classes), sizes))
+    setting = {**mixed_setting(split), "arrival": "happy", "draw": "happy"}
+    order = arrival_order(setting, classes)
+    relabelled = np.argsort(order)[targets]
+    manifest = happy_draw(protocol_for(setting, classes, relabelled), relabelled, shuffled=True)
+    offline, old, novel, shuffled = happys_code(targets, range(labelled), 0.8, 10, *counts, shuffle=True)
+    assert order[labelled:].tolist() == shuffled.tolist() and len(manifest.steps) == 11
+    assert np.array_equal(np.sort(manifest.steps[0]), np.sort(offline))
+    for s in range(10):
+        assert np.array_equal(np.sort(manifest.steps[s + 1]), np.sort(np.concatenate([old[s], novel[s]])))
+    per_session = (classes - labelled) // 10
+    assert [len(np.unique(relabelled[step])) for step in manifest.steps[1:]] == \
+        [labelled + per_session * (s + 1) for s in range(10)]
+
+
+def test_happys_ten_session_cub_draw_is_replayed_image_for_image():
+    from bench.splits.peer_splits import SSB_KNOWN
+
+    sizes = np.where(np.arange(200) % 7 == 0, 29, 30)
+    targets = np.repeat(np.arange(200), sizes)
+    setting = {**mixed_setting("happy-cub-10-stage"), "draw": "happy"}
+    order = arrival_order(setting, 200, "cub200")
+    relabelled = np.argsort(order)[targets]
+    manifest = happy_draw(protocol_for(setting, 200, relabelled), relabelled, shuffled=True)
+    offline, old, novel, _ = happys_code(targets, SSB_KNOWN["cub200"], 0.8, 10, 5, 5, 25, shuffle=True)
+    assert np.array_equal(np.sort(manifest.steps[0]), np.sort(offline))
+    for s in range(10):
+        assert np.array_equal(np.sort(manifest.steps[s + 1]), np.sort(np.concatenate([old[s], novel[s]])))
+    assert [len(step) for step in manifest.steps[1:]] == [500 + 250 + 50 * s for s in range(10)]
+
+
 def test_happys_draw_is_refused_where_it_cannot_be_happys(tmp_path):
     from bench.splits.settings import check_setting
     from tests.helpers import tiny_specs

@@ -39,7 +39,7 @@ GRID_RUN_IDS = {
     "cgcd-smoke": (20, "c7db7e99f06c227187408bc2d2657922b20e2fc3c0a23c89efe80ab4c94b4536"),
     "cgcd-demo": (84, "7633a1095320f4435a1e531c38775c9c4db9b7c00be1ae3dc5afe135f2903d4a"),
     "demo": (24, "9b45f7a89738af22d698a6721829a08fdc8233190b3be7bc11138650873f8d78"),
-    "happy-tables": (48, "78b96184c9f945990c98d0c5dac5592ea9c39fa0baa854e179b7357ed535cbc1"),
+    "happy-tables": (60, "7dc82904ce3fac39e04a0eba70c0c5c7264fa2372e97df0512fdd06c4c4030fc"),  # +12: Table 4, 10 sessions
     "promptccd-tables": (72, "4029c26cfbe27bea59ddaafb773bd0d6336bdf252c6d32af5c1c7f0efdbe44c9"),
     "vb-cgcd-tables": (33, "552d0aa6b3747bb9a4ce15c5366888d30391452299ab532c674b06ae8e1001f0"),
     "full": (348, "dfd2d47e76102972c860c1032d752fdb2c71a7794d86bdfa6e056c8bd852b81e"),

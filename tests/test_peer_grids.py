@@ -45,16 +45,17 @@ def test_the_happy_grid_replays_happys_images_and_arrival_and_marks_its_selectio
         # MetaGCD refuses a test-set rule: its last epoch; every other method Happy's selection
         assert setting["draw"] == "happy" and setting["selection"] == ("last" if spec.method == "MetaGCD" else "happy")
         assert setting["arrival"] == {"happy-5-stage": "happy", "happy-in100-5-stage": "happy",
-                                      "happy-cub-5-stage": "happy-ssb"}[spec.split]
+                                      "happy-cub-5-stage": "happy-ssb", "happy-10-stage": "happy"}[spec.split]
         assert ("ORACLE ON TEST" in describe(spec.split, spec.config)) is (spec.method != "MetaGCD")
         assert departures("happy", describe(spec.split, spec.config)) == []  # Happy's run, not only its protocol
 
 
 def test_methods_narrow_a_peer_grid_to_its_own_cells():
-    """`--methods happy` on the Happy grid runs Happy on the four datasets of its table, nothing else."""
+    """`--methods happy` on the Happy grid runs Happy on the four datasets of its Table 1 and the two of its Table 4
+    (10 sessions), nothing else."""
     narrowed = _grid_cells("happy-tables", methods=["Happy"])
     assert narrowed == {cell for cell in _published_cells("happy") if cell[0] == "Happy"}
-    assert len(narrowed) == 4
+    assert len(narrowed) == 6
 
 
 def test_the_vb_cgcd_grid_runs_its_class_order_and_happys_copied_row_as_happy_ran_it():

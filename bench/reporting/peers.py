@@ -96,7 +96,8 @@ def measured_cells(frame: pd.DataFrame) -> pd.DataFrame:
 
 # Happy's runs (its README's commands, its logs) draw its own images (`setting.draw=happy`) and take its classes in
 # its shuffled order: the arrival its code gives each of its protocols (`bench.splits.settings`)
-HAPPY_ARRIVAL = {"happy-5-stage": "happy", "happy-cub-5-stage": "happy-ssb", "happy-in100-5-stage": "happy"}
+HAPPY_ARRIVAL = {"happy-5-stage": "happy", "happy-cub-5-stage": "happy-ssb", "happy-in100-5-stage": "happy",
+                 "happy-10-stage": "happy", "happy-cub-10-stage": "happy-ssb", "happy-in100-10-stage": "happy"}
 
 
 # the rows of VB-CGCD's Table 2 that are Happy's Table 1 rows, copied (tests/test_peer_tables.py checks them equal):

@@ -100,6 +100,12 @@ MIXED_SPLITS: dict[str, MixedSplit] = {
     "happy-cub-5-stage": MixedSplit(5, "Happy (NeurIPS'24) on CUB-200", HAPPY_CUB, arrival="happy-ssb"),
     "happy-in100-5-stage": MixedSplit(5, "Happy (NeurIPS'24) on ImageNet-100", HAPPY_IN100, arrival="happy"),
     "promptccd-3-stage": MixedSplit(3, "PromptCCD (ECCV'24)", PROMPTCCD, rule="promptccd"),
+    # Happy's longer horizon (its Table 4; its code's `--continual_session_num 10` with the README's other arguments:
+    # the same counts per class and session, the new classes cut into 10 equal groups: 5 a session on CIFAR-100)
+    "happy-10-stage": MixedSplit(10, "Happy (NeurIPS'24), 10 sessions", HAPPY),
+    "happy-cub-10-stage": MixedSplit(10, "Happy (NeurIPS'24) on CUB-200, 10 sessions", HAPPY_CUB, arrival="happy-ssb"),
+    "happy-in100-10-stage": MixedSplit(10, "Happy (NeurIPS'24) on ImageNet-100, 10 sessions", HAPPY_IN100,
+                                       arrival="happy"),
 }
 # the setting section of a mixed run, besides its counts
 SETTING_KEYS: dict[str, Any] = {"name": "mixed", "protocol": "", "manifest_seed": 0, "k": "known",
