@@ -162,3 +162,24 @@ def write_cars(root: Path, per_class_train: int = 1, per_class_test: int = 1, cl
         (out / "devkit").mkdir(parents=True, exist_ok=True)
         savemat(str(out / "devkit" / name), {"annotations": records})
     return out
+
+
+def write_domainnet(root: Path, domains: tuple[str, ...] = ("clipart", "sketch"), per_class_train: int = 1,
+                    per_class_test: int = 1, lists_in_splits: bool = False) -> Path:
+    """domainnet/<domain>/<class>/<domain>_<label+1>_<n>.jpg for 345 classes, and per domain its train and test lists
+    (`<domain>/<class>/<image> <label>`, classes listed out of order as the real lists), at the top or in splits/."""
+    out = root / "domainnet"
+    lists = out / "splits" if lists_in_splits else out
+    lists.mkdir(parents=True, exist_ok=True)
+    for domain in domains:
+        lines: dict[str, list[str]] = {"train": [], "test": []}
+        for k in range(345):
+            label = (k * 7) % 345  # 7 and 345 are coprime: every class, not in order
+            name = f"class_{label:03d}"
+            for j in range(per_class_train + per_class_test):
+                image = f"{domain}/{name}/{domain}_{label + 1:03d}_{j:06d}.jpg"
+                _jpeg(out / image, label, h=12, w=12)
+                lines["train" if j < per_class_train else "test"].append(f"{image} {label}")
+        for split, text in lines.items():
+            (lists / f"{domain}_{split}.txt").write_text("\n".join(text) + "\n")
+    return out

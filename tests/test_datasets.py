@@ -33,6 +33,7 @@ def roots(tmp_path_factory):
     fx.write_imagenet(root, subset_classes().tolist())
     fx.write_aircraft(root)
     fx.write_cars(root)
+    fx.write_domainnet(root)
     return root, wnids
 
 
@@ -269,9 +270,9 @@ TINY_VIT = ["--backbone", "timm:vit_tiny_patch16_224", "--cfg-options", "backbon
 
 
 @pytest.mark.parametrize("dataset", ["cifar10", "cifar100", "tinyimagenet", "cub200", "herbarium19", "imagenet100",
-                                     "aircraft", "cars"])
+                                     "aircraft", "cars", "domainnet"])
 def test_baseline_and_kmeans_end_to_end_on_each_fixture(roots, tmp_path, capsys, dataset):
-    extra = ["dataset.num_classes=10"] if dataset == "herbarium19" else []
+    extra = {"herbarium19": ["dataset.num_classes=10"], "domainnet": ["dataset.domains=sketch"]}.get(dataset, [])
     code = main(["run", "--grid", "smoke", "--methods", "Baseline", "K-means", "--datasets", dataset,
                  "--data-root", str(roots[0]), "--cluster", "debug", "--results", str(tmp_path), *TINY_VIT, *extra])
     out = capsys.readouterr().out
@@ -279,6 +280,31 @@ def test_baseline_and_kmeans_end_to_end_on_each_fixture(roots, tmp_path, capsys,
     assert "2 done, 0 failed" in out and dataset in out
     spec = json.loads(next((tmp_path / "runs").glob("*/spec.json")).read_text())
     assert spec["location"]["data_root"] == str(roots[0])
+
+
+def test_domainnet_reads_its_lists_per_domain_and_says_each_images_domain(roots, tmp_path):
+    with pytest.raises(DatasetError, match="domainnet.*missing infograph, painting, quickdraw, real"):
+        build_dataset("domainnet", {}, str(roots[0]))  # every domain by default: the fixture holds two
+    data = build_dataset("domainnet", {"domains": "sketch,clipart"}, str(roots[0]))
+    assert data.num_classes == 345 and data.class_names[7] == "class_007" and data.augmentation == "finegrained"
+    assert len(data.train) == len(data.test) == 690 and np.bincount(data.train.labels).tolist() == [2] * 345
+    # the domains' lists in the order asked, each image's domain beside it
+    assert data.extra["domains"] == ["sketch", "clipart"]
+    assert data.extra["domain"]["train"].tolist() == [0] * 345 + [1] * 345
+    assert str(data.train.images[0]).endswith("sketch/class_000/sketch_001_000000.jpg")
+    assert data.train.labels[:3].tolist() == [0, 7, 14]
+    # the lists in splits/ (Dassl.pytorch's layout) read the same
+    fx.write_domainnet(tmp_path, domains=("real",), lists_in_splits=True)
+    assert len(build_dataset("domainnet", {"domains": "real"}, str(tmp_path)).test) == 345
+    with pytest.raises(BenchError, match="unknown domainnet domain 'photo'; known: clipart, infograph, painting"):
+        build_dataset("domainnet", {"domains": "photo"}, str(tmp_path))
+    listed = tmp_path / "domainnet" / "splits" / "real_test.txt"
+    listed.write_text(listed.read_text().replace("real/class_007/", "real/class_008/", 1))
+    with pytest.raises(DatasetError, match="label 7 is class 'class_008' there and 'class_007' elsewhere"):
+        build_dataset("domainnet", {"domains": "real"}, str(tmp_path))
+    listed.write_text("real/class_000/x.jpg seven\n")
+    with pytest.raises(DatasetError, match="bad line in .*real_test.txt"):
+        build_dataset("domainnet", {"domains": "real"}, str(tmp_path))
 
 
 def mixed_kmeans_run(roots, tmp_path, capsys, dataset, *options):

@@ -11,7 +11,7 @@ import inspect
 from typing import Any, Mapping
 
 from bench.data.base import DatasetError, ImageSet, LoadedDataset
-from bench.data import aircraft, cars, cifar, cub, herbarium, imagenet, tinyimagenet, toy  # noqa: F401  (registration)
+from bench.data import aircraft, cars, cifar, cub, domainnet, herbarium, imagenet, tinyimagenet, toy  # noqa: F401  (registration)
 from bench.errors import BenchError, unknown
 
 __all__ = ["DatasetError", "ImageSet", "LoadedDataset", "build_dataset", "declared_num_classes", "draws_partition",

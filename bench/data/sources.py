@@ -97,6 +97,12 @@ DATASET_SOURCES: dict[str, DatasetSource] = {
                                          "ILSVRC2012_img_val.tar from https://image-net.org/download.php and unpack "
                                          "them into imagenet/train/<wnid>/ and imagenet/val/<wnid>/ (the validation "
                                          "images sorted into their class folders: torchvision ImageFolder's layout)"),
+    # no checksum is published for its files, so bench does not download them unverified: fetched by hand
+    "domainnet": DatasetSource("domainnet", (), "http://ai.bu.edu/M3SDA/",
+                               by_hand="download the domains' zips (the cleaned clipart.zip and painting.zip) and their "
+                                       "<domain>_train.txt and <domain>_test.txt lists from http://ai.bu.edu/M3SDA/, "
+                                       "and unpack each zip into domainnet/ (domainnet/<domain>/<class>/<image>.jpg), "
+                                       "the lists beside the folders or in domainnet/splits/"),
 }
 
 # What the paper's grids read (docs/reproducing-the-paper.md): `bench data fetch paper` fetches these.
