@@ -63,6 +63,9 @@ DEFAULT_SECTIONS: dict[str, dict[str, Any]] = {
     # "incd" (the paper's setting) or "mixed", whose split names its protocol (`bench.splits.settings`): a mixed
     # run's section then holds the protocol's counts, the seed of its draw and how K is known
     "setting": {"name": "incd"},
+    # the tuning protocol (docs/settings.md#tuning): `holdout` > 0 holds that fraction of each class's training images
+    # out (seeded with `holdout_seed`) and scores them in place of the test set, which the run then never reads
+    "tuning": {"holdout": 0.0, "holdout_seed": 0},
 }
 
 
@@ -77,7 +80,9 @@ LATER_KEYS: dict[tuple[str, str], Any] = {("features", "tokens"): "live", ("feat
                                           # a mixed run on CUB or Herbarium held their val partition out before
                                           ("setting", "whole_train"): False,
                                           # continual SimGCD's and Happy's labelled step took ε before this key
-                                          ("method", "labelled_memax_weight"): None}
+                                          ("method", "labelled_memax_weight"): None,
+                                          # the tuning protocol: every run before it scored the test set
+                                          ("tuning", "holdout"): 0.0, ("tuning", "holdout_seed"): 0}
 
 
 # Sections a preset may set besides the method's own keys (a `code` preset sets `features.policy`).
@@ -170,13 +175,17 @@ class RunSpec:
 
     @property
     def split_label(self) -> str:
-        """The split as results show it: `5-step`, or `5-step · order 3` for a permuted class order."""
+        """The split as results show it: `5-step`, or `5-step · order 3` for a permuted class order, `5-step ·
+        validation 0.2` for the tuning protocol's held-out training images in place of the test set."""
         order = self.config.get("split", {}).get("class_order_seed")
         split = self.split
         if self.config.get("setting", {}).get("name", "incd") != "incd":
             from bench.splits.settings import describe
 
             split = describe(self.split, self.config)
+        holdout = self.config.get("tuning", {}).get("holdout")
+        if holdout:  # scored on held-out training images (the tuning protocol): never beside test-set numbers
+            split = f"{split} · validation {holdout:g}"
         return split if order is None else f"{split} · order {order}"
 
     def describe(self) -> str:

@@ -104,7 +104,7 @@ def check_method(params: Mapping[str, Any], defaults: Mapping[str, Any], choices
 def check_sections(config: Mapping[str, Any], defaults: Mapping[str, Mapping[str, Any]],
                    choices: Mapping[str, tuple[Any, ...]]) -> None:
     """The `features`, `backbone` and `precision` sections against `bench.config.spec.DEFAULT_SECTIONS`."""
-    for section in ("features", "backbone", "precision"):
+    for section in ("features", "backbone", "precision", "tuning"):
         for key, value in config.get(section, {}).items():  # a spec recorded before `precision` has none
             default = defaults[section].get(key)
             if section == "backbone" and key == "pretrained":  # True, False or a weights file
@@ -115,6 +115,16 @@ def check_sections(config: Mapping[str, Any], defaults: Mapping[str, Mapping[str
     order = config.get("split", {}).get("class_order_seed")
     if order is not None and not (isinstance(order, int) and not isinstance(order, bool) and order >= 0):
         raise _fail("split.class_order_seed", order, "None (the canonical class order) or an integer >= 0")
+    holdout = config.get("tuning", {}).get("holdout", 0.0)
+    if not 0 <= holdout < 1:
+        raise _fail("tuning.holdout", holdout, "a fraction in [0, 1): the share of each class's training images held "
+                                               "out and scored in place of the test set (0: the test set)")
+    setting = config.get("setting", {})
+    if holdout and (setting.get("draw") == "happy" or setting.get("manifest_file")):
+        raise BenchError(f"tuning.holdout={holdout} holds training images out, which "
+                         + ("Happy's replayed draw (setting.draw=happy) would hold" if setting.get("draw") == "happy"
+                            else "a given split manifest (setting.manifest_file) indexes")
+                         + ": tune on bench's own draw (setting.draw=bench)")
     feat = config["features"]
     if feat.get("mode") == "bank" and feat.get("views", 2) < 2:
         raise _fail("features.views", feat["views"], "an integer >= 2 in bank mode (two different views per draw)")

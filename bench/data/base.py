@@ -92,6 +92,26 @@ class LoadedDataset:
     def val_or_train(self) -> ImageSet:
         return self.val if self.val is not None else self.train
 
+    def with_held_out_test(self, fraction: float, seed: int) -> "LoadedDataset":
+        """The tuning protocol `validation` (docs/settings.md#tuning): `fraction` of each class's training images
+        (seeded; at least one, and one always left to train on) held out as the evaluation set in place of the test
+        set, which is dropped, so that a run on it never reads a test image."""
+        rng = np.random.default_rng(seed)
+        labels = np.asarray(self.train.labels)
+        parts = []
+        for c in np.unique(labels):
+            members = np.flatnonzero(labels == c)
+            count = min(len(members) - 1, max(1, int(round(fraction * len(members)))))
+            if count > 0:
+                parts.append(rng.choice(members, count, replace=False))
+        held = np.sort(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64)
+        kept = np.setdiff1d(np.arange(len(labels)), held)
+        extra = dict(self.extra)
+        if isinstance(extra.get("domain"), dict) and "train" in extra["domain"]:  # each image's domain follows it
+            domain = np.asarray(extra["domain"]["train"])
+            extra["domain"] = {"train": domain[kept], "test": domain[held]}
+        return replace(self, train=self.train.subset(kept), test=self.train.subset(held), extra=extra)
+
     def with_whole_train(self) -> "LoadedDataset":
         """The dataset with its val partition given back to training (a protocol that trains on the whole
         official training set); no val. Its images in the official training set's order where the reader says

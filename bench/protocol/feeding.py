@@ -40,6 +40,9 @@ def bank_fields(spec: RunSpec, data: Any, backbone: Any) -> dict[str, Any]:
             "backbone": spec.backbone, "pretrained": weights_identity(backbone.weights),
             "backbone_kwargs": spec.config["backbone"]["kwargs"], "policy": [data.augmentation, feat["policy"]],
             "bank_seed": feat["bank_seed"],
+            # the tuning protocol's held-out images stand in for the test set (absent otherwise: banks keep their keys)
+            **({"holdout": [spec.config["tuning"]["holdout"], spec.config["tuning"].get("holdout_seed", 0)]}
+               if spec.config.get("tuning", {}).get("holdout") else {}),
             # a backbone with its own normalisation says so (absent otherwise: older banks keep their keys)
             **({"normalisation": [list(backbone.mean), list(backbone.std)]}
                if getattr(backbone, "mean", None) is not None else {})}

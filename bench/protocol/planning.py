@@ -79,6 +79,7 @@ def assemble(spec: RunSpec, out: Path, device: torch.device, log: Log) -> Parts:
             log(f"the {spec.split} protocol trains on the whole official training set: the {len(data.val)} images "
                 f"of the val partition are given back to training")
             data = data.with_whole_train()
+        data = _held_out(spec, data, log)
         if spec.config["setting"].get("manifest_file"):  # its indices are into that training set
             data, manifest, protocol = _from_manifest_file(spec, data, log)
         else:
@@ -96,6 +97,7 @@ def assemble(spec: RunSpec, out: Path, device: torch.device, log: Log) -> Parts:
             log(f"the {spec.split} protocol leaves classes {layout.num_classes}..{data.num_classes - 1} out: {why}; "
                 f"neither their training nor their test images take part")
     else:
+        data = _held_out(spec, data, log)
         layout = TaskLayout.contiguous(data.num_classes, spec.n_steps)
     backbone = build_backbone(spec.backbone, spec.config["backbone"], data.train.image_shape,
                               spec.location.get("weights_dir")).to(device)
@@ -113,6 +115,19 @@ def assemble(spec: RunSpec, out: Path, device: torch.device, log: Log) -> Parts:
     # what tail methods copy and fine-tune, and in which precision, also after a resume
     method.bind(backbone, spec.config.get("precision", {}).get("tails", "fp32"))
     return Parts(data, layout, backbone, method, val_images, mapping_images, protocol, manifest)
+
+
+def _held_out(spec: RunSpec, data: Any, log: Log) -> Any:
+    """The dataset as the run's tuning protocol sees it: with `tuning.holdout`, part of each class's training images
+    in place of the test set (`LoadedDataset.with_held_out_test`), the test images never read."""
+    tuning = spec.config.get("tuning", {})
+    if not tuning.get("holdout"):
+        return data
+    held = data.with_held_out_test(float(tuning["holdout"]), int(tuning.get("holdout_seed", 0)))
+    log(f"tuning protocol `validation`: {len(held.test)} of the {len(data.train)} training images held out "
+        f"(tuning.holdout={tuning['holdout']}, seed {tuning.get('holdout_seed', 0)}) and scored in place of the test "
+        f"set, whose images this run never reads")
+    return held
 
 
 def _from_manifest_file(spec: RunSpec, data: Any, log: Log) -> tuple[Any, Any, Any]:
