@@ -6,6 +6,7 @@ pandas: the commands that run nothing rely on it):
 - `bench.run(...)`, `bench.report(...)`: what `bench run` and `bench report` do (`bench.api`; the
   report's parts are `bench.reporting`); `bench.results(...)`: the finished runs as pandas objects;
   `bench.publish(...)`: a grid's finished runs into a results store, as `bench publish` (`bench.store`);
+  `bench.tune(...)`: a method's hyper-parameters tuned without the test set, as `bench tune` (`bench.tune`);
 - the base classes of a plugin: `Method`, `Step` and `RunsOn` (a method and what it runs on),
   `DatasetReader` (a dataset reader), `Backbone` (a backbone);
 - the registries they register in: `METHODS`, `DATASETS`, `BACKBONES`;
@@ -26,7 +27,7 @@ __version__ = VERSION
 # public name -> the module that defines it
 _PUBLIC: dict[str, str] = {
     "run": "bench.api", "report": "bench.api", "RunOutcome": "bench.api", "ReportOutcome": "bench.api",
-    "results": "bench.api", "Results": "bench.api", "publish": "bench.api", "Selection": "bench.config.selection",
+    "results": "bench.api", "Results": "bench.api", "publish": "bench.api", "tune": "bench.api", "Selection": "bench.config.selection",
     "Method": "bench.methods.base", "Step": "bench.methods.base", "RunsOn": "bench.core.runs_on",
     "DatasetReader": "bench.data.base", "LoadedDataset": "bench.data.base", "ImageSet": "bench.data.base",
     "Backbone": "bench.features.backbones",

@@ -12,7 +12,7 @@ of `grid`) and the command's options, handed to one entry point each: `bench.exe
 `bench.reporting.pipeline.write_reports`. Importing this module imports nothing heavy: each call imports what it
 needs.
 
-Imports from: bench.registries, bench.config, bench.reporting, bench.execution, bench.store.
+Imports from: bench.errors, bench.registries, bench.config, bench.reporting, bench.execution, bench.store, bench.tune.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from bench.config.selection import DEFAULT_RESULTS, Options, PathLike, Selection
+from bench.errors import BenchError
 from bench.execution.launch import RunOptions, RunOutcome
 from bench.reporting.pipeline import DEFAULT_REPORT_FORMATS, ReportOptions, ReportOutcome, Results
 
@@ -141,3 +142,39 @@ def publish(grid: str | Selection, store: str, *, methods: Sequence[str] | None 
     selected = runs_to_report(selection)
     return publish_runs(list(selected.directories), store, grid=selected.grid.name, results=Path(selection.results),
                         push=push, branch=branch, checkout=None if checkout is None else Path(checkout))
+
+
+def tune(grid: str | Selection = "demo", *, trials: int, space: PathLike | None = None,
+         methods: Sequence[str] | None = None, datasets: Sequence[str] | None = None,
+         splits: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
+         backbones: Sequence[str] | None = None, results: PathLike = DEFAULT_RESULTS, data_root: PathLike | None = None,
+         cache_dir: PathLike | None = None, cfg_options: Options | None = None, protocol: str = "validation",
+         holdout: float = 0.2, storage: str | None = None, study: str | None = None, seed: int = 0,
+         cluster: str = "local", workers: int | None = None, profile: str = "default",
+         include: PathLike | Sequence[PathLike] | None = None) -> Any:
+    """Tune one method of a grid's selection, as `bench tune` does (`bench.tune.study`): `trials` Optuna trials on
+    the tuning `protocol` (`validation`: `holdout` of each class's training images scored in place of the test set),
+    each an ordinary run of the selection with the trial's values, run on `cluster` as `bench.run` runs a grid.
+    `space`: a JSON or YAML search space (default: the method's `_search_space` beside its presets). `storage`: an
+    RDB URL (default: the journal file `<results>/tuning/<study>.journal`). Returns `bench.tune.study.TuneOutcome`."""
+    selection = Selection.of(grid, methods=methods, datasets=datasets, splits=splits, seeds=seeds,
+                             backbones=backbones, results=results, data_root=data_root, cache_dir=cache_dir,
+                             cfg_options=cfg_options)
+    _use_plugins(include)
+    from bench.execution.launch import launch
+    from bench.execution.selection import expand_selection
+    from bench.tune.space import preset_space, read_space_file
+    from bench.tune.study import TuneOptions, tune as run_study
+
+    if space is not None:
+        params = read_space_file(Path(space))
+    else:
+        _, specs = expand_selection(selection)
+        methods_named = sorted({s.method for s in specs})
+        if len(methods_named) != 1:
+            raise BenchError(f"bench tune tunes one method; the selection holds {', '.join(methods_named)}: name one "
+                             f"with --methods")
+        params = preset_space(methods_named[0])
+    options = TuneOptions(trials=trials, protocol=protocol, holdout=holdout, storage=storage, study=study, seed=seed)
+    return run_study(selection, params, options,
+                     lambda trial: launch(trial, RunOptions(cluster=cluster, workers=workers, profile=profile, wait=True)))

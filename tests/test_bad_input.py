@@ -237,7 +237,7 @@ def test_report_without_a_grid_reports_what_was_just_run(capsys, tmp_path):
     (["--methods", "Baseline+"], "unknown method 'Baseline+'; known: Baseline, Baseline++"),
     (["--methods", "joint frozen"], "did you mean 'Joint (frozen)'"),
     (["--datasets", "cifar"], "unknown dataset 'cifar'; known: aircraft, cars, cifar10, cifar100, cub200, digits, "
-                              "herbarium19, imagenet100, synthetic, tinyimagenet; did you mean 'cifar10', 'cifar100' or "
+                              "domainnet, herbarium19, imagenet100, synthetic, tinyimagenet; did you mean 'cifar10', 'cifar100' or "
                               "'cars'?"),
     (["--grid", "dmo"], "unknown grid 'dmo'; known: backbones, cgcd, cgcd-demo, cgcd-smoke, demo, full, happy-tables, paper, promptccd-tables, smoke, vb-cgcd-tables; "
                         "did you mean 'demo'?"),
@@ -262,7 +262,7 @@ def test_a_slug_in_any_case_names_its_method():
 
 @pytest.mark.parametrize("argv, said", [
     (["rnu"], "unknown command 'rnu'; known: cache, cancel, check, data, list, metrics, new, publish, report, run, "
-              "status, store, weights, worker; did you mean 'run'?"),
+              "status, store, tune, weights, worker; did you mean 'run'?"),
     (["reprot", "--format", "csv"], "did you mean 'report'?"),
     (["run", "--dry-run", "--cfg-options", "method.epoch=5"], "did you mean 'method.epochs'"),
     (["run", "--dry-run", "--cfg-options", "featurs.views=4"], "unknown section 'featurs'; valid sections: "),

@@ -2,6 +2,8 @@
 class's training images out and scores them in place of the test set, which the run never reads."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -57,3 +59,115 @@ def test_a_tuning_protocol_that_cannot_hold_out_is_refused(options, said):
     splits = ["happy-5-stage"] if "setting.draw" in options else ["2-step"]
     with pytest.raises(BenchError, match=said.replace("[", r"\[").replace(")", r"\)").replace("(", r"\(")):
         tiny_specs(methods=["K-means"], splits=splits, **options)
+
+
+# `bench tune`: Optuna studies whose trials are ordinary runs on the validation protocol
+TINY = {"dataset.num_classes": 6, "dataset.image_size": 8, "dataset.train_per_class": 12, "dataset.test_per_class": 6,
+        "features.views": 2}
+
+
+def _selection(tmp_path, **given):
+    from bench.config.selection import Selection
+
+    return Selection("smoke", methods=["K-means"], datasets=["synthetic"], splits=["2-step"], seeds=[0],
+                     backbones=["pixels"], results=tmp_path / "results", cfg_options=TINY, **given)
+
+
+def _runner(fail_at=(), kill_at=()):
+    """A trial runner as `bench tune`'s (`launch` in this process), failing or killed (Ctrl-C) at given calls."""
+    from bench.execution.launch import RunOptions, launch
+
+    calls = []
+
+    def run(selection):
+        calls.append(selection)
+        if len(calls) in kill_at:
+            raise KeyboardInterrupt("killed")
+        if len(calls) in fail_at:
+            raise RuntimeError("CUDA error: out of memory")
+        return launch(selection, RunOptions(cluster="debug"))
+
+    return run, calls
+
+
+SPACE = {"method.init": {"choices": ["random", "k-means++"]}, "method.max_iter": {"low": 5, "high": 50, "int": True}}
+
+
+def test_a_study_runs_its_trials_as_runs_on_held_out_images_and_resumes_after_a_kill(tmp_path, capsys):
+    import optuna
+
+    from bench.tune.space import parse_space
+    from bench.tune.study import TuneOptions, tune
+
+    params = parse_space(SPACE, "test")
+    run, calls = _runner(kill_at=(2,))
+    with pytest.raises(KeyboardInterrupt):
+        tune(_selection(tmp_path), params, TuneOptions(trials=3), run)
+    journal = tmp_path / "results" / "tuning" / "K-means-synthetic-2-step-validation.journal"
+    assert journal.exists()
+    run, calls = _runner()
+    outcome = tune(_selection(tmp_path), params, TuneOptions(trials=3), run)
+    # the killed trial (number 1) ran again first, then one new trial: three in all, none twice
+    assert [t["number"] for t in outcome.trials] == [1, 2]
+    study = optuna.load_study(study_name="K-means-synthetic-2-step-validation", storage=optuna.storages.journal.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(journal))))
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3 and outcome.best is not None
+    # every trial's runs scored held-out training images, with the trial's values in their run ids
+    specs = [json.loads(p.read_text()) for p in (tmp_path / "results" / "runs").glob("*/spec.json")]
+    assert {s["config"]["tuning"]["holdout"] for s in specs} == {0.2}
+    assert {(s["config"]["method"]["init"], s["config"]["method"]["max_iter"]) for s in specs} == \
+        {(t.params["method.init"], t.params["method.max_iter"]) for t in study.trials}
+    assert outcome.best_value == max(t.value for t in study.trials)
+
+
+def test_a_failing_trial_is_recorded_failed_and_the_study_goes_on(tmp_path, capsys):
+    from bench.tune.space import parse_space
+    from bench.tune.study import TuneOptions, tune
+
+    run, _ = _runner(fail_at=(1,))
+    outcome = tune(_selection(tmp_path), parse_space(SPACE, "test"), TuneOptions(trials=2), run)
+    assert [t["value"] is None for t in outcome.trials] == [True, False]
+    assert "trial 0: " in capsys.readouterr().out and "RuntimeError: CUDA error: out of memory" in outcome.trials[0]["why"]
+
+
+@pytest.mark.parametrize("space, said", [
+    ({"method.lr": {"low": 0.5, "high": 0.1}}, "an inverted range [0.5, 0.1]"),
+    ({"method.lr": {"low": 0.1, "high": 0.1}}, "an empty range [0.1, 0.1]"),
+    ({"method.lr": {"low": 0, "high": 0.1, "log": True}}, "a log range needs low > 0"),
+    ({"method.init": {"choices": []}}, "choices is a non-empty list"),
+    ({"lr": {"low": 0.1, "high": 0.2}}, "'lr' is not a config key"),
+    ({"method.lr": {"low": 0.1, "high": 0.2, "step": 1}}, "a range has low and high"),
+])
+def test_a_bad_search_space_is_one_line(space, said):
+    from bench.tune.space import parse_space
+
+    with pytest.raises(BenchError, match=said.replace("[", r"\[").replace("]", r"\]")):
+        parse_space(space, "test")
+
+
+def test_bad_tuning_requests_are_refused_before_anything_runs(tmp_path):
+    from bench.tune.space import parse_space, read_space_file
+    from bench.tune.study import TuneOptions, tune
+
+    params = parse_space(SPACE, "test")
+    run, calls = _runner()
+    with pytest.raises(BenchError, match="a budget of 0 trials"):
+        tune(_selection(tmp_path), params, TuneOptions(trials=0), run)
+    with pytest.raises(BenchError, match="unknown tuning protocol 'test-set'; known: validation"):
+        tune(_selection(tmp_path), params, TuneOptions(trials=1, protocol="test-set"), run)
+    with pytest.raises(BenchError, match="has no option|did you mean|method.max_iters"):
+        tune(_selection(tmp_path), parse_space({"method.max_iters": {"low": 5, "high": 9, "int": True}}, "t"),
+             TuneOptions(trials=1), run)
+    with pytest.raises(BenchError, match="tunes one method"):
+        tune(_selection(tmp_path, ).__class__("smoke", methods=["K-means", "Baseline"], datasets=["synthetic"],
+                                              splits=["2-step"], seeds=[0], backbones=["pixels"],
+                                              results=tmp_path / "results", cfg_options=TINY), params,
+             TuneOptions(trials=1), run)
+    assert calls == [] and not (tmp_path / "results" / "runs").exists()
+    tune(_selection(tmp_path), params, TuneOptions(trials=1), run)
+    with pytest.raises(BenchError, match="was made for another space"):
+        tune(_selection(tmp_path), parse_space({"method.max_iter": {"low": 5, "high": 9, "int": True}}, "t"),
+             TuneOptions(trials=2), run)
+    (tmp_path / "space.yaml").write_text("method.lr: [unclosed\n")
+    with pytest.raises(BenchError, match="not YAML"):
+        read_space_file(tmp_path / "space.yaml")

@@ -14,15 +14,15 @@ import sys
 import threading
 from typing import Any, Callable, Sequence
 
-from bench.cli import cache, cancel, check, data, listing, metrics, new, publish, report, run, status, store, weights, worker
+from bench.cli import cache, cancel, check, data, listing, metrics, new, publish, report, run, status, store, tune, weights, worker
 from bench.errors import BenchError, disk_full
 from bench.reporting.outcomes import DISK_FULL
 from bench.core.storage import shortened
 
 # in the order `bench --help` lists them; each module adds its parser and runs its command
 COMMANDS = {"run": run, "worker": worker, "status": status, "cancel": cancel, "list": listing, "data": data,
-            "weights": weights, "cache": cache, "metrics": metrics, "report": report, "publish": publish, "store": store, "new": new,
-            "check": check}
+            "weights": weights, "cache": cache, "metrics": metrics, "report": report, "tune": tune, "publish": publish,
+            "store": store, "new": new, "check": check}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -32,3 +32,7 @@ overrides = dict(
 )
 # The "w/o CosNorm" ablation of Tab. 3 (row d): weights not normalised; features still are.
 no_cosnorm = dict(normalize_weights=False)
+# What `bench tune` searches (docs/settings.md#tuning): the heads' learning rate and the swapped-prediction
+# temperature, around the scripts' values (a name with a leading underscore: not a preset). Joint (frozen) and
+# Baseline++ inherit it with the heads' keys.
+_search_space = {"method.lr": dict(low=0.01, high=0.5, log=True), "method.temperature": dict(low=0.05, high=0.2)}

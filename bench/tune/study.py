@@ -1,0 +1,161 @@
+"""`bench tune`: an Optuna study of one method's hyper-parameters on a tuning protocol that never reads the test
+images, each trial the selection's runs with the trial's values (`--cfg-options`) and the protocol's keys, run by
+`bench run`'s own launcher (the local pool, SLURM arrays, packed tasks: `run_options`).
+
+The study lives in Optuna's journal file (`<results>/tuning/<study>.journal`, which several processes and nodes on
+one file system share) or in an RDB given by URL. A tuner killed mid-trial resumes the study: its unfinished trials
+run again (their runs resume from their checkpoints, done ones are skipped), then new ones until the budget. A
+trial whose runs fail is recorded as failed, with why, and the study goes on. The objective is the mean reported A
+of the trial's runs (their `reported_A` rows, over datasets, splits and seeds), maximised.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import pandas as pd
+
+from bench.config.selection import Selection
+from bench.errors import BenchError, first_line, unknown
+from bench.tune.space import Param, canonical, sample
+
+Say = Callable[[str], None]
+# what each tuning protocol holds out, and why (docs/settings.md#tuning); `transfer` is not yet run
+PROTOCOLS = {"validation": "part of each class's training images held out and scored in place of the test set "
+                           "(tuning.holdout); the test images are never read"}
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    trials: int  # the budget: trials finished (or failed) in the study when the tuner stops
+    protocol: str = "validation"
+    holdout: float = 0.2
+    storage: str | None = None  # an RDB URL; None: the study's journal file under <results>/tuning/
+    study: str | None = None  # its name; None: from the method, datasets, splits and protocol
+    seed: int = 0  # the sampler's
+
+
+@dataclass
+class TuneOutcome:
+    study: str
+    storage: str
+    trials: list[dict[str, Any]] = field(default_factory=list)  # number, values, state, value, why
+    best: dict[str, Any] | None = None
+    best_value: float | None = None
+
+
+def _name(selection: Selection, method: str, options: TuneOptions) -> str:
+    parts = [method, *(selection.datasets or ()), *(selection.splits or ()), options.protocol]
+    return options.study or re.sub(r"[^A-Za-z0-9_.+-]+", "-", "-".join(parts)).strip("-")
+
+
+def _storage(options: TuneOptions, results: Path, name: str) -> tuple[Any, str]:
+    from optuna.storages import RDBStorage
+    from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+    if options.storage:
+        return RDBStorage(options.storage), options.storage
+    path = Path(results) / "tuning" / f"{name}.journal"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return JournalStorage(JournalFileBackend(str(path))), str(path)
+
+
+def trial_selection(selection: Selection, values: Mapping[str, Any], options: TuneOptions) -> Selection:
+    """The runs of one trial: the selection with the trial's values and the protocol's keys as `--cfg-options`."""
+    cfg = {**selection.cfg_options, **values, "tuning.holdout": options.holdout}
+    return replace(selection, cfg_options=cfg)
+
+
+def objective(directories: tuple[Path, ...]) -> tuple[float | None, str]:
+    """The mean reported A of finished runs, or None and why when one did not finish."""
+    values = []
+    for run in directories:
+        if not (run / "DONE").exists():
+            return None, f"run {run.name} did not finish (its error.txt says why)"
+        frame = pd.read_parquet(run / "metrics.parquet")
+        flavour, metric = str(frame["reported_A"].iloc[0]).split("/")
+        row = frame[(frame["group"] == "summary") & (frame["flavour"] == flavour) & (frame["metric"] == metric)]
+        values.append(float(row["value"].iloc[0]))
+    return (sum(values) / len(values), "") if values else (None, "no run")
+
+
+def tune(selection: Selection, params: tuple[Param, ...], options: TuneOptions, run: Callable[[Selection], Any],
+         say: Say = print) -> TuneOutcome:
+    """Run the study (module docstring). `run(selection)` runs a trial's runs (`bench.execution.launch`)."""
+    import optuna
+    from optuna.samplers import TPESampler
+    from optuna.trial import TrialState
+
+    from bench.execution.selection import expand_selection, runs_to_report
+
+    if options.trials < 1:
+        raise BenchError(f"a budget of {options.trials} trials: give --trials N with N >= 1")
+    if options.protocol not in PROTOCOLS:
+        raise unknown("tuning protocol", options.protocol, PROTOCOLS)
+    if not 0 < options.holdout < 1:
+        raise BenchError(f"--holdout {options.holdout}: the validation protocol holds out a fraction in (0, 1) of "
+                         f"each class's training images")
+    # every value is checked before anything runs: the first trial's, at each range's low end
+    probe = {p.key: p.choices[0] if p.choices else p.low for p in params}
+    _, specs = expand_selection(trial_selection(selection, probe, options))
+    methods = sorted({s.label for s in specs})
+    if len(methods) != 1:
+        raise BenchError(f"bench tune tunes one method; the selection holds {', '.join(methods)}: name one with "
+                         f"--methods")
+    name = _name(selection, specs[0].method, options)
+    storage, where = _storage(options, selection.results, name)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(study_name=name, storage=storage, direction="maximize", load_if_exists=True,
+                                sampler=TPESampler(seed=options.seed))
+    held = {"method": methods[0], "space": canonical(params), "protocol": options.protocol, "holdout": options.holdout}
+    recorded = study.user_attrs
+    if recorded and any(recorded.get(k) != v for k, v in held.items()):
+        differs = [k for k, v in held.items() if recorded.get(k) != v]
+        raise BenchError(f"study {name} ({where}) was made for another {', '.join(differs)} ("
+                         + "; ".join(f"{k} {recorded.get(k)!r}" for k in differs)
+                         + "): give another --study name, or the same method and space")
+    for key, value in held.items():
+        study.set_user_attr(key, value)
+    outcome = TuneOutcome(name, where)
+    say(f"study {name} ({where}): {options.protocol} protocol ({PROTOCOLS[options.protocol]}), budget {options.trials} "
+        f"trials, {len(study.trials)} in it already")
+
+    def evaluate(number: int, values: Mapping[str, Any]) -> tuple[float | None, str]:
+        trial_runs = trial_selection(selection, values, options)
+        try:
+            run(trial_runs)
+            value, why = objective(runs_to_report(trial_runs).directories)
+        except BenchError as err:
+            value, why = None, str(err)
+        except Exception as err:  # a trial's failure is the trial's: the study goes on
+            value, why = None, first_line(err)
+        shown = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
+        say(f"trial {number}: {shown} -> " + (f"A {value:.2f} on held-out training images" if value is not None
+                                               else f"failed: {why}"))
+        outcome.trials.append({"number": number, "values": dict(values), "value": value, "why": why})
+        return value, why
+
+    for left in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):  # a killed tuner's
+        value, why = evaluate(left.number, left.params)
+        study.tell(left.number, value if value is not None else None,
+                   state=TrialState.COMPLETE if value is not None else TrialState.FAIL)
+    while sum(t.state in (TrialState.COMPLETE, TrialState.FAIL) for t in study.trials) < options.trials:
+        trial = study.ask()
+        values = sample(trial, params)
+        value, why = evaluate(trial.number, values)
+        if value is None:
+            trial.set_user_attr("why", why)
+        study.tell(trial, value, state=TrialState.COMPLETE if value is not None else TrialState.FAIL)
+    complete = [t for t in study.trials if t.state == TrialState.COMPLETE]
+    if complete:
+        best = max(complete, key=lambda t: t.value if t.value is not None else float("-inf"))
+        outcome.best, outcome.best_value = dict(best.params), best.value
+        shown = " ".join(f"{k}={json.dumps(v)}" for k, v in best.params.items())
+        say(f"best of {len(complete)} finished trial(s): trial {best.number}, A {best.value:.2f} on held-out "
+            f"training images, with {shown}; its number on the test set: `bench run` with --cfg-options {shown}")
+    else:
+        say("no trial finished: every one failed (above)")
+    return outcome
