@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -99,6 +100,51 @@ def test_the_meta_step_matches_a_hand_computed_first_order_update():
     # without adaptation the gradient is taken at θ itself: 1 − 0.01·2·(1.072 − 5)
     meta_step([w], lambda: None, lambda: (w - 5) ** 2, torch.optim.SGD([w], lr=0.01))
     assert math.isclose(w.item(), 1.072 + 0.02 * (5 - 1.072), rel_tol=1e-12)
+
+
+# --- against the authors' code ------------------------------------------------------------------------------
+# The numbers ynanwu/MetaGCD's own functions (7a0b1d1: `info_nce_logits`, `SupConLoss`, `generate_pseudo_labels`)
+# give on the inputs below: `python benchmarks/metagcd_reference.py --checkout DIR --pin`, whose `clustered` draws
+# them (seed 52); the script compares every piece, gradients and the meta-update included.
+REFERENCE = dict(info_nce=2.179952031619909, supcon=5.043348168717063, soft=1.5927867039553587,
+                 unsupervised=1.8863693677876339, kept=list(range(9)),
+                 weight_row0=[1.0, 0.0, 0.0, 0.951155753184134, 0.0, 0.0, 0.9822765741945039, 0.0, 0.0],
+                 soft_grad_x1_row1=[-0.022907030245585887, 0.029920922456499695, 0.014875655726535479,
+                                    -0.06827786639411484, 0.007622220293703005, 0.02612936470994414],
+                 soft_grad_norm=0.3532166257373198)
+
+
+def reference_inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """benchmarks/metagcd_reference.py's `clustered` at seed 52: two views of ten images around three centres,
+    the last image far from all (no neighbour), each image's label its centre."""
+    gen = torch.Generator().manual_seed(52)
+    centres = torch.randn(3, 6, generator=gen, dtype=torch.float64)
+    labels = torch.arange(10) % 3
+    base = centres[labels] + 0.25 * torch.randn(10, 6, generator=gen, dtype=torch.float64)
+    base[-1] = -4 * centres.sum(0) + torch.randn(6, generator=gen, dtype=torch.float64)
+    x1, x2 = (base + 0.1 * torch.randn(10, 6, generator=gen, dtype=torch.float64) for _ in range(2))
+    return x1.requires_grad_(), x2.requires_grad_(), labels
+
+
+def test_the_pieces_give_the_authors_numbers():
+    from bench.methods.gcd_losses import info_nce
+    from bench.methods.metagcd import MetaGCD
+
+    x1, x2, labels = reference_inputs()
+    h1, h2 = F.normalize(x1, dim=1), F.normalize(x2, dim=1)
+    stand_in = SimpleNamespace(project=lambda v: (F.normalize(v[0], dim=1), F.normalize(v[1], dim=1)), hparams=dict(
+        sup_weight=0.5, info_nce_temperature=1.0, supcon_temperature=0.07, soft_threshold=0.85))
+    n = soft_neighbours(h1, h2, 0.85)
+    soft = soft_loss(h1, h2, 0.85, 0.07)
+    assert soft is not None and n.kept.tolist() == REFERENCE["kept"]
+    got = dict(info_nce=float(info_nce(h1, h2, 1.0)), supcon=float(supcon(h1, h2, labels, 0.07)), soft=float(soft),
+               unsupervised=float(MetaGCD.unsupervised(stand_in, (x1, x2))))
+    assert got == pytest.approx({k: REFERENCE[k] for k in got}, rel=1e-10)
+    np.testing.assert_allclose(n.weight[0].detach().numpy(), REFERENCE["weight_row0"], rtol=1e-10, atol=1e-15)
+    # the attention weights carry the gradient in the authors' code: the gradient shows whether bench's do
+    g1, g2 = torch.autograd.grad(soft, (x1, x2))
+    np.testing.assert_allclose(g1[1].numpy(), REFERENCE["soft_grad_x1_row1"], rtol=1e-10, atol=1e-15)
+    assert float(torch.cat([g1, g2]).norm()) == pytest.approx(REFERENCE["soft_grad_norm"], rel=1e-10)
 
 
 # --- the pseudo sessions ------------------------------------------------------------------------------------
