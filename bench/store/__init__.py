@@ -6,7 +6,9 @@ they recompute from their stored predictions, and the published tables beside th
 - `publish`: `bench publish`: a grid's finished runs into a store checkout, on a new branch, in one commit;
 - `claimed`: the published tables bench ships (`results/paper/`) as `claimed` entries, and `bench store init`;
 - `verify`: `bench store verify`: every entry checked without running any of its code, and its level;
-- `site`: `bench store site`: the store's static leaderboard.
+- `site`: `bench store site`: the store's static leaderboard;
+- `compare`: `bench report --store`: a grid's runs beside the store's entries, paired on the same test images;
+- `gitops`: the few git commands a store needs, each failure one line.
 
 Imports from: bench.errors, bench.core, bench.splits, bench.registries, bench.config, bench.runs, bench.protocol,
 bench.reporting.
