@@ -87,7 +87,7 @@ def test_the_clustering_guided_rows_are_the_centroids_least_like_the_old_rows():
     centres = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
     z = torch.cat([c + 0.01 * torch.randn(20, 3, generator=gen) for c in centres])
     old = torch.tensor([[1.0, 0.05, 0.0]])  # one known class, along e1
-    rows = clustered_rows(z, old, 2, seed=0)
+    rows = clustered_rows(z, old, 2, random_state=0)
     found = {int(torch.argmax(r)) for r in rows}
     assert found == {1, 2} and torch.allclose(rows.norm(dim=1), torch.ones(2))
 
