@@ -18,10 +18,9 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from bench.methods.base import built
-from bench.methods.gcd_losses import distil, entropy_regulariser, info_nce, supcon, teacher_temperature
+from bench.methods.gcd_losses import NormedHead, distil, entropy_regulariser, info_nce, supcon, teacher_temperature
 from bench.methods.happy_parts import Prototypes, feature_distillation, soft_entropy
 from bench.methods.happy_pp_parts import confident_distil, confident_ratio, old_rows_l2, smooth_max
 
@@ -73,7 +72,7 @@ class Past:
 
 
 def objective(out: Outputs, labels: torch.Tensor | None, w: Weights, epoch: int, gen: torch.Generator,
-              head: nn.Module | None = None, past: Past | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+              head: NormedHead | None = None, past: Past | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """The batch's loss and its terms by name, each weighted as it is added. `labels` (the B images') make it a
     labelled step's; otherwise `past` is needed, and `head` (whose rows the prototype samples go through and L_l2
     reads) where L_hap or L_l2 is on. Only L_hap draws, from `gen`."""

@@ -74,6 +74,26 @@ def test_happy_without_its_parts_and_with_the_global_entropy_is_continual_simgcd
     assert not np.allclose(soft[(1, 0)], happy[(1, 0)], rtol=1e-6)
 
 
+
+def test_a_runs_numbers_come_from_its_seed_alone(tmp_path, monkeypatch):
+    """Every draw of Happy's steps comes from the one source its seed and the step make (`methods.draws`): the
+    global generators seeded otherwise change nothing (they drew the head's rows and φ before), another seed does."""
+    import bench.protocol.runner as runner
+
+    def metrics(out: Path) -> pd.Series:
+        frame = pd.read_parquet(out / "metrics.parquet")
+        return frame.set_index(["step", "group", "flavour", "metric"])["value"]
+
+    first = run("Happy", tmp_path / "first")
+    seeded = runner.seed_everything
+    monkeypatch.setattr(runner, "seed_everything", lambda seed: seeded(seed + 12345))
+    again = run("Happy", tmp_path / "global-seeded-otherwise")
+    pd.testing.assert_series_equal(metrics(first), metrics(again))
+    assert all(np.array_equal(a, losses(again)[k]) for k, a in losses(first).items())
+    (spec,) = tiny_specs(methods=["Happy"], splits=["happy-5-stage"], seeds=[1], backbone=TINY_VIT, **MIXED)
+    other = execute(spec, tmp_path / "seed-1")
+    assert not np.allclose(losses(other)[(1, 0)], losses(first)[(1, 0)], rtol=1e-6)
+
 def test_k_is_estimated_on_its_own_representation(tmp_path):
     out = run("SimGCD (continual)", tmp_path, **{"setting.k": "silhouette"})
     frame = pd.read_parquet(out / "metrics.parquet")
