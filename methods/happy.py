@@ -11,9 +11,8 @@ feature distillation, as its code (Happy-CGCD's `train_happy.py`) computes them 
 """
 from __future__ import annotations
 
-from typing import Any
-
 from dataclasses import replace
+from typing import Any
 
 import torch
 
