@@ -1,6 +1,7 @@
 """The method zoo (`bench.methods`): one module per method, registered in `bench.registries.METHODS` on import;
 `base` is the hook API (`Method`), the shared pieces are `blocks`, `loop`, `tails`, `finetuned`, `buffers`, `rankstats`,
-`gcd_losses`, `happy_parts`, `happy_pp_parts`, `prompt_pool`, `metagcd_parts` and `anchored_kmeans`.
+`gcd_losses`, `gcd_objective`, `draws`, `happy_parts`, `happy_pp_parts`, `prompt_pool`, `metagcd_parts` and
+`anchored_kmeans`.
 
 Imports from: bench.errors, bench.core, bench.splits, bench.registries, bench.data, bench.config, bench.features, bench.protocol.
 """

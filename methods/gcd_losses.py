@@ -29,15 +29,16 @@ class NormedHead(nn.Module):
     """The cosine classifier W·z of SimGCD's head: a weight-normalised linear layer without bias whose gain is fixed
     at 1 (`weight_norm`, `norm_last_layer`), so logits are cosines between the L2-normalised feature and each row's
     direction, and the gradient reaches the rows through their normalisation. Rows start as `nn.Linear`'s default
-    (uniform in ±1/√D, norm ≈ 1/√3)."""
+    (uniform in ±1/√D, norm ≈ 1/√3), drawn on the CPU from `gen` (torch's global generator where none is given)."""
 
-    def __init__(self, in_dim: int, n_out: int) -> None:
+    def __init__(self, in_dim: int, n_out: int, gen: torch.Generator | None = None) -> None:
         super().__init__()
-        self.weight = nn.Parameter(nn.Linear(in_dim, n_out, bias=False).weight.detach().clone())
+        self.weight = nn.Parameter(torch.empty(n_out, in_dim))
+        nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5), generator=gen)  # nn.Linear's own draw
 
-    def grown(self, n_new: int) -> "NormedHead":
-        """A head of these rows (copied) and `n_new` fresh ones after them."""
-        head = NormedHead(self.weight.shape[1], n_new).to(self.weight.device)
+    def grown(self, n_new: int, gen: torch.Generator | None = None) -> "NormedHead":
+        """A head of these rows (copied) and `n_new` fresh ones after them (drawn from `gen`)."""
+        head = NormedHead(self.weight.shape[1], n_new, gen).to(self.weight.device)
         head.weight = nn.Parameter(torch.cat([self.weight.detach(), head.weight.detach()]))
         return head
 
@@ -47,16 +48,26 @@ class NormedHead(nn.Module):
 
 class Projector(nn.Module):
     """SimGCD's projection MLP φ: Linear, GELU, Linear, GELU, Linear (in → hidden → hidden → out), its linear
-    weights drawn truncated-normal (std 0.02) with zero bias, as DINO's head; `forward` L2-normalises."""
+    weights drawn truncated-normal (std 0.02) with zero bias, as DINO's head; `forward` L2-normalises.
 
-    def __init__(self, in_dim: int, hidden_dim: int = 2048, out_dim: int = 256) -> None:
+    The draws come from `gen` (torch's global generator where none is given) in DINO's head's order: each layer's
+    `nn.Linear` default first (weight, then bias), then the truncated normals that replace them; so the same seed
+    gives the same φ whether it is injected or the global generator's."""
+
+    def __init__(self, in_dim: int, hidden_dim: int = 2048, out_dim: int = 256,
+                 gen: torch.Generator | None = None) -> None:
         super().__init__()
-        self.mlp = nn.Sequential(nn.Linear(in_dim, hidden_dim), nn.GELU(), nn.Linear(hidden_dim, hidden_dim), nn.GELU(),
-                                 nn.Linear(hidden_dim, out_dim))
-        for layer in self.mlp:
-            if isinstance(layer, nn.Linear):
-                nn.init.trunc_normal_(layer.weight, std=0.02)
-                nn.init.zeros_(layer.bias)
+        self.mlp = nn.Sequential(nn.Linear(in_dim, hidden_dim, device="meta"), nn.GELU(),
+                                 nn.Linear(hidden_dim, hidden_dim, device="meta"), nn.GELU(),
+                                 nn.Linear(hidden_dim, out_dim, device="meta")).to_empty(device="cpu")
+        layers = [layer for layer in self.mlp if isinstance(layer, nn.Linear)]
+        for layer in layers:  # drawn and then overwritten, as DINO's head does: the draws after them depend on it
+            nn.init.kaiming_uniform_(layer.weight, a=math.sqrt(5), generator=gen)
+            nn.init.uniform_(layer.bias, -1 / math.sqrt(layer.in_features), 1 / math.sqrt(layer.in_features),
+                             generator=gen)
+        for layer in layers:
+            nn.init.trunc_normal_(layer.weight, std=0.02, generator=gen)
+            nn.init.zeros_(layer.bias)
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         return F.normalize(self.mlp(z), dim=-1)

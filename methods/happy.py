@@ -11,14 +11,15 @@ feature distillation, as its code (Happy-CGCD's `train_happy.py`) computes them 
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from bench.methods.base import Step, built
-from bench.methods.happy_parts import (Prototypes, class_means, clustered_rows, feature_distillation, shared_radius,
-                                       soft_entropy)
+from bench.methods.draws import Draws
+from bench.methods.gcd_objective import Past, Weights
+from bench.methods.happy_parts import Prototypes, class_means, clustered_rows, shared_radius
 from bench.methods.simgcd import ContinualSimGCD
 from bench.methods.tails import Tail
 from bench.registries import METHODS
@@ -38,42 +39,34 @@ class Happy(ContinualSimGCD):
         with torch.no_grad():
             return torch.cat([self.tail(x) for x in step.tokens.batches(self.hparams["batch_size"])])
 
-    def initial_rows(self, step: Step) -> torch.Tensor | None:
+    def initial_rows(self, step: Step, draws: Draws) -> torch.Tensor | None:
         self.previous = self.tail.frozen_copy()
         if not self.hparams["init_new_head"]:
             return None
         old = built(self.head, "the head").weight[:step.offset].detach()
-        return clustered_rows(self._features(step), old, step.n_classes, self.seed * 1000 + step.index)
+        return clustered_rows(self._features(step), old, step.n_classes, draws.kmeans)
 
-    def entropy_term(self, logits: torch.Tensor, step: Step) -> torch.Tensor:
+    def weights(self, step: Step) -> Weights:
+        """The labelled step is continual SimGCD's, global entropy term included; after it, Happy's soft entropy
+        in its place, L_hap and L_kd."""
         hp = self.hparams
-        if step.labels is not None:  # the labelled step is continual SimGCD's, global entropy term included
-            return super().entropy_term(logits, step)
-        return soft_entropy(logits, step.offset, hp["student_temperature"],
-                            (hp["w_old_new"], hp["w_old_in"], hp["w_new_in"]))
+        if step.labels is not None:
+            return super().weights(step)
+        return replace(super().weights(step), soft_entropy=(hp["w_old_new"], hp["w_old_in"], hp["w_new_in"]),
+                       proto=hp["proto_weight"], proto_samples=hp["proto_samples"],
+                       hardness_temperature=hp["hardness_temperature"], radius_scale=hp["radius_scale"],
+                       kd=hp["kd_weight"])
 
-    def extra_loss(self, step: Step, views: tuple[torch.Tensor, torch.Tensor], z: torch.Tensor,
-                   gen: torch.Generator) -> torch.Tensor:
-        hp = self.hparams
-        loss = z.new_zeros(())
-        if hp["proto_weight"]:
-            loss = loss + hp["proto_weight"] * self.prototype_term(gen)
-        if hp["kd_weight"]:
-            loss = loss + hp["kd_weight"] * self.distillation_term(views, z)
-        return loss
+    def past(self, step: Step) -> Past:
+        return replace(super().past(step), prototypes=self.prototypes)
 
-    def prototype_term(self, gen: torch.Generator) -> torch.Tensor:
-        """L_hap: old classes' features drawn around their prototypes, hard ones more often."""
-        hp = self.hparams
-        x, y = self.prototypes.sample(hp["proto_samples"], hp["hardness_temperature"], hp["radius_scale"], gen)
-        return F.cross_entropy(built(self.head, "the head")(x) / hp["student_temperature"], y)
-
-    def distillation_term(self, views: tuple[torch.Tensor, torch.Tensor], z: torch.Tensor) -> torch.Tensor:
-        """L_kd: against the previous step's tail on the same views' tokens."""
+    def previous_features(self, views: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor | None:
+        """L_kd's target: the previous step's tail on the same views' tokens."""
+        if not self.hparams["kd_weight"]:
+            return None
         with torch.no_grad():
             previous = built(self.previous, "the previous step's tail")
-            before = torch.cat([previous(t) for t in views])
-        return feature_distillation(z, before)
+            return torch.cat([previous(t) for t in views])
 
     def end_step(self, step: Step) -> None:
         z = self._features(step)

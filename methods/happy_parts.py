@@ -24,6 +24,7 @@ import math
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from bench.core.numerics import sklearn_seed
 from bench.methods.gcd_losses import evenness
@@ -101,6 +102,12 @@ class Prototypes:
         device = self.means.device
         return (means[labels] + self.radius * radius_scale * noise).to(device), labels.to(device)
 
+    def loss(self, head: nn.Module, m: int, temperature: float, radius_scale: float, student_temperature: float,
+             gen: torch.Generator) -> torch.Tensor:
+        """L_hap: CE(head(x)/τ_s, y) of M features x and labels y drawn by `sample` (hard classes more often)."""
+        x, y = self.sample(m, temperature, radius_scale, gen)
+        return F.cross_entropy(head(x) / student_temperature, y)
+
     def state_dict(self) -> dict:
         return {"means": self.means.detach().cpu().clone(), "radius": self.radius}
 
@@ -108,15 +115,18 @@ class Prototypes:
         self.means, self.radius = state["means"], float(state["radius"])
 
 
-def clustered_rows(z: torch.Tensor, old_rows: torch.Tensor, n_new: int, seed: int) -> torch.Tensor:
+def clustered_rows(z: torch.Tensor, old_rows: torch.Tensor, n_new: int,
+                   random_state: int | np.random.RandomState) -> torch.Tensor:
     """Clustering-guided initialisation: k-means with K = old + new over the L2-normalised `z` of the step's
-    images (sklearn, k-means++, one init, `seed`); of its unit centroids, the `n_new` whose largest cosine to the
-    old rows `old_rows` is smallest (least like any known class), in that order."""
+    images (sklearn, k-means++, one init, seeded by `random_state`: a step's `Draws.kmeans`, or a seed); of its
+    unit centroids, the `n_new` whose largest cosine to the old rows `old_rows` is smallest (least like any known
+    class), in that order."""
     from sklearn.cluster import KMeans
 
     x = F.normalize(z.double(), dim=1).cpu().numpy()
     k = min(len(old_rows) + n_new, len(x))
-    centres = torch.from_numpy(KMeans(n_clusters=k, random_state=sklearn_seed(seed), n_init=1).fit(x).cluster_centers_)
+    seed = sklearn_seed(random_state) if isinstance(random_state, int) else random_state
+    centres = torch.from_numpy(KMeans(n_clusters=k, random_state=seed, n_init=1).fit(x).cluster_centers_)
     centres = F.normalize(centres.float(), dim=1)
     likeness = (centres @ F.normalize(old_rows.float().cpu(), dim=1).t()).max(1).values
     chosen = torch.topk(likeness, min(n_new, k), largest=False).indices

@@ -13,6 +13,7 @@ The labelled step is Happy's (the README runs `train_happy.py` for it).
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable
 
 import torch
@@ -20,8 +21,10 @@ from torch import nn
 
 from bench.errors import BenchError
 from bench.methods.base import Step, built
+from bench.methods.draws import Draws
+from bench.methods.gcd_objective import Past, Weights
 from bench.methods.happy import Happy
-from bench.methods.happy_pp_parts import WeightAverage, confident_distil, confident_ratio, old_rows_l2, smooth_max, swa_lr
+from bench.methods.happy_pp_parts import WeightAverage, swa_lr
 from bench.methods.loop import cosine_after_epoch
 from bench.registries import METHODS
 
@@ -37,31 +40,19 @@ class HappyPlusPlus(Happy):
                              "bench; valid: method.lora_rank=0 (the script's default: the last block trains whole)")
         self.previous_rows: torch.Tensor | None = None  # the head's rows as the previous step left them
 
-    def initial_rows(self, step: Step) -> torch.Tensor | None:
+    def initial_rows(self, step: Step, draws: Draws) -> torch.Tensor | None:
         self.previous_rows = built(self.head, "the head").weight[:step.offset].detach().clone()
-        return super().initial_rows(step)
+        return super().initial_rows(step, draws)
 
-    def self_distillation(self, s1: torch.Tensor, s2: torch.Tensor, tau_t: float, epoch: int) -> torch.Tensor:
+    def weights(self, step: Step) -> Weights:
         hp = self.hparams
-        if not hp["protogcd"]:
-            return super().self_distillation(s1, s2, tau_t, epoch)
-        return confident_distil(s1, s2, hp["student_temperature"], tau_t,
-                                confident_ratio(epoch, hp["protogcd_ramp_epochs"]))
+        if step.labels is not None:
+            return super().weights(step)
+        return replace(super().weights(step), confident_ramp=hp["protogcd_ramp_epochs"] if hp["protogcd"] else None,
+                       l2=hp["old_head_l2_weight"], stch_mu=hp["stch_mu"])
 
-    def unlabelled_loss(self, step: Step, views: tuple[torch.Tensor, torch.Tensor], z: torch.Tensor,
-                        gen: torch.Generator, cluster: torch.Tensor, contrastive: torch.Tensor) -> torch.Tensor:
-        hp = self.hparams
-        l2 = (old_rows_l2(built(self.head, "the head").weight, built(self.previous_rows, "the previous step's rows"))
-              if hp["old_head_l2_weight"] else None)
-        if not hp["stch_mu"]:
-            loss = super().unlabelled_loss(step, views, z, gen, cluster, contrastive)
-            return loss if l2 is None else loss + hp["old_head_l2_weight"] * l2
-        zero = z.new_zeros(())  # a term switched off is 0 in the script's stack, and still counts in the smooth max
-        terms = [cluster, contrastive,
-                 hp["proto_weight"] * self.prototype_term(gen) if hp["proto_weight"] else zero,
-                 hp["kd_weight"] * self.distillation_term(views, z) if hp["kd_weight"] else zero,
-                 hp["old_head_l2_weight"] * l2 if l2 is not None else zero]
-        return smooth_max(terms, hp["stch_mu"])
+    def past(self, step: Step) -> Past:
+        return replace(super().past(step), rows=self.previous_rows)
 
     def unlabelled_lr(self, epochs: int, lr: float) -> Callable[[int], float]:
         hp = self.hparams

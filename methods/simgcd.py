@@ -9,8 +9,12 @@ cosine classifier W over every class so far (`NormedHead`); z is the tail's feat
     labelled step (labels y):  L = (1 − λ)·(L_distil + ε·(log K − H(p̄)) + L_con) + λ·(L_ce + L_supcon),
                                 τ_t warming from `teacher_warmup` to `teacher` over `teacher_warmup_epochs`
     step t > 0 (no label):     W grows by the step's K_new rows (fresh, or `initial_rows`); φ is drawn afresh;
-                                L = L_distil + ε·(log K − H(p̄)) + L_con      (`entropy_term`, + `extra_loss`)
+                                L = L_distil + ε·(log K − H(p̄)) + L_con      (Happy's `weights` add its terms)
     predict: argmax_c s_c over every class so far
+
+The per-batch loss is `methods.gcd_objective.objective`, handed the step's `weights`; every random draw of a step
+(the fresh head rows, φ, the loader's orders and views, Happy's samples and k-means) comes from the one `Draws` made
+at its start from the run's seed and the step's index (`methods.draws`), never from a global generator.
 
 Each step is its own SGD (momentum, weight decay but none on biases and 1-D weights) with a cosine schedule from
 its `lr` to lr·`eta_min_ratio`, stepped after each epoch, as Happy-CGCD's `train_happy.py`, whose steps this follows
@@ -25,8 +29,9 @@ from torch import nn
 
 from bench.errors import BenchError
 from bench.methods.base import RunsOn, Step, built
-from bench.methods.gcd_losses import (NormedHead, Projector, distil, entropy_regulariser, info_nce, supcon,
-                                      teacher_temperature)
+from bench.methods.draws import Draws
+from bench.methods.gcd_losses import NormedHead, Projector
+from bench.methods.gcd_objective import Outputs, Past, Weights, objective
 from bench.methods.loop import cosine_after_epoch, parameter_groups, train_epochs
 from bench.methods.tails import OneTail
 from bench.registries import METHODS
@@ -45,35 +50,35 @@ class ContinualSimGCD(OneTail):
                              "step takes method.memax_weight) or a number >= 0")
         self.head: NormedHead | None = None
 
-    # --- what Happy changes ----------------------------------------------------------------------------
-    def initial_rows(self, step: Step) -> torch.Tensor | None:
+    # --- what Happy and Happy++ change ------------------------------------------------------------------
+    def initial_rows(self, step: Step, draws: Draws) -> torch.Tensor | None:
         """The new classes' first rows (K_new × D), or None for fresh ones."""
         return None
 
-    def entropy_term(self, logits: torch.Tensor, step: Step) -> torch.Tensor:
-        """ε·(log K − H(p̄)) over every class so far; the labelled step's ε is `labelled_memax_weight` where set
-        (SimGCD's own runs: the `simgcd_offline` preset)."""
+    def weights(self, step: Step) -> Weights:
+        """The step's weights of the objective (`methods.gcd_objective`): SimGCD's terms; the labelled step's ε is
+        `labelled_memax_weight` where set (SimGCD's own runs: the `simgcd_offline` preset)."""
         hp = self.hparams
-        own = hp.get("labelled_memax_weight") if step.labels is not None else None
-        return (hp["memax_weight"] if own is None else own) * entropy_regulariser(logits, hp["student_temperature"])
+        labelled = step.labels is not None
+        own = hp.get("labelled_memax_weight") if labelled else None
+        teacher = ((hp["labelled_teacher_warmup"], hp["labelled_teacher"], hp["labelled_teacher_epochs"])
+                   if labelled else (hp["teacher"], hp["teacher"], 0))
+        return Weights(student_temperature=hp["student_temperature"],
+                       teacher=(*teacher, hp["labelled_epochs"] if labelled else hp["epochs"]),
+                       info_nce_temperature=hp["info_nce_temperature"],
+                       memax=hp["memax_weight"] if own is None else own,
+                       sup_weight=hp["sup_weight"], supcon_temperature=hp["supcon_temperature"])
 
-    def extra_loss(self, step: Step, views: tuple[torch.Tensor, torch.Tensor], z: torch.Tensor,
-                   gen: torch.Generator) -> torch.Tensor:
-        """More terms of an unlabelled step's loss, on the batch's two views' tokens and their features z (2B × D)."""
-        return z.new_zeros(())
+    def past(self, step: Step) -> Past:
+        """What an unlabelled step's objective reads of the steps before it."""
+        return Past(known=step.offset)
+
+    def previous_features(self, views: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor | None:
+        """The previous step's tail on a batch's views, where the objective reads it (Happy's L_kd)."""
+        return None
 
     def end_step(self, step: Step) -> None:
         """After a step's training (and its epoch selection)."""
-
-    # --- what Happy++ changes (unlabelled steps only) -----------------------------------------------------
-    def self_distillation(self, s1: torch.Tensor, s2: torch.Tensor, tau_t: float, epoch: int) -> torch.Tensor:
-        """L_distil of an unlabelled step's two views' logits at `epoch`."""
-        return distil(s1, s2, self.hparams["student_temperature"], tau_t)
-
-    def unlabelled_loss(self, step: Step, views: tuple[torch.Tensor, torch.Tensor], z: torch.Tensor,
-                        gen: torch.Generator, cluster: torch.Tensor, contrastive: torch.Tensor) -> torch.Tensor:
-        """An unlabelled step's loss from its clustering term (L_distil + the entropy term) and L_con."""
-        return cluster + contrastive + self.extra_loss(step, views, z, gen)
 
     def unlabelled_lr(self, epochs: int, lr: float) -> Callable[[int], float]:
         """An unlabelled step's learning rate at each epoch."""
@@ -88,41 +93,30 @@ class ContinualSimGCD(OneTail):
     def learn(self, step: Step) -> None:
         hp, tail = self.hparams, self.tail
         labelled = step.labels is not None
+        draws = Draws.of(self.seed, step.index)  # every draw of the step comes from here (methods.draws)
         if self.head is None:
-            self.head = NormedHead(self.feature_dim, step.n_classes).to(self.device)
+            self.head = NormedHead(self.feature_dim, step.n_classes, draws.init).to(self.device)
         else:
-            self.head = self.head.grown(step.n_classes)
-            rows = self.initial_rows(step)
+            self.head = self.head.grown(step.n_classes, draws.init)
+            rows = self.initial_rows(step, draws)
             if rows is not None:  # directions only: the rows keep the norm fresh rows have (their gradient scale)
                 with torch.no_grad():
                     fresh = self.head.weight[step.offset:]
                     fresh.copy_(rows.to(fresh) * fresh.norm(dim=1).mean())
-        head, projector = self.head, Projector(self.feature_dim, hp["proj_hidden_dim"], hp["proj_dim"]).to(self.device)
+        head = self.head
+        projector = Projector(self.feature_dim, hp["proj_hidden_dim"], hp["proj_dim"], draws.init).to(self.device)
         epochs = hp["labelled_epochs"] if labelled else hp["epochs"]
         lr = hp["labelled_lr"] if labelled else hp["lr"]
-        warm, final, warm_epochs = ((hp["labelled_teacher_warmup"], hp["labelled_teacher"], hp["labelled_teacher_epochs"])
-                                    if labelled else (hp["teacher"], hp["teacher"], 0))
-        gen = torch.Generator().manual_seed(self.seed * 1000 + 300 + step.index)
+        weights, past = self.weights(step), (None if labelled else self.past(step))
         labels = step.labels.to(self.device) if step.labels is not None else None
         epoch_now = [0]
-        tau_s, lam = hp["student_temperature"], hp["sup_weight"]
 
         def loss_of(index: list[torch.Tensor]) -> torch.Tensor:
-            t1, t2 = step.tokens.two_views(index[0], gen)
+            t1, t2 = step.tokens.two_views(index[0], draws.train)
             z = torch.cat([tail(t1), tail(t2)])
-            s, h = head(z), projector(z)
-            n = len(t1)
-            tau_t = teacher_temperature(epoch_now[0], epochs, warm, final, warm_epochs)
-            if labels is None:  # the terms kept apart: Happy++ may weigh them otherwise than by a sum
-                cluster = self.self_distillation(s[:n], s[n:], tau_t, epoch_now[0]) + self.entropy_term(s, step)
-                contrastive = info_nce(h[:n], h[n:], hp["info_nce_temperature"])
-                return self.unlabelled_loss(step, (t1, t2), z, gen, cluster, contrastive)
-            unsupervised = (distil(s[:n], s[n:], tau_s, tau_t) + self.entropy_term(s, step)
-                            + info_nce(h[:n], h[n:], hp["info_nce_temperature"]))
-            y = labels[index[0].to(labels.device)]
-            supervised = (torch.nn.functional.cross_entropy(s / tau_s, torch.cat([y, y]))
-                          + supcon(h[:n], h[n:], y, hp["supcon_temperature"]))
-            return (1 - lam) * unsupervised + lam * supervised
+            out = Outputs(z, head(z), projector(z), None if labelled else self.previous_features((t1, t2)))
+            y = labels[index[0].to(labels.device)] if labels is not None else None
+            return objective(out, y, weights, epoch_now[0], draws.train, head, past)[0]
 
         def on_epoch(epoch: int) -> None:
             epoch_now[0] = epoch
@@ -136,7 +130,7 @@ class ContinualSimGCD(OneTail):
         with step.selection.over([*tail.parameters(), *head.parameters()], self.logits, [tail, head]) as select:
             after_epoch = select if epoch_end is None else _chained(epoch_end, select)
             train_epochs(parameter_groups(modules, hp["weight_decay"]), loop_hp, epochs=epochs, sizes=[len(step.tokens)],
-                         batch_size=hp["batch_size"], gen=gen, loss_of=loss_of, drop_last=True, lr_at=lr_at,
+                         batch_size=hp["batch_size"], gen=draws.train, loss_of=loss_of, drop_last=True, lr_at=lr_at,
                          on_epoch=on_epoch, after_step=after_step, read_ahead=[step.tokens], after_epoch=after_epoch)
         tail.eval(), head.eval()
         self.end_step(step)

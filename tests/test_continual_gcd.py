@@ -74,6 +74,26 @@ def test_happy_without_its_parts_and_with_the_global_entropy_is_continual_simgcd
     assert not np.allclose(soft[(1, 0)], happy[(1, 0)], rtol=1e-6)
 
 
+
+def test_a_runs_numbers_come_from_its_seed_alone(tmp_path, monkeypatch):
+    """Every draw of Happy's steps comes from the one source its seed and the step make (`methods.draws`): the
+    global generators seeded otherwise change nothing (they drew the head's rows and φ before), another seed does."""
+    import bench.protocol.runner as runner
+
+    def metrics(out: Path) -> pd.Series:
+        frame = pd.read_parquet(out / "metrics.parquet")
+        return frame.set_index(["step", "group", "flavour", "metric"])["value"]
+
+    first = run("Happy", tmp_path / "first")
+    seeded = runner.seed_everything
+    monkeypatch.setattr(runner, "seed_everything", lambda seed: seeded(seed + 12345))
+    again = run("Happy", tmp_path / "global-seeded-otherwise")
+    pd.testing.assert_series_equal(metrics(first), metrics(again))
+    assert all(np.array_equal(a, losses(again)[k]) for k, a in losses(first).items())
+    (spec,) = tiny_specs(methods=["Happy"], splits=["happy-5-stage"], seeds=[1], backbone=TINY_VIT, **MIXED)
+    other = execute(spec, tmp_path / "seed-1")
+    assert not np.allclose(losses(other)[(1, 0)], losses(first)[(1, 0)], rtol=1e-6)
+
 def test_k_is_estimated_on_its_own_representation(tmp_path):
     out = run("SimGCD (continual)", tmp_path, **{"setting.k": "silhouette"})
     frame = pd.read_parquet(out / "metrics.parquet")
@@ -117,18 +137,25 @@ def test_the_labelled_steps_own_entropy_weight_and_simgcds_own_preset():
     from bench.config.presets import resolve_config
     from bench.errors import BenchError
     from bench.methods.gcd_losses import entropy_regulariser
+    from bench.methods.gcd_objective import Outputs, Past, objective
     from bench.registries import METHODS, load_all
 
     load_all()
     cls = METHODS.get("SimGCD (continual)")
+    code = resolve_config("SimGCD (continual)", "code", "cifar100", "happy-5-stage", {}, {})["method"]
     logits = torch.tensor([[2.0, 0.0, -1.0], [0.5, 0.5, 0.0], [2.0, 1.0, 0.0]])
     plain = entropy_regulariser(logits, 0.1)
     assert plain > 0  # the batch's mean prediction is not uniform: the term is not zero, so its weight shows
-    labelled, unlabelled = SimpleNamespace(labels=torch.zeros(3)), SimpleNamespace(labels=None)
+    labelled = SimpleNamespace(labels=torch.zeros(3, dtype=torch.long))
+    unlabelled = SimpleNamespace(labels=None, offset=2)
 
     def term(own, step):
-        owner = SimpleNamespace(hparams={"memax_weight": 1.5, "labelled_memax_weight": own, "student_temperature": 0.1})
-        return cls.entropy_term(owner, logits, step)
+        owner = SimpleNamespace(hparams={**code, "memax_weight": 1.5, "labelled_memax_weight": own,
+                                         "student_temperature": 0.1})
+        out = Outputs(torch.zeros(6, 2), torch.cat([logits, logits]), torch.eye(2)[[0, 1, 0, 1, 0, 1]])
+        past = None if step.labels is not None else cls.past(owner, step)
+        assert past is None or past == Past(known=2)
+        return objective(out, step.labels, cls.weights(owner, step), 0, torch.Generator(), past=past)[1]["entropy"]
 
     torch.testing.assert_close(term(4.0, labelled), 4.0 * plain)
     torch.testing.assert_close(term(4.0, unlabelled), 1.5 * plain)
@@ -137,7 +164,6 @@ def test_the_labelled_steps_own_entropy_weight_and_simgcds_own_preset():
            for d in ("cifar100", "cub200", "cifar10")}
     assert {d: (c["labelled_epochs"], c["labelled_memax_weight"]) for d, c in own.items()} == {
         "cifar100": (200, 4.0), "cub200": (200, 2.0), "cifar10": (200, 1.0)}
-    code = resolve_config("SimGCD (continual)", "code", "cifar100", "happy-5-stage", {}, {})["method"]
     assert (code["labelled_epochs"], code["labelled_memax_weight"], code["epochs"]) == (100, None, 30)
     assert own["cifar100"]["epochs"] == 30  # the steps after the labelled one stay Happy's
     with pytest.raises(BenchError, match="method.labelled_memax_weight='x': must be None"):

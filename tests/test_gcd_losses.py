@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bench.methods.gcd_losses import (Projector, distil, entropy_regulariser, info_nce, mean_entropy, supcon,
+from bench.methods.gcd_losses import (NormedHead, Projector, distil, entropy_regulariser, info_nce, mean_entropy, supcon,
                                       teacher_temperature)
 
 
@@ -82,3 +82,30 @@ def test_the_projector_is_three_layers_to_a_unit_vector():
     assert out.shape == (5, 4)
     np.testing.assert_allclose(out.norm(dim=1).detach().numpy(), 1.0, rtol=1e-6)
     assert all(float(m.bias.abs().max()) == 0 for m in phi.mlp if isinstance(m, torch.nn.Linear))
+
+
+def test_the_projector_and_the_head_draw_from_an_injected_generator_what_the_global_one_drew():
+    """φ and the head's rows come from the generator handed to them, in the order DINO's head and `nn.Linear`
+    draw them: the same seed gives the same weights as the global generator gave before it was injected, and the
+    global generator is left alone."""
+    torch.manual_seed(5)  # what the step loop seeded, and these were drawn from, before the draws were injected
+    rows = torch.nn.Linear(8, 3, bias=False).weight.detach().clone()
+    mlp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 16), torch.nn.GELU(),
+                              torch.nn.Linear(16, 4))
+    for layer in mlp[::2]:
+        torch.nn.init.trunc_normal_(layer.weight, std=0.02)
+        torch.nn.init.zeros_(layer.bias)
+    fresh = torch.nn.Linear(8, 2, bias=False).weight.detach().clone()
+    torch.manual_seed(1)
+    untouched = torch.rand(3)
+    for _ in range(2):  # the same seed, the same draws
+        torch.manual_seed(1)
+        gen = torch.Generator().manual_seed(5)
+        head = NormedHead(8, 3, gen)
+        phi = Projector(8, hidden_dim=16, out_dim=4, gen=gen)
+        grown = head.grown(2, gen)
+        assert torch.equal(torch.rand(3), untouched)
+        assert torch.equal(head.weight, rows) and torch.equal(grown.weight, torch.cat([rows, fresh]))
+        assert all(torch.equal(a, b) for a, b in zip(phi.state_dict().values(), mlp.state_dict().values()))
+    other = Projector(8, hidden_dim=16, out_dim=4, gen=torch.Generator().manual_seed(6))
+    assert not torch.equal(other.mlp[0].weight, phi.mlp[0].weight)

@@ -3,13 +3,16 @@ hand-computed case; a part switched off changes what Happy trains."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from bench.methods.gcd_losses import NormedHead, distil, entropy_regulariser
+from bench.methods.draws import Draws
+from bench.methods.gcd_losses import NormedHead, distil, entropy_regulariser, info_nce, supcon
+from bench.methods.gcd_objective import Outputs, Past, Weights, objective
 from bench.methods.happy_parts import (Prototypes, class_means, clustered_rows, feature_distillation, hardness,
                                        shared_radius, soft_entropy)
 from bench.methods.loop import cosine_after_epoch, parameter_groups
@@ -87,7 +90,7 @@ def test_the_clustering_guided_rows_are_the_centroids_least_like_the_old_rows():
     centres = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
     z = torch.cat([c + 0.01 * torch.randn(20, 3, generator=gen) for c in centres])
     old = torch.tensor([[1.0, 0.05, 0.0]])  # one known class, along e1
-    rows = clustered_rows(z, old, 2, seed=0)
+    rows = clustered_rows(z, old, 2, random_state=0)
     found = {int(torch.argmax(r)) for r in rows}
     assert found == {1, 2} and torch.allclose(rows.norm(dim=1), torch.ones(2))
 
@@ -107,3 +110,93 @@ def test_no_weight_decay_on_biases_and_norms():
     decayed, free = parameter_groups(modules, 5e-5)
     assert decayed["weight_decay"] == 5e-5 and [p.shape for p in decayed["params"]] == [(2, 3)]
     assert free["weight_decay"] == 0.0 and len(free["params"]) == 3
+
+
+def test_one_seeded_source_per_step_split_into_its_streams():
+    """`Draws.of(seed, t)`: the same pair gives the same draws, another step others; its seeds are those each draw
+    had before it was injected (the global generator's `seed·1000 + t` for the weights, the loader's + 300)."""
+    a, b, later = Draws.of(3, 2), Draws.of(3, 2), Draws.of(3, 3)
+    first = [torch.rand(4, generator=a.init), torch.rand(4, generator=a.train), a.kmeans.rand(4)]
+    assert torch.equal(first[0], torch.rand(4, generator=b.init)) and torch.equal(first[1], torch.rand(4, generator=b.train))
+    np.testing.assert_array_equal(first[2], b.kmeans.rand(4))
+    assert not torch.equal(first[0], torch.rand(4, generator=later.init)) and not torch.equal(first[0], first[1])
+    torch.manual_seed(3002)
+    assert torch.equal(first[0], torch.rand(4))
+    assert torch.equal(first[1], torch.rand(4, generator=torch.Generator().manual_seed(3302)))
+    np.testing.assert_array_equal(first[2], np.random.RandomState(3002).rand(4))
+
+
+def test_the_prototype_samples_and_loss_are_their_draws_by_hand():
+    p = Prototypes()
+    p.add(torch.tensor([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]]))
+    p.radius = 0.3
+    head = NormedHead(2, 4)
+    head.weight.data = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]])
+    loss = p.loss(head, 5, 0.1, 2.0, 0.1, torch.Generator().manual_seed(4))
+    twin = torch.Generator().manual_seed(4)  # the draws, in their order: labels y ~ π, then ε
+    y = torch.multinomial(p.probabilities(0.1), 5, replacement=True, generator=twin)
+    x = p.means[y] + 0.3 * 2.0 * torch.randn(5, 2, generator=twin)
+    x_drawn, y_drawn = p.sample(5, 0.1, 2.0, torch.Generator().manual_seed(4))
+    assert torch.equal(y_drawn, y) and torch.equal(x_drawn, x)
+    cosines = F.normalize(x, dim=1) @ head.weight.detach().t()
+    by_hand = float(np.mean([-math.log(math.exp(c[k] / 0.1) / sum(math.exp(v / 0.1) for v in c))
+                             for c, k in zip(cosines.tolist(), y.tolist())]))
+    assert float(loss) == pytest.approx(by_hand, rel=1e-5)
+    assert float(p.loss(head, 5, 0.1, 2.0, 0.1, torch.Generator().manual_seed(5))) != pytest.approx(by_hand, rel=1e-5)
+
+
+def test_the_clustering_guided_rows_take_the_steps_kmeans_draws():
+    gen = torch.Generator().manual_seed(1)
+    z = torch.randn(40, 3, generator=gen)  # no clear clusters: the init decides them
+    old = torch.tensor([[1.0, 0.0, 0.0]])
+    rows = clustered_rows(z, old, 3, Draws.of(0, 7).kmeans)
+    assert torch.equal(rows, clustered_rows(z, old, 3, Draws.of(0, 7).kmeans))
+    assert torch.equal(rows, clustered_rows(z, old, 3, 7))  # the seed it had before it was injected
+    assert not torch.equal(rows, clustered_rows(z, old, 3, Draws.of(0, 8).kmeans))
+
+
+def batch(seed: int = 0, b: int = 4, classes: int = 5, dim: int = 3) -> Outputs:
+    """Hand-made outputs of a batch of `b` images' two views."""
+    gen = torch.Generator().manual_seed(seed)
+    z = torch.randn(2 * b, dim, generator=gen, dtype=torch.float64)
+    return Outputs(z, torch.randn(2 * b, classes, generator=gen, dtype=torch.float64),
+                   F.normalize(torch.randn(2 * b, 4, generator=gen, dtype=torch.float64), dim=1),
+                   z + 0.1 * torch.randn(2 * b, dim, generator=gen, dtype=torch.float64))
+
+
+WEIGHTS = Weights(student_temperature=0.1, teacher=(0.07, 0.04, 2, 4), info_nce_temperature=1.0, memax=2.0,
+                  sup_weight=0.35, supcon_temperature=0.07)
+
+
+def test_the_labelled_objective_is_its_terms_by_hand():
+    out, y = batch(), torch.tensor([0, 1, 1, 2])
+    s, h = out.logits, out.projections
+    loss, terms = objective(out, y, WEIGHTS, 1, torch.Generator())
+    tau_t = 0.04  # np.linspace(0.07, 0.04, 2)[1]: the warm-up's last epoch
+    unsupervised = distil(s[:4], s[4:], 0.1, tau_t) + 2.0 * entropy_regulariser(s, 0.1) + info_nce(h[:4], h[4:], 1.0)
+    supervised = F.cross_entropy(s / 0.1, torch.cat([y, y])) + supcon(h[:4], h[4:], y, 0.07)
+    torch.testing.assert_close(loss, 0.65 * unsupervised + 0.35 * supervised, rtol=1e-12, atol=0)
+    assert set(terms) == {"distil", "entropy", "contrastive", "ce", "supcon"}
+
+
+def test_happys_unlabelled_objective_is_its_terms_by_hand_and_its_draws_are_the_generators():
+    out = batch()
+    s, h = out.logits, out.projections
+    prototypes = Prototypes()
+    prototypes.add(torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.6, 0.8]], dtype=torch.float64))
+    prototypes.radius = 0.2
+    head = NormedHead(3, 5)
+    w = replace(WEIGHTS, soft_entropy=(1.0, 0.5, 2.0), proto=0.7, proto_samples=6, hardness_temperature=0.1,
+                radius_scale=1.5, kd=3.0)
+    past = Past(known=3, prototypes=prototypes)
+    loss, terms = objective(out, None, w, 2, torch.Generator().manual_seed(9), head, past)
+    again, _ = objective(out, None, w, 2, torch.Generator().manual_seed(9), head, past)
+    other, _ = objective(out, None, w, 2, torch.Generator().manual_seed(10), head, past)
+    assert torch.equal(loss, again) and not torch.equal(loss, other)
+    proto = prototypes.loss(head, 6, 0.1, 1.5, 0.1, torch.Generator().manual_seed(9))  # the same draws
+    by_hand = (distil(s[:4], s[4:], 0.1, 0.04) + soft_entropy(s, 3, 0.1, (1.0, 0.5, 2.0))
+               + info_nce(h[:4], h[4:], 1.0) + (0.7 * proto + 3.0 * feature_distillation(out.z, out.z_previous)))
+    torch.testing.assert_close(loss, by_hand, rtol=1e-6, atol=0)
+    assert set(terms) == {"distil", "entropy", "contrastive", "proto", "kd"}
+    with pytest.raises(RuntimeError, match="the previous step's features"):
+        objective(replace(out, z_previous=None), None, w, 2, torch.Generator(), head, past)

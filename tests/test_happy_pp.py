@@ -4,15 +4,20 @@ its defaults giving Happy, and LoRA refused."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 
+from bench.methods.gcd_losses import NormedHead, info_nce
+from bench.methods.gcd_objective import Past, objective
+from bench.methods.happy_parts import soft_entropy
 from bench.methods.happy_pp_parts import (WeightAverage, confident_distil, confident_ratio, confident_targets,
                                           old_rows_l2, smooth_max, swa_lr)
 from bench.methods.loop import cosine_after_epoch
 from tests.test_continual_gcd import losses, run
+from tests.test_happy_parts import WEIGHTS, batch
 
 
 def test_the_confident_ratio_ramps_as_np_linspace():
@@ -118,3 +123,23 @@ def test_lora_is_refused_by_name(tmp_path):
 
     with pytest.raises(BenchError, match=r"LoRA \(method.lora_rank=4\) is not implemented"):
         run("Happy++", tmp_path, **{"method.lora_rank": 4})
+
+
+
+def test_happy_pps_objective_is_its_terms_by_hand():
+    """The confident self-distillation at the epoch's ratio, L_l2 against the rows the previous step left, STCH over
+    the five terms (the one switched off, L_kd, a zero in the stack); without STCH, L_l2 after the sum."""
+    out = batch(1)
+    s, h = out.logits, out.projections
+    head = NormedHead(3, 5)
+    rows = head.weight.detach()[:3] + 0.1
+    w = replace(WEIGHTS, soft_entropy=(1.0, 1.0, 1.0), confident_ramp=3, l2=0.4, stch_mu=0.5)
+    past = Past(known=3, rows=rows)
+    loss, terms = objective(out, None, w, 1, torch.Generator(), head, past)
+    cluster = confident_distil(s[:4], s[4:], 0.1, 0.04, 0.5) + soft_entropy(s, 3, 0.1)  # ρ(1) of a 3-epoch ramp
+    l2 = 0.4 * old_rows_l2(head.weight, rows)
+    stack = [float(cluster), float(info_nce(h[:4], h[4:], 1.0)), 0.0, 0.0, float(l2.detach())]
+    assert float(loss) == pytest.approx(0.5 * math.log(sum(math.exp(t / 0.5) for t in stack)), rel=1e-6)
+    assert set(terms) == {"distil", "entropy", "contrastive", "l2"}
+    plain, _ = objective(out, None, replace(w, stch_mu=0.0), 1, torch.Generator(), head, past)
+    assert float(plain) == pytest.approx(stack[0] + stack[1] + stack[4], rel=1e-6)
