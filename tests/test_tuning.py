@@ -103,13 +103,13 @@ def test_a_study_runs_its_trials_as_runs_on_held_out_images_and_resumes_after_a_
     run, calls = _runner(kill_at=(2,))
     with pytest.raises(KeyboardInterrupt):
         tune(_selection(tmp_path), params, TuneOptions(trials=3), run)
-    journal = tmp_path / "results" / "tuning" / "K-means-synthetic-2-step-validation.journal"
+    journal = tmp_path / "results" / "tuning" / "smoke-K-means-synthetic-2-step-validation.journal"
     assert journal.exists()
     run, calls = _runner()
     outcome = tune(_selection(tmp_path), params, TuneOptions(trials=3), run)
     # the killed trial (number 1) ran again first, then one new trial: three in all, none twice
     assert [t["number"] for t in outcome.trials] == [1, 2]
-    study = optuna.load_study(study_name="K-means-synthetic-2-step-validation", storage=optuna.storages.journal.JournalStorage(
+    study = optuna.load_study(study_name="smoke-K-means-synthetic-2-step-validation", storage=optuna.storages.journal.JournalStorage(
         optuna.storages.journal.JournalFileBackend(str(journal))))
     assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3 and outcome.best is not None
     # every trial's runs scored held-out training images, with the trial's values in their run ids
@@ -168,6 +168,13 @@ def test_bad_tuning_requests_are_refused_before_anything_runs(tmp_path):
     with pytest.raises(BenchError, match="was made for another space"):
         tune(_selection(tmp_path), parse_space({"method.max_iter": {"low": 5, "high": 9, "int": True}}, "t"),
              TuneOptions(trials=2), run)
+    # a study named by hand holds one selection's runs: another selection on it is refused
+    tune(_selection(tmp_path), params, TuneOptions(trials=1, study="shared"), run)
+    other = _selection(tmp_path).__class__("smoke", methods=["K-means"], datasets=["synthetic"], splits=["2-step"],
+                                           seeds=[1], backbones=["pixels"], results=tmp_path / "results",
+                                           cfg_options=TINY)
+    with pytest.raises(BenchError, match="study shared .* was made for another selection"):
+        tune(other, params, TuneOptions(trials=2, study="shared"), run)
     (tmp_path / "space.yaml").write_text("method.lr: [unclosed\n")
     with pytest.raises(BenchError, match="not YAML"):
         read_space_file(tmp_path / "space.yaml")

@@ -48,7 +48,7 @@ class TuneOutcome:
 
 
 def _name(selection: Selection, method: str, options: TuneOptions) -> str:
-    parts = [method, *(selection.datasets or ()), *(selection.splits or ()), options.protocol]
+    parts = [selection.grid or "all", method, *(selection.datasets or ()), *(selection.splits or ()), options.protocol]
     return options.study or re.sub(r"[^A-Za-z0-9_.+-]+", "-", "-".join(parts)).strip("-")
 
 
@@ -110,7 +110,11 @@ def tune(selection: Selection, params: tuple[Param, ...], options: TuneOptions, 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(study_name=name, storage=storage, direction="maximize", load_if_exists=True,
                                 sampler=TPESampler(seed=options.seed))
-    held = {"method": methods[0], "space": canonical(params), "protocol": options.protocol, "holdout": options.holdout}
+    # what a study is of: a second tuner of other runs, space or protocol on the same study is refused
+    held = {"method": methods[0], "space": canonical(params), "protocol": options.protocol, "holdout": options.holdout,
+            "selection": json.dumps({k: getattr(selection, k) for k in ("grid", "datasets", "splits", "seeds",
+                                                                         "backbones")}
+                                    | {"cfg_options": dict(selection.cfg_options)}, sort_keys=True, default=str)}
     recorded = study.user_attrs
     if recorded and any(recorded.get(k) != v for k, v in held.items()):
         differs = [k for k, v in held.items() if recorded.get(k) != v]
