@@ -21,7 +21,7 @@ def add_parser(sub: Any) -> None:
                           "default)")
     tun.add_argument("--holdout", type=float, default=0.2, metavar="F",
                      help="validation: the fraction of each class's training images held out (default: %(default)s)")
-    tun.add_argument("--study", metavar="NAME", help="the study's name (default: method-datasets-splits-protocol)")
+    tun.add_argument("--study", metavar="NAME", help="the study's name (default: grid-method-datasets-splits-protocol)")
     tun.add_argument("--storage", metavar="URL",
                      help="an RDB URL for the study (default: <results>/tuning/<study>.journal, Optuna's journal file)")
     tun.add_argument("--seed", type=int, default=0, help="the sampler's seed (default: %(default)s)")
