@@ -59,6 +59,14 @@ def bench_draw(split, targets, arrival):
     return happy_draw(protocol_for(setting, 100, relabelled), relabelled, shuffled=order is not None), order
 
 
+def assert_happys_images(manifest, offline, old, novel):
+    """The manifest holds Happy's very images: its labelled step the offline ones, each session its old and novel."""
+    assert np.array_equal(np.sort(manifest.steps[0]), np.sort(offline))
+    assert len(manifest.steps) == len(old) + 1
+    for s in range(len(old)):
+        assert np.array_equal(np.sort(manifest.steps[s + 1]), np.sort(np.concatenate([old[s], novel[s]])))
+
+
 @pytest.mark.parametrize("arrival", ["happy", "canonical"])
 def test_happys_cifar100_draw_is_replayed_image_for_image(arrival):
     targets = np.random.default_rng(5).permutation(np.repeat(np.arange(100), 500))  # the files mix the classes
@@ -66,9 +74,8 @@ def test_happys_cifar100_draw_is_replayed_image_for_image(arrival):
     offline, old, novel, shuffled = happys_code(targets, range(50), 0.8, 5, 25, 25, 400, shuffle=arrival == "happy")
     if order is not None:
         assert order[50:].tolist() == shuffled.tolist()
-    assert np.array_equal(np.sort(manifest.steps[0]), np.sort(offline)) and len(offline) == 50 * 400
-    for s in range(5):
-        assert np.array_equal(np.sort(manifest.steps[s + 1]), np.sort(np.concatenate([old[s], novel[s]])))
+    assert_happys_images(manifest, offline, old, novel)
+    assert len(offline) == 50 * 400
     assert [len(step) for step in manifest.steps[1:]] == [5250, 5500, 5750, 6000, 6250]
     # sessions draw afresh: an old class's images recur across sessions, as in Happy's runs
     assert len(np.intersect1d(manifest.steps[1], manifest.steps[2])) > 0
@@ -80,9 +87,7 @@ def test_happys_imagenet100_draw_takes_every_image_of_a_small_class():
     targets = np.random.default_rng(1).permutation(np.repeat(np.arange(100), sizes))
     manifest, order = bench_draw("happy-in100-5-stage", targets, "happy")
     offline, old, novel, _ = happys_code(targets, range(50), 0.8, 5, 60, 60, 1000, shuffle=True)
-    assert np.array_equal(np.sort(manifest.steps[0]), np.sort(offline))
-    for s in range(5):
-        assert np.array_equal(np.sort(manifest.steps[s + 1]), np.sort(np.concatenate([old[s], novel[s]])))
+    assert_happys_images(manifest, offline, old, novel)
 
 
 @pytest.mark.parametrize("split, classes, sizes, counts, labelled", [
@@ -100,28 +105,10 @@ def test_happys_ten_session_draw_is_replayed_image_for_image(split, classes, siz
     manifest = happy_draw(protocol_for(setting, classes, relabelled), relabelled, shuffled=True)
     offline, old, novel, shuffled = happys_code(targets, range(labelled), 0.8, 10, *counts, shuffle=True)
     assert order[labelled:].tolist() == shuffled.tolist() and len(manifest.steps) == 11
-    assert np.array_equal(np.sort(manifest.steps[0]), np.sort(offline))
-    for s in range(10):
-        assert np.array_equal(np.sort(manifest.steps[s + 1]), np.sort(np.concatenate([old[s], novel[s]])))
+    assert_happys_images(manifest, offline, old, novel)
     per_session = (classes - labelled) // 10
     assert [len(np.unique(relabelled[step])) for step in manifest.steps[1:]] == \
         [labelled + per_session * (s + 1) for s in range(10)]
-
-
-def test_happys_ten_session_cub_draw_is_replayed_image_for_image():
-    from bench.splits.peer_splits import SSB_KNOWN
-
-    sizes = np.where(np.arange(200) % 7 == 0, 29, 30)
-    targets = np.repeat(np.arange(200), sizes)
-    setting = {**mixed_setting("happy-cub-10-stage"), "draw": "happy"}
-    order = arrival_order(setting, 200, "cub200")
-    relabelled = np.argsort(order)[targets]
-    manifest = happy_draw(protocol_for(setting, 200, relabelled), relabelled, shuffled=True)
-    offline, old, novel, _ = happys_code(targets, SSB_KNOWN["cub200"], 0.8, 10, 5, 5, 25, shuffle=True)
-    assert np.array_equal(np.sort(manifest.steps[0]), np.sort(offline))
-    for s in range(10):
-        assert np.array_equal(np.sort(manifest.steps[s + 1]), np.sort(np.concatenate([old[s], novel[s]])))
-    assert [len(step) for step in manifest.steps[1:]] == [500 + 250 + 50 * s for s in range(10)]
 
 
 def test_happys_draw_is_refused_where_it_cannot_be_happys(tmp_path):
@@ -138,23 +125,25 @@ def test_happys_draw_is_refused_where_it_cannot_be_happys(tmp_path):
         tiny_specs(methods=["K-means"], splits=["happy-5-stage"], **{"setting.draw": "happy"})
 
 
-def test_happys_cub_draw_over_the_whole_training_set_in_official_order():
+@pytest.mark.parametrize("split, sessions, session_sizes", [
+    ("happy-cub-5-stage", 5, [1000, 1100, 1200, 1300, 1400]),
+    ("happy-cub-10-stage", 10, [500 + 250 + 50 * s for s in range(10)]),  # 10 new classes a session
+])
+def test_happys_cub_draw_over_the_whole_training_set_in_official_order(split, sessions, session_sizes):
     """Happy's data/cub.py: the SSB known classes labelled, in their file's order, absolute counts 5/5/25, classes
-    of 29 or 30 images grouped as CUB's images.txt lists them."""
+    of 29 or 30 images grouped as CUB's images.txt lists them; at 5 sessions and at 10 (issue 55)."""
     from bench.splits.peer_splits import SSB_KNOWN
 
     sizes = np.where(np.arange(200) % 7 == 0, 29, 30)
     targets = np.repeat(np.arange(200), sizes)
-    setting = {**mixed_setting("happy-cub-5-stage"), "draw": "happy"}
+    setting = {**mixed_setting(split), "draw": "happy"}
     order = arrival_order(setting, 200, "cub200")
     relabelled = np.argsort(order)[targets]
     manifest = happy_draw(protocol_for(setting, 200, relabelled), relabelled, shuffled=True)
-    offline, old, novel, shuffled = happys_code(targets, SSB_KNOWN["cub200"], 0.8, 5, 5, 5, 25, shuffle=True)
+    offline, old, novel, shuffled = happys_code(targets, SSB_KNOWN["cub200"], 0.8, sessions, 5, 5, 25, shuffle=True)
     assert order[100:].tolist() == shuffled.tolist()
-    assert np.array_equal(np.sort(manifest.steps[0]), np.sort(offline))
-    for s in range(5):
-        assert np.array_equal(np.sort(manifest.steps[s + 1]), np.sort(np.concatenate([old[s], novel[s]])))
-    assert [len(step) for step in manifest.steps[1:]] == [1000, 1100, 1200, 1300, 1400]
+    assert_happys_images(manifest, offline, old, novel)
+    assert [len(step) for step in manifest.steps[1:]] == session_sizes
 
 
 def test_the_whole_training_set_is_back_in_the_official_order():
