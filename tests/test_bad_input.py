@@ -28,7 +28,7 @@ CASES = [
     ("unknown dataset", ["run", *SMOKE, "--datasets", "cifar1O"], "unknown dataset 'cifar1O'; known: ", None),
     ("unknown split", ["run", *SMOKE, "--splits", "3-step"], "unknown split '3-step'; known: 10-step, 2-step, 5-step", None),
     ("unknown backbone", ["run", "--backbone", "resnet", "--results", "{results}"], "unknown backbone 'resnet'; known: ", None),
-    ("unknown grid", ["run", "--grid", "nope", "--results", "{results}"], "unknown grid 'nope'; known: backbones, cgcd, cgcd-demo, cgcd-smoke, demo, full, happy-tables, paper, promptccd-tables, smoke, vb-cgcd-tables", None),
+    ("unknown grid", ["run", "--grid", "nope", "--results", "{results}"], "unknown grid 'nope'; known: backbones, cgcd, cgcd-demo, cgcd-drift-smoke, cgcd-smoke, demo, full, happy-tables, paper, promptccd-tables, smoke, vb-cgcd-tables", None),
     ("unknown cluster", ["run", *SMOKE, "--cluster", "nope"], "unknown cluster 'nope'; choose from local, debug, slurm", None),
     ("zero threads", ["run", *SMOKE, "--threads", "0"], "--threads 0: must be an integer >= 1 (CPU compute threads of each run, default 1)", None),
     ("unknown method key", ["run", *SMOKE, "--cfg-options", "method.epochz=3"], "'method.epochz': no selected method has it; valid keys: ", None),
@@ -239,7 +239,7 @@ def test_report_without_a_grid_reports_what_was_just_run(capsys, tmp_path):
     (["--datasets", "cifar"], "unknown dataset 'cifar'; known: aircraft, cars, cifar10, cifar100, cub200, digits, "
                               "domainnet, herbarium19, imagenet100, synthetic, tinyimagenet; did you mean 'cifar10', 'cifar100' or "
                               "'cars'?"),
-    (["--grid", "dmo"], "unknown grid 'dmo'; known: backbones, cgcd, cgcd-demo, cgcd-smoke, demo, full, happy-tables, paper, promptccd-tables, smoke, vb-cgcd-tables; "
+    (["--grid", "dmo"], "unknown grid 'dmo'; known: backbones, cgcd, cgcd-demo, cgcd-drift-smoke, cgcd-smoke, demo, full, happy-tables, paper, promptccd-tables, smoke, vb-cgcd-tables; "
                         "did you mean 'demo'?"),
     (["--splits", "5-steps"], "did you mean '5-step'"),
     (["--methods", "Baseline:equation"], "unknown preset of Baseline 'equation'; known: code, equations, no_cosnorm; "

@@ -37,6 +37,7 @@ GRID_RUN_IDS = {
     "backbones": (470, "a919b5286172589498f78254c038d682c3fe48fbef1651ab44e2558ebb5402fd"),
     "cgcd": (228, "00f15152bb1ddfeb61b3d510b1c654526dfa4b31b74a04ebd7d4933b3cd1ee3b"),
     "cgcd-smoke": (20, "c7db7e99f06c227187408bc2d2657922b20e2fc3c0a23c89efe80ab4c94b4536"),
+    "cgcd-drift-smoke": (24, "5335542888407311cebeace197d43bc0df059990eac1c080ba9ff7d63e821fd7"),
     "cgcd-demo": (84, "7633a1095320f4435a1e531c38775c9c4db9b7c00be1ae3dc5afe135f2903d4a"),
     "demo": (24, "9b45f7a89738af22d698a6721829a08fdc8233190b3be7bc11138650873f8d78"),
     "happy-tables": (60, "7dc82904ce3fac39e04a0eba70c0c5c7264fa2372e97df0512fdd06c4c4030fc"),  # +12: Table 4, 10 sessions

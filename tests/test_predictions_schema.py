@@ -40,9 +40,10 @@ def class_incd_run(results: Path) -> Path:
 
 def mixed_run(results: Path) -> Path:
     """A mixed run that stores every array the mixed setting may: selected epochs and their scores, the
-    transductive clusters."""
+    transductive clusters, a domain-shifted stream's domains."""
     (spec,) = tiny_specs(methods=["Baseline"], splits=["promptccd-3-stage"], **MIXED,
-                         **{"method.epochs": 2, "setting.selection": "oracle", "setting.evaluation": "transductive"})
+                         **{"method.epochs": 2, "setting.selection": "oracle", "setting.evaluation": "transductive",
+                            "setting.domains": ["clean", "fog:2", "clean", "fog:2"], "dataset.image_size": 32})
     return execute(spec, results)
 
 
@@ -69,8 +70,10 @@ def test_every_array_a_run_writes_is_one_the_schema_declares_and_the_two_setting
 def test_the_file_keeps_its_names_and_says_its_version(tmp_path):
     out = class_incd_run(tmp_path)
     assert {k for k in keys_of(out) if not k.startswith("epoch_loss_")} == CLASS_INCD_FILE
-    with opened(out / PREDICTIONS) as stored:
-        assert version_of(stored) == SCHEMA_VERSION and stored[Keys.version].dtype == np.int16
+    with opened(out / PREDICTIONS) as stored:  # version 2 is a stream's file only: the others stay readable as 1
+        assert version_of(stored) == 1 and stored[Keys.version].dtype == np.int16
+    with opened(mixed_run(tmp_path / "stream") / PREDICTIONS) as stored:
+        assert version_of(stored) == SCHEMA_VERSION == 2
 
 
 def test_the_module_docstring_documents_every_array_of_the_schema_and_nothing_else():

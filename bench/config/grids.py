@@ -216,12 +216,12 @@ def check_config(method: str, dataset: str, config: Mapping[str, Any], n_steps: 
     info = known_method(method)
     check_method(config["method"], load_preset(method, EQUATIONS)[0], info.hparam_choices, n_steps)
     check_sections(config, DEFAULT_SECTIONS, SECTION_CHOICES)
-    _check_setting(method, config, info.runs_on)
+    _check_setting(method, config, info.runs_on, dataset)
     _check_arrival(dataset, config)
     check_dataset_options(reader_class(dataset), config["dataset"])
 
 
-def _check_setting(method: str, config: Mapping[str, Any], runs_on: RunsOn) -> None:
+def _check_setting(method: str, config: Mapping[str, Any], runs_on: RunsOn, dataset: str = "") -> None:
     """The setting follows the split (a mixed protocol's split, or a class-iNCD one), and the method
     must declare it (`RunsOn.settings`)."""
     from bench.splits.settings import MIXED_SPLITS, SETTINGS, check_setting
@@ -242,7 +242,7 @@ def _check_setting(method: str, config: Mapping[str, Any], runs_on: RunsOn) -> N
         raise BenchError(f"method {method!r} cannot run the {name!r} setting ({SETTINGS[name]}){why}; it runs: "
                          f"{', '.join(runs_on.settings)}. {opt_in(runs_on.settings, name)}")
     if name == "mixed":
-        check_setting(setting)
+        check_setting(setting, dataset)
 
 
 def opt_in(settings: Sequence[str], name: str) -> str:

@@ -79,6 +79,8 @@ LATER_KEYS: dict[tuple[str, str], Any] = {("features", "tokens"): "live", ("feat
                                           ("setting", "arrival"): "canonical", ("setting", "evaluation"): "inductive", ("setting", "draw"): "bench",
                                           # a mixed run on CUB or Herbarium held their val partition out before
                                           ("setting", "whole_train"): False,
+                                          # a domain-shifted stream: every run before it had none
+                                          ("setting", "domains"): [],
                                           # continual SimGCD's and Happy's labelled step took ε before this key
                                           ("method", "labelled_memax_weight"): None,
                                           # the tuning protocol: every run before it scored the test set

@@ -43,6 +43,8 @@ def bank_fields(spec: RunSpec, data: Any, backbone: Any) -> dict[str, Any]:
             # the tuning protocol's held-out images stand in for the test set (absent otherwise: banks keep their keys)
             **({"holdout": [spec.config["tuning"]["holdout"], spec.config["tuning"].get("holdout_seed", 0)]}
                if spec.config.get("tuning", {}).get("holdout") else {}),
+            # a domain-shifted stream's images: each once per domain (absent otherwise: banks keep their keys)
+            **({"domains": data.extra["stream"]["names"]} if "stream" in data.extra else {}),
             # a backbone with its own normalisation says so (absent otherwise: older banks keep their keys)
             **({"normalisation": [list(backbone.mean), list(backbone.std)]}
                if getattr(backbone, "mean", None) is not None else {})}

@@ -24,13 +24,14 @@ Metric rows (percent), all computed from what is stored in `predictions.npz`, so
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
 import torch
 
-from bench.splits.manifests import Manifest, MixedProtocol, draw, hold_out
+from bench.splits.manifests import Manifest, MixedProtocol, StageDomains, draw, hold_out
 from bench.splits.settings import TEST_SELECTIONS
 from bench.errors import BenchError
 from bench.core.storage import write_atomic
@@ -55,10 +56,11 @@ REPORTED: Mapping[str, tuple[str, str]] = {"A": ("cgcd", "A"), "F": ("cgcd", "F"
 
 def manifest_of(out: Path, protocol: MixedProtocol, train_labels: np.ndarray, seed: int, log: Log,
                 validation: float | None = None, given: Manifest | None = None,
-                happy: bool | None = None) -> Manifest:
+                happy: bool | None = None, domains: tuple[StageDomains, list[str]] | None = None) -> Manifest:
     """The run's split: read back from its `split.json` (a resumed run), else the `given` one
     (`setting.manifest_file`), or Happy's draw replayed (`happy`: whether its classes arrive shuffled;
-    `bench.splits.happy_draw`), or one drawn with `seed`, and written; with `validation`, that fraction of
+    `bench.splits.happy_draw`), or one drawn with `seed` (each stage from its domain's images, with `domains`: where
+    the stages draw and the domains' names), and written; with `validation`, that fraction of
     each labelled class's step-0 images is held out (`bench.splits.manifests.hold_out`)."""
     path = out / SPLIT_FILE
     if path.exists():
@@ -69,6 +71,9 @@ def manifest_of(out: Path, protocol: MixedProtocol, train_labels: np.ndarray, se
         from bench.splits.happy_draw import happy_draw
 
         manifest = happy_draw(protocol, train_labels, shuffled=happy)
+    elif domains is not None:
+        where, names = domains
+        manifest = replace(draw(protocol, train_labels, seed, where), domains=tuple(names[k] for k in where.stages))
     else:
         manifest = draw(protocol, train_labels, seed)
     if validation:
@@ -77,9 +82,10 @@ def manifest_of(out: Path, protocol: MixedProtocol, train_labels: np.ndarray, se
     sizes = ", ".join(str(len(s)) for s in manifest.steps)
     held = f", {len(manifest.validation)} labelled images held out for validation" if validation else ""
     how = "given" if given is not None else "drawn as Happy's code draws" if happy is not None else f"drawn with seed {seed}"
+    stream = f", from the domains {' > '.join(manifest.domains)}" if manifest.domains else ""
     log(f"split {how} into {SPLIT_FILE}: "
         f"{len(manifest.steps)} steps of {sizes} images "
-        f"(step 0 labelled){held}")
+        f"(step 0 labelled){held}{stream}")
     return manifest
 
 
@@ -129,11 +135,17 @@ class MixedSteps:
         self.rule = self.setting.get("selection", "last")
         happy = (self.setting.get("arrival", "canonical") != "canonical"
                  if self.setting.get("draw", "bench") == "happy" else None)
+        stream = self.data.extra.get("stream")
+        domains = (parts.domains, stream["names"]) if parts.domains is not None else None
         self.manifest = manifest_of(out, parts.protocol, self.data.train.labels, int(self.setting["manifest_seed"]),
                                     log, self.setting["val_fraction"] if self.rule == "val" else None, parts.manifest,
-                                    happy)
+                                    happy, domains)
         self.test_labels = np.asarray(self.data.test.labels)
         self.test_step = arrival_step(self.test_labels, self.layout)
+        # a domain-shifted stream: each test image's domain, and each stage's (`bench.splits.domains`)
+        self.test_domain = np.asarray(stream["test"]) if domains is not None else None
+        self.stage_domain = np.asarray(parts.domains.stages) if domains is not None else None
+        self.domain_names = list(stream["names"]) if domains is not None else []
         self.evaluation = self.setting.get("evaluation", "inductive")
         if (self.evaluation == "transductive" or self.rule == "promptccd") and not embeds(self.method):
             raise BenchError(f"method {spec.method!r} reads tokens and gives no representation (its embed()): "
@@ -180,9 +192,17 @@ class MixedSteps:
                                     self.spec.seed * 1000 + t)
             return EpochSelection("promptccd", score, every=PROMPTCCD_EVERY)
         if self.rule in TEST_SELECTIONS:
-            seen = np.flatnonzero(self.test_step <= t)
+            seen = self._seen(t, every_domain=False)
             return selection_for(self.rule, feed, "test", seen, self.test_labels[seen])
         return selection_for(self.rule, feed, "train", manifest.validation, self.data.train.labels[manifest.validation])
+
+    def _seen(self, t: int, every_domain: bool) -> np.ndarray:
+        """The test images of the classes of steps 0..t: in a domain-shifted stream, in the domains of stages 0..t
+        (or, `every_domain`, in every domain of the stream: what its per-domain rows score)."""
+        seen = self.test_step <= t
+        if self.test_domain is not None and self.stage_domain is not None and not every_domain:
+            seen &= np.isin(self.test_domain, self.stage_domain[:t + 1])
+        return np.flatnonzero(seen)
 
     def _represented(self, rows: np.ndarray) -> torch.Tensor:
         """What K is estimated on for the training images `rows`: their frozen features for a method on features;
@@ -206,7 +226,11 @@ class MixedSteps:
             else:
                 self.log(f"stage {t}: kept epochs {', '.join(f'{e + 1}/{n}' for e, n in selection.chosen)} "
                          f"by {self.rule}{' (ORACLE ON TEST)' if self.rule in TEST_SELECTIONS else ''}")
-        seen = np.flatnonzero(self.test_step <= t)
+        seen = self._seen(t, every_domain=True)
+        if self.test_domain is not None and self.stage_domain is not None:
+            stored[Keys.domain_names] = np.asarray(self.domain_names)
+            stored[Keys.stage_domains] = compact(self.stage_domain)
+            stored[Keys.test_domain(t)] = compact(self.test_domain[seen])
         stored[Keys.test_labels(t)] = compact(self.test_labels[seen])
         stored[Keys.unified(t)] = compact(_predict(method, self.feed, seen, classes, t))
         stored[Keys.k_given(t)] = compact(np.asarray([step.n_classes]))
@@ -240,8 +264,17 @@ def arrival_step(labels: np.ndarray, layout: TaskLayout) -> np.ndarray:
 
 def step_rows(t: int, stored: Mapping[str, np.ndarray], layout: TaskLayout) -> list[MetricRow]:
     """Step t's rows from what it stored: its test labels, the method's predictions, the K it was given (and,
-    evaluated transductively, its own images' labels and clusters: those are its `cgcd` rows then)."""
-    inductive = accuracy_rows(t, np.asarray(stored[Keys.test_labels(t)]), np.asarray(stored[Keys.unified(t)]), layout)
+    evaluated transductively, its own images' labels and clusters: those are its `cgcd` rows then). In a
+    domain-shifted stream its rows score the images of the domains of stages 0..t, and a `domain` row per domain of
+    the stream (`domain_rows`)."""
+    labels, pred = np.asarray(stored[Keys.test_labels(t)]), np.asarray(stored[Keys.unified(t)])
+    by_domain: list[MetricRow] = []
+    if Keys.test_domain(t) in stored:
+        domain = np.asarray(stored[Keys.test_domain(t)])
+        by_domain = domain_rows(t, labels, pred, domain, [str(n) for n in np.asarray(stored[Keys.domain_names])])
+        kept = np.isin(domain, np.asarray(stored[Keys.stage_domains])[:t + 1])
+        labels, pred = labels[kept], pred[kept]
+    inductive = accuracy_rows(t, labels, pred, layout) + by_domain
     if t == 0:
         return inductive + selected_rows(t, stored)
     rows = inductive
@@ -264,6 +297,14 @@ def accuracy_rows(t: int, labels: np.ndarray, pred: np.ndarray, layout: TaskLayo
     for flavour, acc in (("cgcd_hard", hard), ("cgcd_soft", soft)):
         rows += [MetricRow(t, group, flavour, "acc", acc[group]) for group in ("old", "new") if not np.isnan(acc[group])]
     return rows
+
+
+def domain_rows(t: int, labels: np.ndarray, pred: np.ndarray, domain: np.ndarray, names: list[str]) -> list[MetricRow]:
+    """Per domain of the stream, the accuracy (its own Hungarian match) on its test images of the classes seen by
+    step t: group `domain`, metric the domain's name; domains a later stage brings too (a row of the stream's
+    accuracy matrix, docs/settings.md#domain-shifted-streams)."""
+    return [MetricRow(t, "domain", "cgcd", name, clustering_accuracy(labels[domain == k], pred[domain == k]))
+            for k, name in enumerate(names) if (domain == k).any()]
 
 
 def selected_rows(t: int, stored: Mapping[str, np.ndarray]) -> list[MetricRow]:
@@ -308,4 +349,7 @@ def _step_line(t: int, n_steps: int, rows: list[MetricRow]) -> str:
                  f"{acc.get(('new', 'cgcd_soft'), float('nan')):.1f}")
         k = {r.metric: r.value for r in rows if r.group == "k"}
         said += f", K {k['given']:.0f} (true {k['true']:.0f})"
+    by_domain = [f"{r.metric} {r.value:.1f}" for r in rows if r.group == "domain"]
+    if by_domain:
+        said += f"; by domain: {', '.join(by_domain)}"
     return said

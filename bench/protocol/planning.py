@@ -60,6 +60,7 @@ class Parts:
     mapping_images: str
     protocol: Any = None  # the mixed setting's protocol (`bench.splits.settings`); None in class-iNCD
     manifest: Any = None  # a mixed run's given split (`setting.manifest_file`); None: drawn by the run
+    domains: Any = None  # a domain-shifted stream's `StageDomains` (`bench.splits.manifests`); None without one
 
 
 def assemble(spec: RunSpec, out: Path, device: torch.device, log: Log) -> Parts:
@@ -73,13 +74,16 @@ def assemble(spec: RunSpec, out: Path, device: torch.device, log: Log) -> Parts:
     data = data.with_class_order(order_seed)
     if order_seed is not None:
         log(f"class order {order_seed}: the canonical classes in the order {data.extra['class_order']}")
-    protocol = manifest = None
+    protocol = manifest = domains = None
     if setting_of(spec.config) == "mixed":  # its steps own the labelled classes, then each step's new ones
         if spec.config["setting"].get("whole_train") and data.val is not None:
             log(f"the {spec.split} protocol trains on the whole official training set: the {len(data.val)} images "
                 f"of the val partition are given back to training")
             data = data.with_whole_train()
         data = _held_out(spec, data, log)
+        domains = _shifted(spec, data, out, log)
+        if domains is not None:
+            data, domains = domains
         if spec.config["setting"].get("manifest_file"):  # its indices are into that training set
             data, manifest, protocol = _from_manifest_file(spec, data, log)
         else:
@@ -89,7 +93,11 @@ def assemble(spec: RunSpec, out: Path, device: torch.device, log: Log) -> Parts:
                 data = data.in_class_order(arrival)
                 data.extra["class_order"] = before[arrival].tolist()  # in the canonical classes
                 log(f"classes arrive in {spec.config['setting']['arrival']}'s order: {data.extra['class_order']}")
-            protocol = protocol_for(spec.config["setting"], data.num_classes, data.train.labels)
+            if domains is not None:  # each stage's counts are of its own domain's images
+                stage_labels = [data.train.labels[domains.images == k] for k in domains.stages]
+                protocol = protocol_for(spec.config["setting"], data.num_classes, stage_labels[0], stage_labels)
+            else:
+                protocol = protocol_for(spec.config["setting"], data.num_classes, data.train.labels)
         sizes = step_sizes(protocol)
         layout = TaskLayout(tuple(int(o) for o in np.cumsum((0,) + sizes[:-1])), sizes)
         if layout.num_classes < data.num_classes:
@@ -114,7 +122,28 @@ def assemble(spec: RunSpec, out: Path, device: torch.device, log: Log) -> Parts:
                                 **spec.config["method"]))
     # what tail methods copy and fine-tune, and in which precision, also after a resume
     method.bind(backbone, spec.config.get("precision", {}).get("tails", "fp32"))
-    return Parts(data, layout, backbone, method, val_images, mapping_images, protocol, manifest)
+    return Parts(data, layout, backbone, method, val_images, mapping_images, protocol, manifest, domains)
+
+
+def _shifted(spec: RunSpec, data: Any, out: Path, log: Log) -> tuple[Any, Any] | None:
+    """A domain-shifted stream's dataset (`bench.data.domains.shifted`) and where its stages draw from, or None
+    without `setting.domains`."""
+    from bench.data.domains import shifted
+    from bench.protocol.feeding import cache_of
+    from bench.splits.domains import stream_of
+    from bench.splits.manifests import StageDomains
+
+    stream = stream_of(spec.config["setting"].get("domains"), spec.n_steps, spec.dataset)
+    if stream is None:
+        return None
+    identity = {"dataset": spec.dataset, "dataset_options": spec.config["dataset"], "data_root": str(data.root),
+                "sizes": [len(data.train), len(data.test)],
+                "holdout": spec.config.get("tuning", {}).get("holdout", 0.0),
+                "holdout_seed": spec.config.get("tuning", {}).get("holdout_seed", 0)}
+    data = shifted(data, stream, cache_of(spec, out.parent.parent), identity, log)
+    names = data.extra["stream"]["names"]
+    return data, StageDomains(tuple(names.index(str(d)) for d in stream), np.asarray(data.extra["stream"]["train"]),
+                              np.asarray(data.extra["stream"]["source"]))
 
 
 def _held_out(spec: RunSpec, data: Any, log: Log) -> Any:

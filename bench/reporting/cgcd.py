@@ -43,13 +43,31 @@ def cgcd_table(frame: pd.DataFrame) -> pd.DataFrame:
     return table.fillna("--")
 
 
-def render(table: pd.DataFrame, fmt: str, title: str = "") -> str:
+def domain_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """A domain-shifted stream's runs grouped by domain as the table groups them by stage: one row per (dataset,
+    split, method), one column per domain (in the order its stages first bring them), each the accuracy after the
+    last stage on that domain's test images of every class seen (its `domain` rows), mean ± std over seeds; empty
+    when the frame has no stream."""
+    rows = frame[(frame["group"] == "domain") & (frame["flavour"] == "cgcd")]
+    if rows.empty:
+        return pd.DataFrame()
+    last = rows[rows["step"] == rows.groupby("run_id", observed=True)["step"].transform("max")]
+    stats = last.groupby(KEYS + ["metric"], observed=True, sort=False)["value"].agg(["mean", "std", "count"])
+    shown = stats.apply(lambda r: f"{r['mean']:.1f}" + ("" if r["count"] < 2 else f" ± {r['std']:.1f}"), axis=1)
+    domains = list(dict.fromkeys(last.sort_values("step", kind="stable")["metric"]))
+    table = shown.unstack("metric").reindex(columns=domains).reset_index().rename(columns={"label": "method"})
+    table.columns.name = None
+    return table.fillna("--")
+
+
+def render(table: pd.DataFrame, fmt: str, title: str = "",
+           what_of: str = "the mixed setting's accuracies (%)") -> str:
     """The table as csv, LaTeX (booktabs) or markdown; cells as shown (never re-parsed as numbers). `title` (the
     report's: its grid and `--cfg-options`) heads the markdown (a caption) and the LaTeX (a comment); csv is tidy data,
     without a preamble."""
     if fmt == "csv":
         return table.to_csv(index=False)
-    what = f"{title}: the mixed setting's accuracies (%), mean ± std over seeds" if title else ""
+    what = f"{title}: {what_of}, mean ± std over seeds" if title else ""
     if fmt == "latex":
         from bench.reporting.table import escape_latex
 

@@ -101,12 +101,17 @@ def write_report(frame: pd.DataFrame, out_dir: Path, fmt: str, title: str,
     write_atomic(table, head + render_table(scores, cast(TableFormat, fmt), caption=caption,
                                             exclude_from_best=exclude_from_best, correction=correction))
     paths = [table]
-    from bench.reporting.cgcd import cgcd_table, render
+    from bench.reporting.cgcd import cgcd_table, domain_table, render
 
     mixed = cgcd_table(frame)
     if not mixed.empty:  # the mixed setting's own table, beside the leaderboard
         paths.append(out_dir / f"cgcd.{SUFFIX[fmt]}")
         write_atomic(paths[-1], render(mixed, fmt, title))
+    domains = domain_table(frame)
+    if not domains.empty:  # a domain-shifted stream's runs, by domain
+        paths.append(out_dir / f"cgcd_domains.{SUFFIX[fmt]}")
+        write_atomic(paths[-1], render(domains, fmt, title, "accuracy (%) after the last stage on each domain's test "
+                                                            "images of the classes seen"))
     return paths + (write_figures(frame, out_dir, order, scores) if figures else [])
 
 

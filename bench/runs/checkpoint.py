@@ -23,6 +23,7 @@ from bench.runs.rundir import CHECKPOINT, set_aside
 from bench.core.storage import atomic_path
 
 NUMPY = "__bench_numpy__"  # the tag of a numpy value stored as a tensor in a checkpoint
+NUMPY_TEXT = "__bench_numpy_text__"  # the tag of a numpy array of str, stored as a list
 
 
 class Stateful(Protocol):
@@ -92,6 +93,8 @@ def to_safe(obj: Any) -> Any:
         array = np.asarray(obj)
         if array.dtype.hasobject:
             raise TypeError(f"cannot checkpoint a numpy array of Python objects (shape {array.shape})")
+        if array.dtype.kind == "U":  # names (a stream's domains): a list of str, which torch keeps as it is
+            return {NUMPY_TEXT: array.tolist()}
         return {NUMPY: torch.from_numpy(np.ascontiguousarray(array).copy()), "scalar": isinstance(obj, np.generic)}
     if isinstance(obj, dict):
         return type(obj)((k, to_safe(v)) for k, v in obj.items())
@@ -103,6 +106,8 @@ def to_safe(obj: Any) -> Any:
 def from_safe(obj: Any) -> Any:
     """What `to_safe` was given: the tagged tensors back as numpy arrays and scalars of their dtype."""
     if isinstance(obj, dict):
+        if NUMPY_TEXT in obj:
+            return np.asarray(obj[NUMPY_TEXT], dtype=str)
         if NUMPY in obj:
             array = obj[NUMPY].numpy()
             return array[()] if obj["scalar"] else array

@@ -59,8 +59,16 @@ The mixed setting (`bench.protocol.mixed`):
 - `trans_pred_<t>` (int, one per image): their semi-supervised k-means clusters (`bench.protocol.transductive`),
   which step t's `cgcd` rows score then.
 
-Versions: 1, the arrays above. Files written before `schema_version` was kept hold the same arrays and read as
-version 1. A change that an older bench would misread takes the next number; a file of a version newer than
+A domain-shifted stream (`setting.domains`, version 2): `test_labels_<t>` and `unified_<t>` then hold the test
+images of the classes of steps 0..t in every domain of the stream, and
+
+- `domain_names` (str, one per domain): the stream's domains, in the order its stages first bring them.
+- `stage_domains` (int, one per step): each step's domain (an index into `domain_names`).
+- `test_domain_<t>` (int, one per image): the domain of each image of `test_labels_<t>`; step t's `cgcd` rows
+  score those of the domains of steps 0..t, its `domain` rows each domain's.
+
+Versions: 1, the arrays above but a stream's; 2, a file with a stream's arrays (only those files: the others are
+still written as 1). Files written before `schema_version` was kept hold the same arrays and read as version 1. A change that an older bench would misread takes the next number; a file of a version newer than
 `SCHEMA_VERSION` is refused in one line (`NewerSchema`) rather than misread.
 """
 from __future__ import annotations
@@ -77,7 +85,8 @@ from bench.errors import BenchError
 from bench.splits.layout import TaskLayout
 
 PREDICTIONS = "predictions.npz"
-SCHEMA_VERSION = 1  # what this bench writes, and the newest it reads (module docstring)
+SCHEMA_VERSION = 2  # the newest version this bench writes and reads (module docstring)
+STREAM_VERSION = 2  # the version a file with a domain-shifted stream's arrays takes; every other file is still 1
 
 
 class Pattern:
@@ -133,6 +142,10 @@ class Keys:
     epoch_score = Pattern("epoch_score_{t}_{i}")
     trans_labels = Pattern("trans_labels_{t}")
     trans_pred = Pattern("trans_pred_{t}")
+    # a domain-shifted stream (version 2)
+    domain_names = "domain_names"
+    stage_domains = "stage_domains"
+    test_domain = Pattern("test_domain_{t}")
 
 
 SCHEMA: tuple[str | Pattern, ...] = tuple(v for k, v in vars(Keys).items() if not k.startswith("_"))
@@ -241,7 +254,10 @@ def write(out: Path, layout: TaskLayout, store: dict[str, np.ndarray], run_id: s
     """Write `predictions.npz` in `out`: the arrays the run kept (`store`), its layout, run id and schema version."""
     path = Path(out) / PREDICTIONS
     with atomic_path(path) as tmp, tmp.open("wb") as fh:  # a file object: savez adds no `.npz` to it
-        arrays: dict[str, Any] = {Keys.version: np.asarray(SCHEMA_VERSION, dtype=np.int16), Keys.offsets: np.asarray(layout.offsets),
+        # only a stream's file is of version 2 (an older bench would score its rows over every domain): the rest
+        # stay readable by a bench of version 1
+        version = STREAM_VERSION if Keys.domain_names in store else 1
+        arrays: dict[str, Any] = {Keys.version: np.asarray(version, dtype=np.int16), Keys.offsets: np.asarray(layout.offsets),
                   Keys.sizes: np.asarray(layout.sizes), Keys.run_id: np.asarray(run_id),  # a string array: no pickle
                   **store}
         np.savez_compressed(fh, **arrays)

@@ -56,6 +56,8 @@ class Manifest:
     labelled: tuple[bool, ...]
     # labelled images held out of step 0 for epoch selection (`setting.selection=val`), never trained on
     validation: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    # a domain-shifted stream's domain of each step (`bench.splits.domains`), the labelled one first; () without one
+    domains: tuple[str, ...] = ()
 
     def counts(self, train_labels: np.ndarray) -> list[dict[int, int]]:
         """Per step, images per class."""
@@ -68,6 +70,8 @@ class Manifest:
                 "stages": [index.tolist() for index in self.steps]}
         if len(self.validation):
             data["validation"] = self.validation.tolist()
+        if self.domains:
+            data["domains"] = list(self.domains)
         return json.dumps(data)
 
     @classmethod
@@ -88,8 +92,13 @@ class Manifest:
                 or not all(isinstance(flag, bool) for flag in labelled):
             raise BenchError("a split manifest's `steps` is a list of lists of image indices and its `labelled` a "
                              "list of as many true/false, one per step")
+        domains = data.get("domains", [])
+        if not isinstance(domains, list) or (domains and len(domains) != len(steps)) \
+                or not all(isinstance(d, str) for d in domains):
+            raise BenchError("a split manifest's `domains`, where it has one, names the domain of each step: a list "
+                             "of as many names as steps")
         manifest = cls(tuple(_indices(rows, f"step {t}") for t, rows in enumerate(steps)), tuple(labelled),
-                       _indices(data.get("validation", []), "validation"))
+                       _indices(data.get("validation", []), "validation"), tuple(domains))
         if checked:
             manifest.check()
         return manifest
@@ -144,36 +153,62 @@ def hold_out(manifest: Manifest, train_labels: np.ndarray, fraction: float, seed
         held.append(rng.choice(images, size=n, replace=False) if n > 0 else np.empty(0, dtype=np.int64))
     validation = np.sort(np.concatenate(held)) if held else np.empty(0, dtype=np.int64)
     steps = (np.setdiff1d(first, validation), *manifest.steps[1:])
-    return Manifest(steps, manifest.labelled, validation)
+    return Manifest(steps, manifest.labelled, validation, manifest.domains)
 
 
-def draw(protocol: MixedProtocol, train_labels: np.ndarray, seed: int) -> Manifest:
+@dataclass(frozen=True)
+class StageDomains:
+    """Where a domain-shifted stream's stages draw from (`bench.splits.domains`, `bench.data.domains.shifted`): the
+    domain of each stage (`stages`, the labelled one first), of each training image (`images`), and the picture
+    each training image shows (`sources`: the same picture in two domains has one source)."""
+
+    stages: tuple[int, ...]
+    images: np.ndarray
+    sources: np.ndarray
+
+
+def draw(protocol: MixedProtocol, train_labels: np.ndarray, seed: int, domains: StageDomains | None = None) -> Manifest:
     """The images of every step, drawn with `seed`: the labelled step takes its fraction of each
     labelled class; an unlabelled step draws, without replacement within the step, its count of a
     labelled class from that class's images the labelled step left, and of any other class from all of
     its images (each step draws afresh, so two steps may share images, as in Happy's code; with
-    `protocol.disjoint`, from what earlier steps left, as in PromptCCD's)."""
+    `protocol.disjoint`, from what earlier steps left, as in PromptCCD's). With `domains`, each step draws
+    from its domain's images only, and "left" is by picture: no step holds a labelled picture in any domain. A
+    stream whose domains hold the same pictures in the same order (corruptions) draws the same pictures as the
+    dataset without the shift, each step's in its own domain."""
     labels = np.asarray(train_labels, dtype=np.int64)
     rng = np.random.default_rng(seed)
-    by_class = {int(c): np.flatnonzero(labels == c) for c in np.unique(labels)}
-    labelled, rest = [], {}
+    n_steps = len(protocol.steps) + 1
+    stages = domains.stages if domains is not None else (0,) * n_steps
+    image_domain = domains.images if domains is not None else np.zeros(len(labels), dtype=np.int64)
+    sources = domains.sources if domains is not None else np.arange(len(labels))
+    if len(stages) != n_steps:
+        raise BenchError(f"the stream names {len(stages)} stage domains for a protocol of {n_steps} stages")
+    by_class = {(int(c), int(k)): np.flatnonzero((labels == c) & (image_domain == k))
+                for k in np.unique(image_domain) for c in np.unique(labels)}
+    by_class = {key: value for key, value in by_class.items() if len(value)}
+    taken: dict[int, np.ndarray] = {}  # per class, the pictures no later step may hold
+    labelled = []
     for c in protocol.labelled_classes:
-        images = rng.permutation(_images_of(by_class, c))
+        images = rng.permutation(_images_of(by_class, c, stages[0]))
         cut = _labelled_size(protocol, c, len(images))
         if cut > len(images):
             raise BenchError(f"the labelled step asks for {cut} images of class {c}; the dataset has {len(images)}")
         labelled.append(np.sort(images[:cut]))
-        rest[c] = np.sort(images[cut:])
+        taken[c] = sources[images[:cut]]
     steps = [np.concatenate(labelled) if labelled else np.empty(0, dtype=np.int64)]
     for s, counts in enumerate(protocol.steps, start=1):
         picked = []
         for c, n in sorted(counts.items()):
-            pool = rest[c] if c in rest else _images_of(by_class, c)
+            pool = _images_of(by_class, c, stages[s])
+            if c in taken:
+                pool = pool[~np.isin(sources[pool], taken[c])]
             if n > len(pool):
-                raise BenchError(f"step {s} asks for {n} images of class {c}; the dataset has {len(pool)} to draw from")
+                raise BenchError(f"step {s} asks for {n} images of class {c}; the dataset has {len(pool)} to draw from"
+                                 + (" in the step's domain" if domains is not None else ""))
             chosen = np.sort(rng.choice(pool, size=n, replace=False))
             if protocol.disjoint:
-                rest[c] = np.setdiff1d(pool, chosen)
+                taken[c] = np.concatenate([taken.get(c, np.empty(0, dtype=np.int64)), sources[chosen]])
             picked.append(chosen)
         steps.append(np.concatenate(picked) if picked else np.empty(0, dtype=np.int64))
     return Manifest(tuple(steps), (True,) + (False,) * len(protocol.steps))
@@ -185,10 +220,13 @@ def _labelled_size(protocol: MixedProtocol, c: int, n: int) -> int:
     return int(round(protocol.labelled_fraction * n))
 
 
-def _images_of(by_class: Mapping[int, np.ndarray], c: int) -> np.ndarray:
-    if c not in by_class:
-        raise BenchError(f"class {c} has no training image; the dataset's classes are {min(by_class)}..{max(by_class)}")
-    return by_class[c]
+def _images_of(by_class: Mapping[tuple[int, int], np.ndarray], c: int, domain: int) -> np.ndarray:
+    if (c, domain) not in by_class:
+        classes = sorted({k for k, _ in by_class})
+        where = f" in stage domain {domain}" if any(d for _, d in by_class) else ""
+        raise BenchError(f"class {c} has no training image{where}; the dataset's classes are "
+                         f"{classes[0]}..{classes[-1]}")
+    return by_class[(c, domain)]
 
 
 # -- Happy's split file (`logs/<dataset>_continual_dataset_dict.txt` in its repository) --

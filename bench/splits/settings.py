@@ -116,6 +116,9 @@ SETTING_KEYS: dict[str, Any] = {"name": "mixed", "protocol": "", "manifest_seed"
                                 "evaluation": "inductive",
                                 # which images: bench's seeded draw, or Happy's code's replayed (`happy_draw`)
                                 "draw": "bench",
+                                # a domain-shifted stream: one domain per stage, or a stream's name; [] for none
+                                # (`bench.splits.domains`)
+                                "domains": [],
                                 # a split manifest file the run holds instead of drawing its own (its sha256,
                                 # filled in when the run is planned, is part of the run id; its path is not)
                                 "manifest_file": "", "manifest_sha256": ""}
@@ -146,8 +149,8 @@ def mixed_setting(split: str, partitioned: bool = False) -> dict[str, Any]:
             **({"whole_train": entry.whole_train} if partitioned else {})}
 
 
-def check_setting(setting: Mapping[str, Any]) -> None:
-    """Every key of a mixed run's `setting` section, before anything runs."""
+def check_setting(setting: Mapping[str, Any], dataset: str = "") -> None:
+    """Every key of a mixed run's `setting` section (of a run on `dataset`), before anything runs."""
     def fail(key: str, value: Any, valid: str) -> BenchError:
         return BenchError(f"bad setting.{key}={value!r}: {valid}")
 
@@ -170,6 +173,13 @@ def check_setting(setting: Mapping[str, Any]) -> None:
     if setting.get("draw", "bench") == "happy" and (split.rule != "happy" or setting.get("manifest_file")):
         raise fail("draw", "happy", "Happy's draw replays Happy's code: it takes a happy-*-stage split and no "
                    "setting.manifest_file")
+    if setting.get("domains"):
+        from bench.splits.domains import stream_of
+
+        stream_of(setting["domains"], split.steps + 1, dataset)
+        if setting.get("draw", "bench") == "happy" or setting.get("manifest_file"):
+            raise fail("domains", setting["domains"], "a domain-shifted stream draws its own images: leave "
+                       "setting.draw=bench and no setting.manifest_file")
     if setting.get("evaluation", "inductive") not in EVALUATIONS:
         raise fail("evaluation", setting["evaluation"],
                    "choose from " + "; ".join(f"{k} ({v})" for k, v in EVALUATIONS.items()))
@@ -256,12 +266,16 @@ def _promptccd_config(setting: Mapping[str, Any], num_classes: int) -> Any:
                            ccd_split_ratio=tuple(tuple(float(x) for x in r) for r in ratios))
 
 
-def protocol_for(setting: Mapping[str, Any], num_classes: int, train_labels: np.ndarray) -> MixedProtocol:
+def protocol_for(setting: Mapping[str, Any], num_classes: int, train_labels: np.ndarray,
+                 stage_labels: list[np.ndarray] | None = None) -> MixedProtocol:
     """The protocol of a mixed run on a dataset with `num_classes` classes (in its class order), whose
-    training images have `train_labels`."""
+    training images have `train_labels`; in a domain-shifted stream, `stage_labels[s]` are the labels of stage s's
+    domain's images, whose class sizes that stage's counts are fractions of (`train_labels`: stage 0's)."""
     steps = MIXED_SPLITS[setting["protocol"]].steps
     labelled, per_step = class_groups(setting, num_classes)
     sizes = np.bincount(np.asarray(train_labels, dtype=np.int64), minlength=num_classes)
+    sizes_at = [np.bincount(np.asarray(labels, dtype=np.int64), minlength=num_classes) for labels in stage_labels] \
+        if stage_labels is not None else [sizes] * (steps + 1)
     if MIXED_SPLITS[setting["protocol"]].rule == "promptccd":
         from bench.splits.peer_splits import promptccd_protocol
 
@@ -269,9 +283,10 @@ def protocol_for(setting: Mapping[str, Any], num_classes: int, train_labels: np.
     arrivals = [range(labelled + s * per_step, labelled + (s + 1) * per_step) for s in range(steps)]
     protocol_steps = []
     for s in range(steps):
-        counts = {c: _count(setting["old_seen"], int(sizes[c])) for c in range(labelled)}
-        counts.update({c: _count(setting["novel_seen"], int(sizes[c])) for a in arrivals[:s] for c in a})
-        counts.update({c: _count(setting["novel_unseen"], int(sizes[c])) for c in arrivals[s]})
+        size = sizes_at[s + 1]
+        counts = {c: _count(setting["old_seen"], int(size[c])) for c in range(labelled)}
+        counts.update({c: _count(setting["novel_seen"], int(size[c])) for a in arrivals[:s] for c in a})
+        counts.update({c: _count(setting["novel_unseen"], int(size[c])) for c in arrivals[s]})
         protocol_steps.append(counts)
     return MixedProtocol(tuple(range(labelled)), float(setting["labelled_fraction"]), tuple(protocol_steps))
 
@@ -314,6 +329,10 @@ def describe(split: str, config: Mapping[str, Any]) -> str:
         parts.append(f"K {setting['k']}")
     if setting.get("evaluation", "inductive") != "inductive":
         parts.append(setting["evaluation"])
+    if setting.get("domains"):
+        from bench.splits.domains import label
+
+        parts.append(f"domains {label(setting['domains'])}")
     selection = setting.get("selection", "last")
     if selection in ("happy", "promptccd"):
         parts.append(f"selected as {'Happy' if selection == 'happy' else 'PromptCCD'}")

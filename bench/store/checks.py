@@ -187,7 +187,7 @@ def read_predictions(folder: Path, spec: RunSpec) -> dict[str, np.ndarray]:
         raise Refused(f"{PREDICTIONS}: {first_line(err)}") from None
     for key, values in stored.items():
         kind = values.dtype.kind
-        if (key == schema.Keys.run_id) != (kind == "U") or kind not in "iufU":
+        if (key in (schema.Keys.run_id, schema.Keys.domain_names)) != (kind == "U") or kind not in "iufU":
             raise Refused(f"{PREDICTIONS}: {key} is of dtype {values.dtype}, not the schema's")
         if kind == "f" and not np.isfinite(values).all() and schema.Keys.epoch_loss.indices(key) is None:
             raise Refused(f"{PREDICTIONS}: {key} holds NaN or infinity")
@@ -222,6 +222,24 @@ def check_arrays(stored: Mapping[str, np.ndarray], spec: RunSpec) -> None:
                           f"({labels.shape}, {unified.shape})")
         if labels.size and (labels.min() < 0 or labels.max() >= seen):
             raise Refused(f"{PREDICTIONS}: step {t}'s test labels are not classes 0..{seen - 1}")
+        _check_domains(stored, t, labels, spec.n_steps)
+
+
+def _check_domains(stored: Mapping[str, np.ndarray], t: int, labels: np.ndarray, n_steps: int) -> None:
+    """A domain-shifted stream's arrays: all or none, a domain per step and per test image, each a named one."""
+    names, stages, domain = (stored.get(k) for k in (schema.Keys.domain_names, schema.Keys.stage_domains,
+                                                      schema.Keys.test_domain(t)))
+    if names is None and stages is None and domain is None:
+        return
+    if names is None or stages is None or domain is None:
+        raise Refused(f"{PREDICTIONS}: a stream's domain_names, stage_domains and {schema.Keys.test_domain(t)} come "
+                      f"together")
+    if names.ndim != 1 or stages.shape != (n_steps,) or domain.shape != labels.shape \
+            or stages.dtype.kind != "i" or domain.dtype.kind != "i":
+        raise Refused(f"{PREDICTIONS}: step {t}'s domains are not one integer per step and per test image")
+    for values in (stages, domain):
+        if values.size and (values.min() < 0 or values.max() >= len(names)):
+            raise Refused(f"{PREDICTIONS}: step {t}'s domains are not 0..{len(names) - 1}")
 
 
 def recompute(stored: Mapping[str, np.ndarray], entry: Mapping[str, Any]) -> dict[tuple[str, str], float]:

@@ -50,12 +50,15 @@ def _metrics_tables(rows: Sequence[Measure]) -> str:
     by_flavour: dict[str, dict[tuple[int, str], dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
     metrics: dict[str, list[str]] = defaultdict(list)
     for step, group, flavour, metric, value in rows:
-        by_flavour[str(flavour)][(int(step), str(group))][str(metric)] = value
+        flavour = "domain" if group == "domain" else str(flavour)  # a stream's stage × domain matrix, apart
+        by_flavour[flavour][(int(step), str(group))][str(metric)] = value
         if metric not in metrics[flavour]:
-            metrics[str(flavour)].append(str(metric))
+            metrics[flavour].append(str(metric))
     names = {"task": "task (each task's own head)", "wo": "W/O (task-agnostic, frozen maps)",
              "wo_refit": "W/O, maps re-fitted", "w": "W (one Hungarian match per group)",
-             "gcd": "GCD All/Old/New (one match)", "gcd_sep": "GCD, separate matches"}
+             "gcd": "GCD All/Old/New (one match)", "gcd_sep": "GCD, separate matches",
+             "domain": "accuracy by domain: after each stage (a line), on each domain's test images of the classes "
+                       "seen (a column; its own match)"}
     out = []
     for flavour in sorted(by_flavour, key=lambda f: (list(names).index(f) if f in names else 99, f)):
         lines = by_flavour[flavour]
