@@ -81,8 +81,10 @@ def stream_of(value: Any, n_steps: int, dataset: str = "") -> tuple[Domain, ...]
         return None
     if isinstance(value, str):
         if value not in STREAMS:
-            raise BenchError(f"unknown stream setting.domains={value!r}: give a list of one domain per stage, or one "
-                             f"of {', '.join(STREAMS)}{suggestion(closest(value, STREAMS))}")
+            listed = "," in value or value.startswith("[")
+            raise BenchError(f"unknown stream setting.domains={value!r}: give a list of one domain per stage (on the "
+                             f"command line its names quoted: \"setting.domains=['clean','fog:3',...]\"), or one of "
+                             f"{', '.join(STREAMS)}" + ("" if listed else suggestion(closest(value, STREAMS))))
         value = STREAMS[value]
     if not isinstance(value, (list, tuple)):
         raise BenchError(f"bad setting.domains={value!r}: a list of one domain per stage, or a stream's name")
