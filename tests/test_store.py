@@ -353,3 +353,20 @@ def test_report_sets_the_local_runs_beside_the_stores_entries_with_paired_statis
     assert len(baseline) == 1 and "| 1 " in baseline[0]  # one seed paired, on the same test images
     assert main(["report", *INCD, "--results", str(results), "--out", str(tmp_path / "r2"), "--store", str(tmp_path)]) == 2
     assert "is not a bench results store" in capsys.readouterr().err and not (tmp_path / "r2").exists()
+
+
+def test_a_domain_shifted_streams_run_verifies_and_its_domains_are_checked(tmp_path, capsys):
+    """A stream's predictions (schema version 2: its domains) publish, recompute, and a forged domain is refused."""
+    stream = ["--grid", "cgcd-drift-smoke", "--methods", "k-means", "--cfg-options", "setting.domains=imagenet-c-6"]
+    results, store = tmp_path / "results", tmp_path / "store.git"
+    assert main(["run", *stream, "--cluster", "debug", "--results", str(results)]) == 0
+    subprocess.run(["git", "init", "-q", "--bare", str(store)], check=True)
+    assert main(["publish", *stream, "--results", str(results), "--store", str(store), "--branch", "stream",
+                 "--checkout", str(tmp_path / "work")]) == 0
+    work = tmp_path / "work"
+    assert [v.level for v in verify_store(work, say=None) if v.path.startswith(SUBMISSIONS)] == ["recomputed"]
+    (entry,) = [p for p in (work / SUBMISSIONS).glob("*/*") if p.is_dir()]
+    rewrite_predictions(entry, lambda a: a.update(test_domain_2=a["test_domain_2"] + 6))
+    reseal(entry)
+    (refused,) = [v for v in verify_store(work, say=None) if v.path.startswith(SUBMISSIONS)]
+    assert refused.level is None and "step 2's domains are not 0..5" in refused.why, refused.why
