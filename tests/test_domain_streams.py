@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bench.cli import main
 from bench.config.grids import expand, load_grid
 from bench.data import build_dataset
 from bench.data.base import ImageSet, LoadedDataset
@@ -148,3 +149,11 @@ def test_every_mixed_setting_method_runs_a_corruption_stream_and_its_domain_rows
         with opened(out / PREDICTIONS) as stored:  # a stage's rows score the domains seen so far
             labels, kept = stored[Keys.test_labels(1)], np.isin(stored[Keys.test_domain(1)], [0, 1])
             assert 0 < kept.sum() < len(labels)
+    # the report groups them by domain, in a table and on the site, each run's page its stage × domain matrix
+    main(["report", "--grid", "cgcd-drift-smoke", "--results", str(tmp_path)])  # LaTeX, and the site beside it
+    report = tmp_path / "reports" / "cgcd-drift-smoke"
+    table = (report / "cgcd_domains.tex").read_text()
+    assert all(name.replace("_", "\\_") in table for name in names) and all(m in table for m in MIXED_METHODS)
+    assert 'id="cgcd-domains"' in (report / "index.html").read_text()
+    pages = [p.read_text() for p in (report / "runs").glob("*.html")]
+    assert sum("accuracy by domain" in page for page in pages) == len(specs)

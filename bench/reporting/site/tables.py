@@ -242,7 +242,27 @@ def _cgcd_section(frame: pd.DataFrame, runs_by_cell: Mapping[tuple[str, str, str
             'labelled classes (their accuracy after the labelled step minus after the last); K error the mean '
             '|K given − K| over the unlabelled steps (0 where K is known).</p><table class="sortable filterable"><thead><tr>'
             + "".join(f'<th scope="col"><button type="button">{e(h)}</button></th>' for h in head)
-            + "</tr></thead><tbody>" + "".join(body) + "</tbody></table></section>")
+            + "</tr></thead><tbody>" + "".join(body) + "</tbody></table></section>" + _domain_section(frame))
+
+
+def _domain_section(frame: pd.DataFrame) -> str:
+    """A domain-shifted stream's runs by domain (as `cgcd_domains.*`): each domain's accuracy after the last stage;
+    each run's page holds its whole stage × domain matrix. Empty without a stream."""
+    from bench.reporting.cgcd import domain_table
+
+    table = domain_table(frame)
+    if table.empty:
+        return ""
+    head = [str(c) for c in table.columns]
+    body = "".join(f'<tr data-dataset="{e(str(row["dataset"]))}" data-method="{e(str(row["method"]))}">'
+                   + "".join(f"<td>{e(str(row[c]))}</td>" for c in table.columns) + "</tr>"
+                   for _, row in table.iterrows())
+    return ('<section id="cgcd-domains"><h2>By domain</h2><p class="note">The domain-shifted streams\' runs: '
+            'accuracy (%) after the last stage on each domain\'s test images of every class seen (a match of its '
+            'own), mean ± std over seeds; a run\'s page shows it after every stage.</p>'
+            '<table class="sortable filterable"><thead><tr>'
+            + "".join(f'<th scope="col"><button type="button">{e(h)}</button></th>' for h in head)
+            + f"</tr></thead><tbody>{body}</tbody></table></section>")
 
 
 def _layout_table(title: str, scores: pd.DataFrame, layout: str, references: Sequence[str],
