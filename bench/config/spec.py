@@ -65,7 +65,9 @@ DEFAULT_SECTIONS: dict[str, dict[str, Any]] = {
     "setting": {"name": "incd"},
     # the tuning protocol (docs/settings.md#tuning): `holdout` > 0 holds that fraction of each class's training images
     # out (seeded with `holdout_seed`) and scores them in place of the test set, which the run then never reads
-    "tuning": {"holdout": 0.0, "holdout_seed": 0},
+    # `study` names the `bench tune` study whose best values the run holds (its protocol and trial budget beside):
+    # a run tuned by bench, shown apart from the runs of the preset's values (`split_label`)
+    "tuning": {"holdout": 0.0, "holdout_seed": 0, "study": "", "study_protocol": "", "study_trials": 0},
 }
 
 
@@ -84,7 +86,10 @@ LATER_KEYS: dict[tuple[str, str], Any] = {("features", "tokens"): "live", ("feat
                                           # continual SimGCD's and Happy's labelled step took ε before this key
                                           ("method", "labelled_memax_weight"): None,
                                           # the tuning protocol: every run before it scored the test set
-                                          ("tuning", "holdout"): 0.0, ("tuning", "holdout_seed"): 0}
+                                          ("tuning", "holdout"): 0.0, ("tuning", "holdout_seed"): 0,
+                                          # a run tuned by a bench study: every run before it held the preset's values
+                                          ("tuning", "study"): "", ("tuning", "study_protocol"): "",
+                                          ("tuning", "study_trials"): 0}
 
 
 # Sections a preset may set besides the method's own keys (a `code` preset sets `features.policy`).
@@ -178,7 +183,8 @@ class RunSpec:
     @property
     def split_label(self) -> str:
         """The split as results show it: `5-step`, or `5-step · order 3` for a permuted class order, `5-step ·
-        validation 0.2` for the tuning protocol's held-out training images in place of the test set."""
+        validation 0.2` for the tuning protocol's held-out training images in place of the test set, `5-step · tuned
+        (validation 0.2, 20 trials)` for a run holding a bench study's best values."""
         order = self.config.get("split", {}).get("class_order_seed")
         split = self.split
         if self.config.get("setting", {}).get("name", "incd") != "incd":
@@ -188,6 +194,9 @@ class RunSpec:
         holdout = self.config.get("tuning", {}).get("holdout")
         if holdout:  # scored on held-out training images (the tuning protocol): never beside test-set numbers
             split = f"{split} · validation {holdout:g}"
+        study = self.config.get("tuning", {})
+        if study.get("study"):  # tuned by a bench study: never averaged with runs tuned otherwise
+            split = f"{split} · tuned ({study.get('study_protocol')}, {study.get('study_trials')} trials)"
         return split if order is None else f"{split} · order {order}"
 
     def describe(self) -> str:

@@ -119,6 +119,11 @@ def check_sections(config: Mapping[str, Any], defaults: Mapping[str, Mapping[str
     if not 0 <= holdout < 1:
         raise _fail("tuning.holdout", holdout, "a fraction in [0, 1): the share of each class's training images held "
                                                "out and scored in place of the test set (0: the test set)")
+    tuning = config.get("tuning", {})
+    if tuning.get("study") and (holdout or not tuning.get("study_protocol") or tuning.get("study_trials", 0) < 1):
+        raise BenchError(f"tuning.study={tuning['study']!r} marks a run holding a study's best values on the reported "
+                         "protocol: it takes tuning.study_protocol and tuning.study_trials >= 1, and no tuning.holdout "
+                         "(bench tune sets them)")
     setting = config.get("setting", {})
     if holdout and (setting.get("draw") == "happy" or setting.get("manifest_file")):
         raise BenchError(f"tuning.holdout={holdout} holds training images out, which "

@@ -17,7 +17,7 @@ from bench.reporting.site.html import _document, e
 from bench.reporting.site.pages import MEASURES, Measure, run_page
 from bench.reporting.site.statistics import statistics_section
 from bench.reporting.site.runs import STATE_HELP, Run, _state_badge, collect_runs
-from bench.reporting.site.tables import _cgcd_section, _comparison, _filters, _layout_table, _leaderboards, _paired
+from bench.reporting.site.tables import _cgcd_section, _tuning_section, _comparison, _filters, _layout_table, _leaderboards, _paired
 from bench.core.storage import write_atomic
 
 # the assets stay beside the package, in bench/reporting/site_assets/ (bench.reporting's package data)
@@ -48,7 +48,7 @@ def write_site(frame: pd.DataFrame, out: Path, *, title: str, runs: Sequence[tup
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     summary = ", ".join(f'{n} {_state_badge(s)}' for s, n in
                         sorted(counts.items(), key=lambda kv: list(STATE_HELP).index(kv[0])))
-    cgcd = _cgcd_section(frame, runs_by_cell, references) if len(frame) else ""
+    cgcd = (_cgcd_section(frame, runs_by_cell, references) + _tuning_section(frame)) if len(frame) else ""
     ranked = statistics_section(statistics, figures)
     correction = getattr(getattr(statistics, "options", None), "correction", "holm")  # the daggers' (--correction)
     sections = [("leaderboards", "Leaderboards"), *([("statistics", "Statistics")] if ranked else []),

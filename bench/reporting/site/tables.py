@@ -245,6 +245,26 @@ def _cgcd_section(frame: pd.DataFrame, runs_by_cell: Mapping[tuple[str, str, str
             + "</tr></thead><tbody>" + "".join(body) + "</tbody></table></section>" + _domain_section(frame))
 
 
+def _tuning_section(frame: pd.DataFrame) -> str:
+    """The tuning block (as `tuning.*`): each method as its authors tune it beside tuned by a bench study, and the
+    gap. Empty without a run tuned by bench."""
+    from bench.reporting.tuning import tuning_table
+
+    table = tuning_table(frame)
+    if table.empty:
+        return ""
+    body = "".join(f'<tr data-dataset="{e(str(row["dataset"]))}" data-method="{e(str(row["method"]))}">'
+                   + "".join(f'<td class="{"oracle" if "ORACLE" in str(row[c]) else ""}">{e(str(row[c]))}</td>'
+                             for c in table.columns) + "</tr>" for _, row in table.iterrows())
+    return ('<section id="tuning"><h2>Tuned by bench beside the authors\' tuning</h2><p class="note">A (%) of each '
+            'method with its preset\'s values and its authors\' selection (ORACLE ON TEST where that reads the test '
+            'images), and with the best values of a bench tune study that never read them (its protocol and trial '
+            'budget), mean [95% interval] over seeds; the gap over the seeds both ran.</p>'
+            '<table class="sortable filterable"><thead><tr>'
+            + "".join(f'<th scope="col"><button type="button">{e(str(h))}</button></th>' for h in table.columns)
+            + f"</tr></thead><tbody>{body}</tbody></table></section>")
+
+
 def _domain_section(frame: pd.DataFrame) -> str:
     """A domain-shifted stream's runs by domain (as `cgcd_domains.*`): each domain's accuracy after the last stage;
     each run's page holds its whole stage × domain matrix. Empty without a stream."""
