@@ -4,7 +4,7 @@
     python benchmarks/happy_pp_reference.py --happy-repo DIR [--protogcd-repo DIR2]
 
 DIR is a checkout of github mashijie1028/Happy-CGCD at a commit that has `train_happy_plus_plus.py`: its
-`models/ema.py` (`EMA`) is imported from there, never copied. The confident self-distillation the script calls,
+`models/ema.py` (`EMA`) and `models/lora.py` (`Linear`, its LoRA layer) are imported from there, never copied. The confident self-distillation the script calls,
 `DistillLoss_ratio`, is imported from DIR's `models/utils_simgcd.py` where that file has it, else from DIR2, a
 checkout of github mashijie1028/ProtoGCD (`models/loss.py`, the class's origin). The script's other switches are
 inline expressions of `train_online` (the L2 on the old rows, STCH) or torch's own (`SWALR`): those are checked
@@ -103,6 +103,51 @@ def swa(epochs: int = 30, lr: float = 0.01) -> float:
     return worst
 
 
+def lora(lora_module: ModuleType, gen: torch.Generator) -> dict[str, float]:
+    """The script's `lora.Linear` after two sessions' `init_lora` against bench, float64. Its terms sit in an
+    `nn.ParameterDict` through `add_module`, which its `len()` and `items()` do not see, so its forward is the plain
+    layer's: bench's `code` preset (`freeze_linear`) is compared with that; its terms' arithmetic (each
+    `LoRA_BA_Term` called alone, summed over the base layer) with bench's `LoRALinear` (`equations`)."""
+    from bench.methods.lora import LoRALinear, freeze_linear
+
+    theirs = lora_module.Linear(6, 4).double()
+    with torch.no_grad():
+        theirs.weight.copy_(torch.randn(4, 6, generator=gen, dtype=torch.float64))
+        theirs.bias.copy_(torch.randn(4, generator=gen, dtype=torch.float64))
+    base = torch.nn.Linear(6, 4).double()
+    base.load_state_dict({"weight": theirs.weight.detach().clone(), "bias": theirs.bias.detach().clone()})
+    ours = LoRALinear(base)
+    their_terms = []
+    for session, rank in enumerate((3, 2)):
+        theirs.init_lora(session, r=rank)
+        ours.add_term(rank, None, torch.Generator())
+        term = theirs.lora_layers._modules[str(session)].double()
+        with torch.no_grad():  # the same values (the script draws A from torch's global generator)
+            term.a.copy_(torch.randn(term.a.shape, generator=gen, dtype=torch.float64))
+            term.b.copy_(torch.randn(term.b.shape, generator=gen, dtype=torch.float64))
+            ours.terms[-1].a.copy_(term.a)
+            ours.terms[-1].b.copy_(term.b)
+        their_terms.append(term)
+    x = torch.randn(5, 6, generator=gen, dtype=torch.float64)
+    plain = torch.nn.Linear(6, 4).double()
+    plain.load_state_dict(base.state_dict())
+    freeze_linear(plain)
+    code = float((theirs(x) - plain(x)).abs().max())
+    frozen = [p.requires_grad for p in (theirs.weight, theirs.bias)] == [p.requires_grad for p in plain.parameters()]
+    summed = theirs.weight.new_zeros(5, 4) + torch.nn.functional.linear(x, theirs.weight, theirs.bias)
+    for term in their_terms:
+        summed = summed + term(x)
+    out = ours(x)
+    equations = float((summed - out).abs().max())
+    summed.pow(2).sum().backward()
+    out.pow(2).sum().backward()
+    grads = max(float((a.grad - b.grad).abs().max())
+                for a, b in ((their_terms[1].a, ours.terms[1].a), (their_terms[1].b, ours.terms[1].b)))
+    return {"its forward (the plain layer) vs code's frozen layer" + ("" if frozen else ": FROZEN FLAGS DIFFER"): code,
+            "its terms summed vs LoRALinear (equations): output": equations,
+            "its terms summed vs LoRALinear (equations): the new term's gradients": grads}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--happy-repo", type=Path, required=True)
@@ -121,6 +166,11 @@ def main() -> None:
             "L2 on the old rows (weight_norm's weight, weight_v, weight_g)": old_rows(gen),
             "STCH (mu·log Σ exp)": stch(gen),
             "SWA rate (torch SWALR after CosineAnnealingLR)": swa()}
+    lora_file = args.happy_repo / "models" / "lora.py"
+    if lora_file.exists():
+        rows.update({f"LoRA (models/lora.py): {k}": v for k, v in lora(module_at(lora_file, "happy_lora"), gen).items()})
+    else:
+        print(f"{lora_file} is not there (a commit before Happy++'s LoRA): LoRA not compared")
     for name, worst in rows.items():
         print(f"{name:<64} max |bench − reference| = {worst:.3e}")
 

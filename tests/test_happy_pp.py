@@ -1,6 +1,6 @@
 """Happy++ (methods/happy_pp.py, methods/happy_pp_parts.py): each piece against a hand-computed case on tiny tensors,
 the SWA rate against torch's own schedulers, each switch changing what it learns in the mixed setting on a tiny ViT,
-its defaults giving Happy, and LoRA refused."""
+its defaults giving Happy, and its LoRA (methods/lora.py) by hand and in a run."""
 from __future__ import annotations
 
 import math
@@ -15,6 +15,8 @@ from bench.methods.gcd_objective import Past, objective
 from bench.methods.happy_parts import soft_entropy
 from bench.methods.happy_pp_parts import (WeightAverage, confident_distil, confident_ratio, confident_targets,
                                           old_rows_l2, smooth_max, swa_lr)
+from bench.errors import BenchError
+from bench.methods.lora import LoRALinear, add_lora, terms_in
 from bench.methods.loop import cosine_after_epoch
 from tests.test_continual_gcd import losses, run
 from tests.test_happy_parts import WEIGHTS, batch
@@ -118,12 +120,86 @@ def test_each_switch_changes_what_happy_pp_learns(on, tmp_path):
     assert not np.allclose(plain[(1, 0)], switched[(1, 0)], rtol=1e-6)
 
 
-def test_lora_is_refused_by_name(tmp_path):
-    from bench.errors import BenchError
+def test_a_lora_layer_is_its_base_plus_each_terms_low_rank_product_by_hand():
+    base = torch.nn.Linear(3, 2).double()
+    layer = LoRALinear(base)
+    layer.add_term(2, None, torch.Generator().manual_seed(0))
+    layer.add_term(1, 4.0, torch.Generator().manual_seed(1))  # scaling α/r = 4
+    first, second = layer.terms
+    assert torch.equal(first.b, torch.zeros(2, 2, dtype=torch.float64))  # B starts at zero: nothing changes yet
+    bound = 1 / math.sqrt(3)  # Kaiming-uniform with a = √5: U(−1/√in, 1/√in), torch's own linear init
+    assert first.a.abs().max() <= bound and first.a.std() > 0
+    with torch.no_grad():
+        first.b.copy_(torch.tensor([[1.0, 2.0], [0.0, -1.0]]))
+        second.b.copy_(torch.tensor([[0.5], [3.0]]))
+    x = torch.tensor([[1.0, -2.0, 0.5]], dtype=torch.float64)
+    by_hand = base(x) + x @ first.a.T @ first.b.T + 4.0 * (x @ second.a.T @ second.b.T)
+    torch.testing.assert_close(layer(x), by_hand, rtol=1e-12, atol=0)
+    # only the newest term trains
+    assert [p.requires_grad for p in layer.parameters()] == [False, False, False, False, True, True]
 
-    with pytest.raises(BenchError, match=r"LoRA \(method.lora_rank=4\) is not implemented"):
-        run("Happy++", tmp_path, **{"method.lora_rank": 4})
 
+def test_add_lora_wraps_each_linear_once_and_a_step_moves_only_the_newest_term():
+    torch.manual_seed(0)
+    block = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4), torch.nn.Sequential(torch.nn.Linear(4, 2)))
+    assert add_lora(block, 2, None, torch.Generator().manual_seed(0)) == 2
+    assert add_lora(block, 2, None, torch.Generator().manual_seed(1)) == 2  # the same two layers, a second term
+    assert terms_in(block.state_dict()) == 2 and terms_in(torch.nn.Linear(2, 2).state_dict()) == 0
+    before = {k: v.clone() for k, v in block.state_dict().items()}
+    opt = torch.optim.SGD([p for p in block.parameters() if p.requires_grad], lr=0.5)
+    block(torch.randn(8, 4)).pow(2).sum().backward()
+    opt.step()
+    moved = {k for k, v in block.state_dict().items() if not torch.equal(v, before[k])}
+    # the newest terms' B (their A gets no gradient while B is zero) and the block's norm; no base weight, no older term
+    assert moved == {"0.terms.1.b", "2.0.terms.1.b", "1.weight", "1.bias"}
+    with pytest.raises(ValueError, match="a LoRA rank is a whole number >= 1"):
+        add_lora(block, 0, None, torch.Generator())
+
+
+def test_happy_pps_lora_trains_a_new_term_per_step_with_the_blocks_frozen_and_resumes(tmp_path, monkeypatch):
+    from bench.methods.happy_pp import HappyPlusPlus
+    from tests.helpers import killed_then_resumed
+    from tests.test_continual_gcd import MIXED, TINY_VIT
+    from tests.helpers import tiny_specs
+
+    after: list[dict[str, torch.Tensor]] = []  # the tail's blocks as each step left them
+    end_step = HappyPlusPlus.end_step
+
+    def kept(self, step):
+        after.append({k: v.detach().clone() for k, v in self.tail.blocks.state_dict().items()})
+        return end_step(self, step)
+
+    plain = losses(run("Happy++", tmp_path / "off"))
+    monkeypatch.setattr(HappyPlusPlus, "end_step", kept)
+    lora = losses(run("Happy++", tmp_path / "on", **{"method.lora_rank": 2, "method.lora_applied": True}))
+    monkeypatch.setattr(HappyPlusPlus, "end_step", end_step)
+    np.testing.assert_array_equal(plain[(0, 0)], lora[(0, 0)])  # the labelled step trains the block whole, as Happy
+    assert not np.allclose(plain[(1, 0)], lora[(1, 0)], rtol=1e-6)
+    assert [terms_in(state) for state in after] == [0, 1, 2, 3, 4, 5]  # one term per unlabelled step
+    monkeypatch.setattr(HappyPlusPlus, "end_step", kept)
+    scripts = losses(run("Happy++", tmp_path / "code", **{"method.lora_rank": 2}))  # the code preset: the script's
+    monkeypatch.setattr(HappyPlusPlus, "end_step", end_step)
+    code = after[6:]
+    assert not np.allclose(scripts[(1, 0)], lora[(1, 0)], rtol=1e-6) and not np.allclose(scripts[(1, 0)], plain[(1, 0)])
+    assert [terms_in(state) for state in code] == [0] * 6  # its terms never enter the forward: none is kept
+    linear = [k for k in after[0] if k.endswith(("qkv.weight", "proj.weight", "fc1.weight", "fc2.weight"))]
+    assert len(linear) == 4
+    for t in range(1, 6):  # the linear weights stay the labelled step's, each term the step that trained it left it
+        for key in linear:
+            assert torch.equal(after[t][key.replace(".weight", ".base.weight")], after[0][key])
+        earlier = [k for k in after[t - 1] if ".terms." in k]
+        assert earlier and all(torch.equal(after[t][k], after[t - 1][k]) for k in earlier) or t == 1
+        assert any(not torch.equal(after[t][k], after[t - 1][k]) for k in after[t - 1] if "norm" in k)  # norms train
+        assert all(torch.equal(code[t][key], code[0][key]) for key in linear)  # the script's: the weights frozen
+        assert any(not torch.equal(code[t][k], code[t - 1][k]) for k in code[t] if "norm" in k)
+    (spec,) = tiny_specs(methods=["Happy++"], splits=["happy-5-stage"], backbone=TINY_VIT,
+                         **{**MIXED, "method.lora_rank": 2, "method.lora_applied": True, "setting.selection": "last"})
+    resumed = killed_then_resumed(spec, tmp_path / "killed", HappyPlusPlus, 2, monkeypatch)
+    assert losses(resumed).keys() == lora.keys()
+    for key in lora:  # a run killed after its second stage resumes its terms and ends where it would have
+        np.testing.assert_allclose(losses(resumed)[key], lora[key], rtol=1e-5)
+    with pytest.raises(BenchError, match="bad method.lora_rank=-1: 0 .* or a rank >= 1"):
+        run("Happy++", tmp_path / "bad", **{"method.lora_rank": -1})
 
 
 def test_happy_pps_objective_is_its_terms_by_hand():

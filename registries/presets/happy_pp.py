@@ -5,7 +5,8 @@
 # `equations` = `code`.
 _base_ = ["./happy.py"]
 equations = dict(
-    lora_rank=0,              # `--lora_rank` default 0: no LoRA (bench refuses any other value: not implemented)
+    lora_rank=0,              # `--lora_rank` default 0: no LoRA (r > 0: a rank-r term per unlabelled step, methods/lora.py)
+    lora_applied=True,        # LoRA as arXiv 2106.09685 defines it: each term adds B·A·x to the layer's output
     old_head_l2_weight=0.0,   # `--old_head_l2_weight` default 0.0: no L2 on the old rows
     stch_mu=0.0,              # `--stch_mu` default 0.0: the plain sum of the terms, no smooth Tchebycheff
     protogcd=False,           # `--use_protoGCD` default False: SimGCD's self-distillation
@@ -17,3 +18,6 @@ equations = dict(
     swa_anneal_epochs=2,      # the script's `SWALR(anneal_epochs=2, ...)`
     swa_lr_ratio=0.5,         # the script's `swa_lr=0.5 * args.lr`
 )
+# The script's LoRA layer (models/lora.py) keeps its terms in an nn.ParameterDict through add_module, which its
+# len() and items() do not see: its forward never adds them, and asking for LoRA only freezes the layers' weights
+code = dict(lora_applied=False)
