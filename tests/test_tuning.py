@@ -201,6 +201,8 @@ def test_runs_stepped_together_equal_each_run_alone(tmp_path, split, classes):
         assert one.name == many.name and (many / "DONE").exists()
         assert sorted(p.name for p in one.iterdir()) == sorted(p.name for p in many.iterdir())
         assert "stepped in one process with 2 other run(s)" in (many / "log.txt").read_text()
+    assert "feature bank shared with the runs stepped together" in (together[-1] / "log.txt").read_text()
+    for one, many in zip(alone, together):
         a, b = pd.read_parquet(one / "metrics.parquet"), pd.read_parquet(many / "metrics.parquet")
         assert a[["group", "flavour", "metric", "step"]].equals(b[["group", "flavour", "metric", "step"]])
         np.testing.assert_allclose(b["value"].to_numpy(float), a["value"].to_numpy(float), rtol=1e-5)

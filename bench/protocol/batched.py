@@ -21,6 +21,7 @@ import torch
 
 from bench.config.spec import RunSpec
 from bench.core import numerics
+from bench.protocol.feeding import sharing_banks
 from bench.protocol.runner import Opened, after_learn, already_done, close_run, execute, failed, open_run, \
     seed_everything
 from bench.protocol.step import epochs_recorded, record_epochs
@@ -89,7 +90,7 @@ def _together(group: list[RunSpec], results: Path, echo: bool) -> dict[str, Path
             held.close()
             execute(todo[0][0], results, echo=echo)
         elif todo:
-            with numerics.restored():
+            with numerics.restored(), sharing_banks():
                 _step_together(todo)
     return where
 
