@@ -59,8 +59,8 @@ def main() -> None:
         times, values = {}, {}
         modes = (("one trial per process", 1, "local"), ("one at a time, in process", 1, "debug"),
                  (f"batched (--batch {args.batch})", args.batch, "local"))
-        for name, batch, cluster in modes:
-            times[name], values[name] = study(Path(tmp) / name.split()[0], cache, args.trials, batch, args.method,
+        for i, (name, batch, cluster) in enumerate(modes):
+            times[name], values[name] = study(Path(tmp) / f"mode{i}", cache, args.trials, batch, args.method,
                                               options, args.workers, cluster)
             print(f"  {name:<26} {times[name]:7.1f} s  {3600 * args.trials / times[name]:8.0f} trials/hour  "
                   f"best A {max(v for v in values[name].values() if v is not None):.2f}")

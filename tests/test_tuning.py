@@ -246,3 +246,28 @@ def test_a_batch_of_trials_runs_together_and_a_method_without_batched_learning_o
     assert "K-means does not learn trials together" in capsys.readouterr().out
     with pytest.raises(BenchError, match="--batch 0: give --batch N with N >= 1"):
         tune(_selection(tmp_path), parse_space(SPACE, "test"), TuneOptions(trials=2, batch=0), run)
+
+
+def test_a_killed_batch_resumes_each_run_from_its_checkpoint_to_the_numbers_of_the_run_alone(tmp_path, monkeypatch):
+    import pandas as pd
+
+    from bench.methods.baseline import Baseline
+    from bench.protocol.batched import execute_batch
+
+    specs = [spec for pair in PAIRS for spec in tiny_specs(**{"tuning.holdout": 0.25, **pair})]
+    alone = execute(specs[1], tmp_path / "alone")
+    real = Baseline.learn_batched.__func__  # type: ignore[attr-defined]
+
+    def killed(cls, methods, steps):
+        if steps[0].index == 1:
+            raise KeyboardInterrupt("killed before step 1")
+        return real(cls, methods, steps)
+
+    monkeypatch.setattr(Baseline, "learn_batched", classmethod(killed))
+    with pytest.raises(KeyboardInterrupt):
+        execute_batch(specs, tmp_path / "batched")
+    monkeypatch.setattr(Baseline, "learn_batched", classmethod(real))
+    outs = execute_batch(specs, tmp_path / "batched")
+    assert all("resuming after step 0" in (out / "log.txt").read_text() for out in outs)
+    a, b = pd.read_parquet(alone / "metrics.parquet"), pd.read_parquet(outs[1] / "metrics.parquet")
+    np.testing.assert_allclose(b["value"].to_numpy(float), a["value"].to_numpy(float), rtol=1e-5)
