@@ -232,17 +232,17 @@ def test_a_batch_of_trials_runs_together_and_a_method_without_batched_learning_o
                          "method.temperature": {"low": 0.05, "high": 0.2}}, "test")
     run, calls = _runner()
     baseline = replace(_selection(tmp_path), methods=["Baseline"])
-    outcome = tune(baseline, space, TuneOptions(trials=5, batch=3), run, run_batch=run_batch)
-    # 5 trials: a batch of 3, then of the 2 left; none through the one-trial runner
-    assert batched == [3, 2] and calls == [] and [t["number"] for t in outcome.trials] == [0, 1, 2, 3, 4]
+    outcome = tune(baseline, space, TuneOptions(trials=5, batch=4), run, run_batch=run_batch)
+    # 5 trials: a batch of 4, then the one left, in this process too; none through the one-trial runner
+    assert batched == [4, 1] and calls == [] and [t["number"] for t in outcome.trials] == list(range(5))
     assert all(t["value"] is not None for t in outcome.trials) and outcome.best is not None
     logs = [p.read_text() for p in (tmp_path / "results" / "runs").glob("*/log.txt")]
-    assert len(logs) == 5 and all("stepped in one process" in log for log in logs)
+    assert len(logs) == 5 and sum("stepped in one process with 3 other run(s)" in log for log in logs) == 4
     # K-means learns no heads: its trials run one at a time through the ordinary runner, and the study works
     run, calls = _runner()
     outcome = tune(_selection(tmp_path), parse_space(SPACE, "test"), TuneOptions(trials=2, batch=4), run,
                    run_batch=run_batch)
-    assert len(calls) == 2 and batched == [3, 2] and outcome.best is not None
+    assert len(calls) == 2 and batched == [4, 1] and outcome.best is not None
     assert "K-means does not learn trials together" in capsys.readouterr().out
     with pytest.raises(BenchError, match="--batch 0: give --batch N with N >= 1"):
         tune(_selection(tmp_path), parse_space(SPACE, "test"), TuneOptions(trials=2, batch=0), run)

@@ -142,14 +142,14 @@ def tune(selection: Selection, params: tuple[Param, ...], options: TuneOptions, 
         batch = 1
 
     def evaluate(numbered: list[tuple[int, Mapping[str, Any]]]) -> list[tuple[float | None, str]]:
-        """Each trial's value (or None and why) after its runs ran: one trial through `run`, several at once
-        through `run_batch` (a failure of the batch is each of its trials')."""
+        """Each trial's value (or None and why) after its runs ran: one trial through `run`, or with `--batch`
+        several at once through `run_batch` (a failure of the batch is each of its trials')."""
         trials_runs = [trial_selection(selection, values, options) for _, values in numbered]
         failure = ""
         try:
-            if len(trials_runs) == 1:
+            if batch == 1:
                 run(trials_runs[0])
-            else:
+            else:  # a batch, or what is left of the budget after the last full one: in this process too
                 run_batch(trials_runs)  # type: ignore[misc]
         except BenchError as err:
             failure = str(err)
