@@ -3,6 +3,7 @@ class's training images out and scores them in place of the test set, which the 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -195,7 +196,12 @@ def test_runs_stepped_together_equal_each_run_alone(tmp_path, split, classes):
     specs = [spec for pair in PAIRS for spec in tiny_specs(splits=[split], **{"tuning.holdout": 0.25, "dataset.num_classes": classes, **pair})]
     assert [len(group) for group in batches(specs)] == [3]
     alone = [execute(spec, tmp_path / "alone") for spec in specs]
+    start = time.monotonic()
     together = execute_batch(specs, tmp_path / "together")
+    wall = time.monotonic() - start
+    # each run records its own seconds (its share of the batch), not the batch's: together they are its wall time
+    own = [float(pd.read_parquet(out / "metrics.parquet")["duration_s"].iloc[0]) for out in together]
+    assert sum(own) <= wall and min(own) > 0
     finals = set()
     for one, many in zip(alone, together):
         assert one.name == many.name and (many / "DONE").exists()

@@ -6,12 +6,14 @@ metrics and predictions, DONE, as `execute` would write them alone (to float rou
 
 The loop is the step loop (`runner.run_steps`) with the runs in lockstep: at step t, each run's `Step` (the global
 seed set as alone), one `learn_batched` over the methods, then each run's evaluation and record, the random state
-put back before each to what its run alone would hold. Runs that cannot batch run one at a time (`execute`).
+put back before each to what its run alone would hold. A run's recorded time is its own: its share of the batched
+learning and its own evaluation. Runs that cannot batch run one at a time (`execute`).
 """
 from __future__ import annotations
 
 import json
 import random
+import time
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Sequence
@@ -107,30 +109,43 @@ def _set_rng(state: tuple[Any, ...]) -> None:
 
 def _step_together(todo: list[tuple[RunSpec, Path, Log]]) -> None:
     runs: list[Opened] = []
+    # each run's own seconds (its share of what the runs did together), so that its recorded time is its own
+    spent: list[float] = []
     try:
         for spec, out, log in todo:
+            start = time.monotonic()
             runs.append(open_run(spec, out, log))
+            spent.append(time.monotonic() - start)
         for run in runs:
             run.log(f"stepped in one process with {len(runs) - 1} other run(s) of the same data and seed "
                     f"(batched trials: {', '.join(batch_keys(run.spec.method))} may differ)")
         learn_batched = type(runs[0].parts.method).learn_batched  # type: ignore[attr-defined]
         for t in range(min(r.progress.next_step for r in runs), runs[0].spec.n_steps):
-            active = [r for r in runs if r.progress.next_step <= t]  # a resumed run starts after its checkpoint
+            active = [i for i, r in enumerate(runs) if r.progress.next_step <= t]  # a resumed run starts after its checkpoint
             handed = []
-            for run in active:
-                seed_everything(run.spec.seed * 1000 + t)
-                handed.append(run.steps.step(t, run.progress.stored))
+            for i in active:
+                start = time.monotonic()
+                seed_everything(runs[i].spec.seed * 1000 + t)
+                handed.append(runs[i].steps.step(t, runs[i].progress.stored))
+                spent[i] += time.monotonic() - start
             # the runs share their seed: each learns from the random state it would hold alone
-            loops = learn_batched([r.parts.method for r in active], handed)
+            start = time.monotonic()
+            loops = learn_batched([runs[i].parts.method for i in active], handed)
+            for i in active:
+                spent[i] += (time.monotonic() - start) / len(active)
             after = _rng()
-            for run, step, own in zip(active, handed, loops):
+            for i, step, own in zip(active, handed, loops):
+                run = runs[i]
                 _set_rng(after)
                 with epochs_recorded() as losses:
                     for loop in own:
                         record_epochs(loop)
+                run.clock = time.monotonic() - spent[i]  # its checkpoint records its own seconds
                 after_learn(t, step, losses, run.parts.method, run.steps, run.progress, run.out, run.log, run.clock,
                             run.threads, run.tracking)
-        for run in runs:
+                spent[i] = time.monotonic() - run.clock
+        for i, run in enumerate(runs):
+            run.clock = time.monotonic() - spent[i]
             close_run(run, run.progress.rows + run.steps.summary(run.progress.rows))
     except Exception as err:
         for _, out, log in todo:
