@@ -151,17 +151,20 @@ def tune(grid: str | Selection = "demo", *, trials: int, space: PathLike | None 
          cache_dir: PathLike | None = None, cfg_options: Options | None = None, protocol: str = "validation",
          holdout: float = 0.2, storage: str | None = None, study: str | None = None, seed: int = 0,
          cluster: str = "local", workers: int | None = None, profile: str = "default",
-         include: PathLike | Sequence[PathLike] | None = None) -> Any:
+         include: PathLike | Sequence[PathLike] | None = None, batch: int = 1) -> Any:
     """Tune one method of a grid's selection, as `bench tune` does (`bench.tune.study`): `trials` Optuna trials on
     the tuning `protocol` (`validation`: `holdout` of each class's training images scored in place of the test set),
     each an ordinary run of the selection with the trial's values, run on `cluster` as `bench.run` runs a grid.
     `space`: a JSON or YAML search space (default: the method's `_search_space` beside its presets). `storage`: an
-    RDB URL (default: the journal file `<results>/tuning/<study>.journal`). Returns `bench.tune.study.TuneOutcome`."""
+    RDB URL (default: the journal file `<results>/tuning/<study>.journal`). `batch`: trials asked for at once and,
+    for a method that learns them together (`batchable`, e.g. Baseline), run in this process as one batched
+    computation (`bench.protocol.batched`); 1, the default, runs them one at a time on `cluster`. Returns
+    `bench.tune.study.TuneOutcome`."""
     selection = Selection.of(grid, methods=methods, datasets=datasets, splits=splits, seeds=seeds,
                              backbones=backbones, results=results, data_root=data_root, cache_dir=cache_dir,
                              cfg_options=cfg_options)
     _use_plugins(include)
-    from bench.execution.launch import launch
+    from bench.execution.launch import launch, launch_batched
     from bench.execution.selection import expand_selection
     from bench.tune.space import preset_space, read_space_file
     from bench.tune.study import TuneOptions, tune as run_study
@@ -175,6 +178,11 @@ def tune(grid: str | Selection = "demo", *, trials: int, space: PathLike | None 
             raise BenchError(f"bench tune tunes one method; the selection holds {', '.join(methods_named)}: name one "
                              f"with --methods")
         params = preset_space(methods_named[0])
-    options = TuneOptions(trials=trials, protocol=protocol, holdout=holdout, storage=storage, study=study, seed=seed)
-    return run_study(selection, params, options,
-                     lambda trial: launch(trial, RunOptions(cluster=cluster, workers=workers, profile=profile, wait=True)))
+    options = TuneOptions(trials=trials, protocol=protocol, holdout=holdout, storage=storage, study=study, seed=seed,
+                          batch=batch)
+    if batch > 1 and cluster == "slurm":
+        raise BenchError(f"--batch {batch} runs a batch's trials together in the tuner's own process: use --cluster "
+                         f"local or debug, or --batch 1 to run each trial on slurm")
+    run_options = RunOptions(cluster=cluster, workers=workers, profile=profile, wait=True)
+    return run_study(selection, params, options, lambda trial: launch(trial, run_options),
+                     run_batch=lambda trials: launch_batched(trials, run_options))

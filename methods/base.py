@@ -2,7 +2,7 @@
 (`bench.protocol.step`, imported from here too)."""
 from __future__ import annotations
 
-from typing import Any, ClassVar, Mapping, TypeVar
+from typing import Any, ClassVar, Mapping, Sequence, TypeVar
 
 import torch
 
@@ -45,6 +45,10 @@ class Method:
     # the valid values of its string hyper-parameters, checked with every config value before a run
     hparam_choices: ClassVar[Mapping[str, tuple[Any, ...]]] = {}
     preset_file: ClassVar[str]  # registries/presets/<preset_file>.py
+    # The hyper-parameters in which runs may differ and still learn together in one process (`bench tune --batch`,
+    # `bench.protocol.batched`): a class that declares them implements `learn_batched`. Only the class's own
+    # declaration counts: a subclass that learns otherwise is not batched by inheritance.
+    batchable: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
         self.feature_dim = feature_dim
@@ -57,6 +61,14 @@ class Method:
         keep both."""
 
     def learn(self, step: Step) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def learn_batched(cls, methods: Sequence[Any], steps: Sequence[Step]) -> list[list[list[float]]]:
+        """`methods[i].learn(steps[i])` for every i, computed together, each equal to its run alone (to float
+        rounding); the methods differ only in their `batchable` hyper-parameters and the steps only in which object
+        holds them. Returns, per method, what its training loops would record (`record_epochs`): their per-epoch
+        losses. Called only for a class that declares `batchable`."""
         raise NotImplementedError
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:

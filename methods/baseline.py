@@ -8,11 +8,13 @@ is learned as above (its old-class images have no head of their own to go to: wh
 """
 from __future__ import annotations
 
-from typing import Any
+from contextlib import ExitStack
+from typing import Any, Callable, Sequence
 
 import torch
 
 from bench.methods.base import Method, RunsOn, Step
+from bench.methods.batched_heads import PER_TRIAL, train_heads
 from bench.methods.blocks import SWAP_REDUCTIONS, CosineHead, train_head_supervised, train_head_swapped
 from bench.registries import METHODS
 
@@ -23,6 +25,7 @@ class Baseline(Method):
     # h^s is trained at step s only and kept as it is: on frozen features it answers the same at every later step
     runs_on = RunsOn(settings=("incd", "mixed"), frozen_task_heads=True)
     hparam_choices = {"swap_reduction": SWAP_REDUCTIONS}
+    batchable = PER_TRIAL  # `bench tune --batch`: trials' heads trained together (methods.batched_heads)
 
     def __init__(self, feature_dim: int, seed: int, **hparams: Any) -> None:
         super().__init__(feature_dim, seed, **hparams)
@@ -48,6 +51,35 @@ class Baseline(Method):
                 self.losses.append(train_head_supervised(head, step.features, step.labels, hp, epochs=epochs,
                                                          batch_size=hp["batch_size"], gen=gen, after_epoch=after_epoch))
         self.heads.append(head)
+
+    @classmethod
+    def learn_batched(cls, methods: Sequence[Any], steps: Sequence[Step]) -> list[list[list[float]]]:
+        """`learn` of each method, their new heads trained together (`methods.batched_heads.train_heads`): each head
+        made from the random state its run alone would make it from, the same generator draws, each method's own
+        epoch selection."""
+        rng = torch.get_rng_state()
+        heads = []
+        for method, step in zip(methods, steps):
+            torch.set_rng_state(rng)
+            heads.append(method.new_head(step.n_classes).to(step.device))
+        first, hp = steps[0], methods[0].hparams
+        gen = torch.Generator().manual_seed(methods[0].seed * 1000 + first.index)
+        epochs = hp["epochs_per_step"][first.index] if hp.get("epochs_per_step") else hp["epochs"]
+        def predicts(heads_so_far: list[CosineHead]) -> Callable[[torch.Tensor], torch.Tensor]:
+            return lambda x: torch.cat([h(x) for h in heads_so_far], 1)
+
+        with ExitStack() as selections:  # each run's own epoch selection, over [h^1; …; h^t] as `learn`'s
+            after = [selections.enter_context(step.selection.over(head.parameters(), predicts([*method.heads, head]),
+                                                                  [head]))
+                     for method, step, head in zip(methods, steps, heads)]
+            for head in heads:
+                head.train()
+            losses = train_heads(heads, first.features, [m.hparams for m in methods], epochs=epochs,
+                                 batch_size=hp["batch_size"], gen=gen, labels=first.labels, after_epoch=after)
+        for method, head, loss in zip(methods, heads, losses):
+            method.losses.append(loss)
+            method.heads.append(head)
+        return [[loss] for loss in losses]
 
     @torch.no_grad()
     def logits(self, x: torch.Tensor) -> torch.Tensor:

@@ -30,6 +30,8 @@ CASES = [
     ("unknown backbone", ["run", "--backbone", "resnet", "--results", "{results}"], "unknown backbone 'resnet'; known: ", None),
     ("unknown grid", ["run", "--grid", "nope", "--results", "{results}"], "unknown grid 'nope'; known: backbones, cgcd, cgcd-demo, cgcd-drift-smoke, cgcd-smoke, demo, full, happy-tables, paper, promptccd-tables, smoke, vb-cgcd-tables", None),
     ("unknown cluster", ["run", *SMOKE, "--cluster", "nope"], "unknown cluster 'nope'; choose from local, debug, slurm", None),
+    ("tune a batch of no trials", ["tune", *SMOKE[:4], *SMOKE[6:], "--trials", "2", "--batch", "0"], "--batch 0: give --batch N with N >= 1 (1: one trial at a time", None),
+    ("tune a batch on slurm", ["tune", *SMOKE[:4], *SMOKE[6:], "--trials", "2", "--batch", "4", "--cluster", "slurm"], "--batch 4 runs a batch's trials together in the tuner's own process: use --cluster local or debug", None),
     ("zero threads", ["run", *SMOKE, "--threads", "0"], "--threads 0: must be an integer >= 1 (CPU compute threads of each run, default 1)", None),
     ("unknown method key", ["run", *SMOKE, "--cfg-options", "method.epochz=3"], "'method.epochz': no selected method has it; valid keys: ", None),
     ("unknown section", ["run", *SMOKE, "--cfg-options", "featurez.views=3"], "unknown section 'featurez'; valid sections: ", None),

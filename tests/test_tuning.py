@@ -3,6 +3,8 @@ class's training images out and scores them in place of the test set, which the 
 from __future__ import annotations
 
 import json
+import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -178,3 +180,100 @@ def test_bad_tuning_requests_are_refused_before_anything_runs(tmp_path):
     (tmp_path / "space.yaml").write_text("method.lr: [unclosed\n")
     with pytest.raises(BenchError, match="not YAML"):
         read_space_file(tmp_path / "space.yaml")
+
+
+# `bench tune --batch N`: N trials at once, run in one process where the method learns them together
+PAIRS = [{"method.lr": 0.05, "method.temperature": 0.1}, {"method.lr": 0.3, "method.temperature": 0.07},
+         {"method.lr": 0.01, "method.temperature": 0.2}]
+
+
+@pytest.mark.parametrize("split, classes", [("2-step", 6), ("happy-5-stage", 10)])  # class-iNCD; mixed (a labelled step)
+def test_runs_stepped_together_equal_each_run_alone(tmp_path, split, classes):
+    import pandas as pd
+
+    from bench.protocol.batched import batches, execute_batch
+
+    specs = [spec for pair in PAIRS for spec in tiny_specs(splits=[split], **{"tuning.holdout": 0.25, "dataset.num_classes": classes, **pair})]
+    assert [len(group) for group in batches(specs)] == [3]
+    alone = [execute(spec, tmp_path / "alone") for spec in specs]
+    start = time.monotonic()
+    together = execute_batch(specs, tmp_path / "together")
+    wall = time.monotonic() - start
+    # each run records its own seconds (its share of the batch), not the batch's: together they are its wall time
+    own = [float(pd.read_parquet(out / "metrics.parquet")["duration_s"].iloc[0]) for out in together]
+    assert sum(own) <= wall and min(own) > 0
+    finals = set()
+    for one, many in zip(alone, together):
+        assert one.name == many.name and (many / "DONE").exists()
+        assert sorted(p.name for p in one.iterdir()) == sorted(p.name for p in many.iterdir())
+        assert "stepped in one process with 2 other run(s)" in (many / "log.txt").read_text()
+    assert "feature bank shared with the runs stepped together" in (together[-1] / "log.txt").read_text()
+    for one, many in zip(alone, together):
+        a, b = pd.read_parquet(one / "metrics.parquet"), pd.read_parquet(many / "metrics.parquet")
+        assert a[["group", "flavour", "metric", "step"]].equals(b[["group", "flavour", "metric", "step"]])
+        np.testing.assert_allclose(b["value"].to_numpy(float), a["value"].to_numpy(float), rtol=1e-5)
+        with opened(one / "predictions.npz") as x, opened(many / "predictions.npz") as y:
+            assert sorted(x) == sorted(y)
+            for key in x:
+                if np.asarray(x[key]).dtype.kind == "f":
+                    np.testing.assert_allclose(y[key], x[key], rtol=1e-5, atol=1e-7)
+                else:
+                    assert np.array_equal(x[key], y[key]), key
+            finals.add(round(float(np.asarray(x[Keys.epoch_loss(0, 0)])[-1]), 5))
+    assert len(finals) == 3  # the trials did train differently
+
+
+def test_a_batch_of_trials_runs_together_and_a_method_without_batched_learning_one_at_a_time(tmp_path, capsys):
+    from bench.execution.launch import RunOptions, launch_batched
+    from bench.tune.space import parse_space
+    from bench.tune.study import TuneOptions, tune
+
+    batched: list[int] = []
+
+    def run_batch(selections):
+        batched.append(len(selections))
+        return launch_batched(selections, RunOptions(cluster="debug"))
+
+    space = parse_space({"method.lr": {"low": 0.01, "high": 0.5, "log": True},
+                         "method.temperature": {"low": 0.05, "high": 0.2}}, "test")
+    run, calls = _runner()
+    baseline = replace(_selection(tmp_path), methods=["Baseline"])
+    outcome = tune(baseline, space, TuneOptions(trials=5, batch=4), run, run_batch=run_batch)
+    # 5 trials: a batch of 4, then the one left, in this process too; none through the one-trial runner
+    assert batched == [4, 1] and calls == [] and [t["number"] for t in outcome.trials] == list(range(5))
+    assert all(t["value"] is not None for t in outcome.trials) and outcome.best is not None
+    logs = [p.read_text() for p in (tmp_path / "results" / "runs").glob("*/log.txt")]
+    assert len(logs) == 5 and sum("stepped in one process with 3 other run(s)" in log for log in logs) == 4
+    # K-means learns no heads: its trials run one at a time through the ordinary runner, and the study works
+    run, calls = _runner()
+    outcome = tune(_selection(tmp_path), parse_space(SPACE, "test"), TuneOptions(trials=2, batch=4), run,
+                   run_batch=run_batch)
+    assert len(calls) == 2 and batched == [4, 1] and outcome.best is not None
+    assert "K-means does not learn trials together" in capsys.readouterr().out
+    with pytest.raises(BenchError, match="--batch 0: give --batch N with N >= 1"):
+        tune(_selection(tmp_path), parse_space(SPACE, "test"), TuneOptions(trials=2, batch=0), run)
+
+
+def test_a_killed_batch_resumes_each_run_from_its_checkpoint_to_the_numbers_of_the_run_alone(tmp_path, monkeypatch):
+    import pandas as pd
+
+    from bench.methods.baseline import Baseline
+    from bench.protocol.batched import execute_batch
+
+    specs = [spec for pair in PAIRS for spec in tiny_specs(**{"tuning.holdout": 0.25, **pair})]
+    alone = execute(specs[1], tmp_path / "alone")
+    real = Baseline.learn_batched.__func__  # type: ignore[attr-defined]
+
+    def killed(cls, methods, steps):
+        if steps[0].index == 1:
+            raise KeyboardInterrupt("killed before step 1")
+        return real(cls, methods, steps)
+
+    monkeypatch.setattr(Baseline, "learn_batched", classmethod(killed))
+    with pytest.raises(KeyboardInterrupt):
+        execute_batch(specs, tmp_path / "batched")
+    monkeypatch.setattr(Baseline, "learn_batched", classmethod(real))
+    outs = execute_batch(specs, tmp_path / "batched")
+    assert all("resuming after step 0" in (out / "log.txt").read_text() for out in outs)
+    a, b = pd.read_parquet(alone / "metrics.parquet"), pd.read_parquet(outs[1] / "metrics.parquet")
+    np.testing.assert_allclose(b["value"].to_numpy(float), a["value"].to_numpy(float), rtol=1e-5)

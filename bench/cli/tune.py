@@ -25,6 +25,9 @@ def add_parser(sub: Any) -> None:
     tun.add_argument("--storage", metavar="URL",
                      help="an RDB URL for the study (default: <results>/tuning/<study>.journal, Optuna's journal file)")
     tun.add_argument("--seed", type=int, default=0, help="the sampler's seed (default: %(default)s)")
+    tun.add_argument("--batch", type=int, default=1, metavar="N",
+                     help="ask for N trials at once and, for a method that learns them together (Baseline), run them "
+                          "in this process as one batched computation (default: 1, one trial at a time)")
     tun.add_argument("--cluster", choices=("local", "debug", "slurm"), default="local",
                      help="where each trial's runs run, as `bench run --cluster` (default: %(default)s)")
     tun.add_argument("--workers", type=int, metavar="N", help="local worker processes, as `bench run --workers`")
@@ -36,5 +39,5 @@ def command(args: argparse.Namespace) -> int:
 
     outcome = tune(selection(args), trials=args.trials, space=args.space, protocol=args.protocol,
                    holdout=args.holdout, storage=args.storage, study=args.study, seed=args.seed, cluster=args.cluster,
-                   workers=args.workers, profile=args.profile)
+                   workers=args.workers, profile=args.profile, batch=args.batch)
     return 0 if outcome.best is not None else 1

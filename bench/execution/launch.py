@@ -220,3 +220,17 @@ def _run_slurm(outcome: RunOutcome, grid: Any, o: RunOptions, *, started: float,
     failed = [(s, error_line(results, s)) for s in final.states.get("failed", [])]
     return replace(outcome, done=tuple(final.states.get("done", [])), failed=tuple(failed),
                    exit_code=report_failures(results, failed))
+
+
+def launch_batched(selections: Sequence[Selection], options: RunOptions) -> list[Path]:
+    """The runs of several selections (a batch of `bench tune --batch`'s trials) in this process, those that may
+    step together in one batch (`bench.protocol.batched`), after `launch`'s checks. Their run directories."""
+    from bench.protocol.batched import execute_batch
+
+    specs = [spec for selection in selections
+             for spec in expand_selection(selection, device=options.device, threads=options.threads,
+                                          weights_dir=options.weights_dir)[1]]
+    check_splits(specs)
+    check_inputs(specs)
+    check_caches(selections[0].results, specs)
+    return execute_batch(specs, selections[0].results)

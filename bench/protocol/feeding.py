@@ -8,7 +8,10 @@ pass through here: a `Step` (`bench.protocol.step.step_of`) holds images' featur
 """
 from __future__ import annotations
 
+import json
 import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -24,6 +27,21 @@ from bench.features.bank import default_cache_dir, load_or_build, weights_identi
 from bench.features.tokens import LiveTokens, Prefix
 from bench.features.views import Encoder, FeatureViews, LiveViews, extract
 from bench.protocol.hooks import MethodHooks, TailHooks
+
+# the feature banks loaded while runs step together in one process: each read once, one copy in memory for all
+_SHARED_BANKS: ContextVar[dict[tuple[str, str], dict[str, torch.Tensor]] | None] = ContextVar("shared_banks",
+                                                                                             default=None)
+
+
+@contextmanager
+def sharing_banks() -> Iterator[None]:
+    """Within it, runs that read the same feature bank share its loaded tensors (read-only to every run)."""
+    token = _SHARED_BANKS.set({})
+    try:
+        yield
+    finally:
+        _SHARED_BANKS.reset(token)
+
 
 if TYPE_CHECKING:  # imported where a run builds a token bank
     from bench.features.token_bank import BankTokens
@@ -85,7 +103,16 @@ def features_for(spec: RunSpec, data: Any, backbone: Any, device: torch.device, 
             tensors["val_plain"] = extract(encoder, data.val, views=0, seed=0, batch_size=batch, progress=progress).plain
         return tensors
 
-    bank = {k: v.float() for k, v in load_or_build(cache_of(spec, results), fields, build, log).items()}
+    where = cache_of(spec, results)
+    shared = _SHARED_BANKS.get()
+    key = (str(where), json.dumps(fields, sort_keys=True, default=str))
+    if shared is not None and key in shared:  # runs stepped together (`bench.protocol.batched`) hold one copy
+        bank = shared[key]
+        log("feature bank shared with the runs stepped together in this process")
+    else:
+        bank = {k: v.float() for k, v in load_or_build(where, fields, build, log).items()}
+        if shared is not None:
+            shared[key] = bank
     if mode == "bank":
         train = FeatureViews(bank["train_plain"], bank["train_views"])
     else:

@@ -15,6 +15,7 @@ import os
 import random
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -29,7 +30,7 @@ from bench.protocol.feeding import feed_for
 from bench.protocol.planning import Parts, assemble, device_of, threads_of
 from bench.protocol.recompute import repaired
 from bench.protocol.steps import Steps, reported_of, steps_for
-from bench.protocol.step import epochs_recorded
+from bench.protocol.step import RecordedLoops, Step, epochs_recorded
 from bench.runs import checkpoint
 from bench.runs.checkpoint import Progress
 from bench.runs.metrics_file import metrics_frame
@@ -59,13 +60,8 @@ def execute(spec: RunSpec, results: Path, *, echo: bool = False, claim: Callable
     out.mkdir(parents=True, exist_ok=True)
     with locked(out):
         log = Log(out / "log.txt", echo)
-        if (out / DONE).exists():
-            bad = unreadable(out)
-            if not bad or repaired(out, bad, log):
-                return out
-            aside = set_aside(out, bad)
-            log(f"results unreadable ({'; '.join(f'{k}: {v}' for k, v in bad.items())}): moved to {aside.name}/, "
-                f"running again")
+        if already_done(out, log):
+            return out
         if claim is not None:
             claim(out)
         (out / ERROR).unlink(missing_ok=True)
@@ -73,11 +69,7 @@ def execute(spec: RunSpec, results: Path, *, echo: bool = False, claim: Callable
             with numerics.restored():  # an in-process caller gets its own threads and kernels back
                 _run(spec, out, log)
         except Exception as err:
-            try:
-                write_atomic(out / ERROR, f"{type(err).__name__}: {err}\n\n{traceback.format_exc()}")
-                log(f"FAILED: {type(err).__name__}: {err}")
-            except OSError:  # a full disk: the run's own error still reaches the caller
-                pass
+            failed(out, log, err)
             raise
         except BaseException as err:  # SystemExit from submitit's requeue handler, Ctrl-C: not a failure
             log(f"interrupted ({type(err).__name__}); the next attempt resumes from the last checkpoint")
@@ -85,7 +77,47 @@ def execute(spec: RunSpec, results: Path, *, echo: bool = False, claim: Callable
     return out
 
 
-def _run(spec: RunSpec, out: Path, log: Log) -> None:
+def already_done(out: Path, log: Log) -> bool:
+    """Whether the run in `out` is DONE with readable results (repaired where they can be); unreadable ones are
+    set aside, to run again."""
+    if not (out / DONE).exists():
+        return False
+    bad = unreadable(out)
+    if not bad or repaired(out, bad, log):
+        return True
+    aside = set_aside(out, bad)
+    log(f"results unreadable ({'; '.join(f'{k}: {v}' for k, v in bad.items())}): moved to {aside.name}/, "
+        f"running again")
+    return False
+
+
+def failed(out: Path, log: Log, err: Exception) -> None:
+    """The run's error and traceback in `error.txt` and its log."""
+    try:
+        write_atomic(out / ERROR, f"{type(err).__name__}: {err}\n\n{traceback.format_exc()}")
+        log(f"FAILED: {type(err).__name__}: {err}")
+    except OSError:  # a full disk: the run's own error still reaches the caller
+        pass
+
+
+@dataclass
+class Opened:
+    """A run made ready to step: its parts, steps, progress (from its checkpoint) and trackers."""
+
+    spec: RunSpec
+    out: Path
+    log: Log
+    parts: Parts
+    steps: Steps
+    progress: Progress
+    tracking: Tracking
+    device: torch.device
+    clock: float
+    threads: int
+
+
+def open_run(spec: RunSpec, out: Path, log: Log) -> Opened:
+    """Run `spec`'s files, numerics, parts, feed and steps, resumed from its checkpoint where it has one."""
     write_atomic(out / "spec.json", spec.to_json())
     Config(dict(spec.config)).dump(str(out / "config.py"))
     device = device_of(spec)
@@ -107,13 +139,24 @@ def _run(spec: RunSpec, out: Path, log: Log) -> None:
         steps.load_state_dict(state["evaluator"])
         log(f"resuming after step {state['step']}")
     tracking = Tracking.start(spec, out.parent.parent, log, resumed=state is not None)
+    return Opened(spec, out, log, parts, steps, progress, tracking, device, clock, threads)
+
+
+def _run(spec: RunSpec, out: Path, log: Log) -> None:
+    run = open_run(spec, out, log)
     try:
-        rows = run_steps(spec, parts.method, steps, progress, out, log, clock, threads, tracking)
-        tracking.final(_record(spec, out, log, parts, rows, progress, device, clock))  # sent once the files are written
+        rows = run_steps(spec, run.parts.method, run.steps, run.progress, out, log, run.clock, run.threads,
+                         run.tracking)
+        close_run(run, rows)
     except BaseException as err:
-        tracking.finish("failed" if isinstance(err, Exception) else "interrupted")
+        run.tracking.finish("failed" if isinstance(err, Exception) else "interrupted")
         raise
-    tracking.finish("finished")
+    run.tracking.finish("finished")
+
+
+def close_run(run: Opened, rows: list[MetricRow]) -> None:
+    """The finished run's files (`_record`), then its trackers' final numbers (sent once the files are written)."""
+    run.tracking.final(_record(run.spec, run.out, run.log, run.parts, rows, run.progress, run.device, run.clock))
 
 
 def run_steps(spec: RunSpec, method: MethodHooks, steps: Steps, progress: Progress, out: Path, log: Log, clock: float,
@@ -129,16 +172,23 @@ def run_steps(spec: RunSpec, method: MethodHooks, steps: Steps, progress: Progre
         step = steps.step(t, progress.stored)
         with epochs_recorded() as losses:
             method.learn(step)
-        for i, (loop, unit) in enumerate(zip(losses, losses.units)):  # each loop's loss per epoch, for the run's page
-            progress.stored[Keys.epoch_loss(t, i)] = np.asarray(loop, dtype=np.float32)
-            if unit != "epoch":
-                progress.stored[Keys.loss_unit(t, i)] = np.asarray(LOSS_UNITS.index(unit), dtype=np.int8)
-        rows = steps.evaluate(t, step, method, progress.stored)
-        progress.rows.extend(rows)
-        log(steps.describe(t, rows))
-        tracking.step(t, losses, rows)
-        checkpoint.save_checkpoint(out / CHECKPOINT, progress.state(t, method, steps, time.monotonic() - clock, threads))
+        after_learn(t, step, losses, method, steps, progress, out, log, clock, threads, tracking)
     return progress.rows + steps.summary(progress.rows)
+
+
+def after_learn(t: int, step: Step, losses: RecordedLoops, method: MethodHooks, steps: Steps, progress: Progress,
+                out: Path, log: Log, clock: float, threads: int, tracking: Tracking) -> None:
+    """What follows step t's learning in the step loop: its losses kept, its evaluation, its rows to the log and the
+    trackers, its checkpoint."""
+    for i, (loop, unit) in enumerate(zip(losses, losses.units)):  # each loop's loss per epoch, for the run's page
+        progress.stored[Keys.epoch_loss(t, i)] = np.asarray(loop, dtype=np.float32)
+        if unit != "epoch":
+            progress.stored[Keys.loss_unit(t, i)] = np.asarray(LOSS_UNITS.index(unit), dtype=np.int8)
+    rows = steps.evaluate(t, step, method, progress.stored)
+    progress.rows.extend(rows)
+    log(steps.describe(t, rows))
+    tracking.step(t, losses, rows)
+    checkpoint.save_checkpoint(out / CHECKPOINT, progress.state(t, method, steps, time.monotonic() - clock, threads))
 
 
 def _record(spec: RunSpec, out: Path, log: Log, parts: Parts, rows: list[MetricRow], progress: Progress,

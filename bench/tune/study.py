@@ -36,6 +36,7 @@ class TuneOptions:
     storage: str | None = None  # an RDB URL; None: the study's journal file under <results>/tuning/
     study: str | None = None  # its name; None: from the method, datasets, splits and protocol
     seed: int = 0  # the sampler's
+    batch: int = 1  # trials asked for at once and run together in one process, where the method batches
 
 
 @dataclass
@@ -83,16 +84,23 @@ def objective(directories: tuple[Path, ...]) -> tuple[float | None, str]:
 
 
 def tune(selection: Selection, params: tuple[Param, ...], options: TuneOptions, run: Callable[[Selection], Any],
-         say: Say = print) -> TuneOutcome:
-    """Run the study (module docstring). `run(selection)` runs a trial's runs (`bench.execution.launch`)."""
+         say: Say = print, run_batch: Callable[[list[Selection]], Any] | None = None) -> TuneOutcome:
+    """Run the study (module docstring). `run(selection)` runs a trial's runs (`bench.execution.launch`);
+    `run_batch(selections)` runs several trials' runs at once (`bench.execution.launch.launch_batched`), used with
+    `options.batch` > 1 for a method that learns trials together (`bench.protocol.batched`)."""
     import optuna
     from optuna.samplers import TPESampler
     from optuna.trial import TrialState
 
     from bench.execution.selection import expand_selection, runs_to_report
 
+    from bench.protocol.batched import batch_keys
+
     if options.trials < 1:
         raise BenchError(f"a budget of {options.trials} trials: give --trials N with N >= 1")
+    if options.batch < 1:
+        raise BenchError(f"--batch {options.batch}: give --batch N with N >= 1 (1: one trial at a time, the default; "
+                         f"N: N trials at once, in one process where the method learns them together)")
     if options.protocol not in PROTOCOLS:
         raise unknown("tuning protocol", options.protocol, PROTOCOLS)
     if not 0 < options.holdout < 1:
@@ -109,7 +117,7 @@ def tune(selection: Selection, params: tuple[Param, ...], options: TuneOptions, 
     storage, where = _storage(options, selection.results, name)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(study_name=name, storage=storage, direction="maximize", load_if_exists=True,
-                                sampler=TPESampler(seed=options.seed))
+                                sampler=TPESampler(seed=options.seed, constant_liar=options.batch > 1))
     # what a study is of: a second tuner of other runs, space or protocol on the same study is refused
     held = {"method": methods[0], "space": canonical(params), "protocol": options.protocol, "holdout": options.holdout,
             "selection": json.dumps({k: getattr(selection, k) for k in ("grid", "datasets", "splits", "seeds",
@@ -127,32 +135,56 @@ def tune(selection: Selection, params: tuple[Param, ...], options: TuneOptions, 
     say(f"study {name} ({where}): {options.protocol} protocol ({PROTOCOLS[options.protocol]}), budget {options.trials} "
         f"trials, {len(study.trials)} in it already")
 
-    def evaluate(number: int, values: Mapping[str, Any]) -> tuple[float | None, str]:
-        trial_runs = trial_selection(selection, values, options)
-        try:
-            run(trial_runs)
-            value, why = objective(runs_to_report(trial_runs).directories)
-        except BenchError as err:
-            value, why = None, str(err)
-        except Exception as err:  # a trial's failure is the trial's: the study goes on
-            value, why = None, first_line(err)
-        shown = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
-        say(f"trial {number}: {shown} -> " + (f"A {value:.2f} on held-out training images" if value is not None
-                                               else f"failed: {why}"))
-        outcome.trials.append({"number": number, "values": dict(values), "value": value, "why": why})
-        return value, why
+    batch = options.batch
+    if batch > 1 and (run_batch is None or not batch_keys(specs[0].method)):
+        say(f"{specs[0].method} does not learn trials together (no `batchable` hyper-parameters): its trials run one "
+            f"at a time")
+        batch = 1
 
-    for left in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):  # a killed tuner's
-        value, why = evaluate(left.number, left.params)
-        study.tell(left.number, value if value is not None else None,
-                   state=TrialState.COMPLETE if value is not None else TrialState.FAIL)
-    while sum(t.state in (TrialState.COMPLETE, TrialState.FAIL) for t in study.trials) < options.trials:
-        trial = study.ask()
-        values = sample(trial, params)
-        value, why = evaluate(trial.number, values)
-        if value is None:
-            trial.set_user_attr("why", why)
-        study.tell(trial, value, state=TrialState.COMPLETE if value is not None else TrialState.FAIL)
+    def evaluate(numbered: list[tuple[int, Mapping[str, Any]]]) -> list[tuple[float | None, str]]:
+        """Each trial's value (or None and why) after its runs ran: one trial through `run`, or with `--batch`
+        several at once through `run_batch` (a failure of the batch is each of its trials')."""
+        trials_runs = [trial_selection(selection, values, options) for _, values in numbered]
+        failure = ""
+        try:
+            if batch == 1:
+                run(trials_runs[0])
+            else:  # a batch, or what is left of the budget after the last full one: in this process too
+                run_batch(trials_runs)  # type: ignore[misc]
+        except BenchError as err:
+            failure = str(err)
+        except Exception as err:  # a trial's failure is the trial's: the study goes on
+            failure = first_line(err)
+        got = []
+        for (number, values), trial_runs in zip(numbered, trials_runs):
+            value, why = None, failure
+            try:
+                if not failure:
+                    value, why = objective(runs_to_report(trial_runs).directories)
+            except BenchError as err:
+                why = str(err)
+            except Exception as err:
+                why = first_line(err)
+            shown = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
+            say(f"trial {number}: {shown} -> " + (f"A {value:.2f} on held-out training images" if value is not None
+                                                   else f"failed: {why}"))
+            outcome.trials.append({"number": number, "values": dict(values), "value": value, "why": why})
+            got.append((value, why))
+        return got
+
+    left = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))  # a killed tuner's
+    for start in range(0, len(left), batch):
+        chunk = left[start:start + batch]
+        for held_trial, (value, _) in zip(chunk, evaluate([(t.number, t.params) for t in chunk])):
+            study.tell(held_trial.number, value if value is not None else None,
+                       state=TrialState.COMPLETE if value is not None else TrialState.FAIL)
+    while (ended := sum(t.state in (TrialState.COMPLETE, TrialState.FAIL) for t in study.trials)) < options.trials:
+        asked = [study.ask() for _ in range(min(batch, options.trials - ended))]
+        values = [sample(trial, params) for trial in asked]
+        for trial, (value, why) in zip(asked, evaluate([(t.number, v) for t, v in zip(asked, values)])):
+            if value is None:
+                trial.set_user_attr("why", why)
+            study.tell(trial, value, state=TrialState.COMPLETE if value is not None else TrialState.FAIL)
     complete = [t for t in study.trials if t.state == TrialState.COMPLETE]
     if complete:
         best = max(complete, key=lambda t: t.value if t.value is not None else float("-inf"))
