@@ -12,7 +12,7 @@ of `grid`) and the command's options, handed to one entry point each: `bench.exe
 `bench.reporting.pipeline.write_reports`. Importing this module imports nothing heavy: each call imports what it
 needs.
 
-Imports from: bench.errors, bench.registries, bench.config, bench.reporting, bench.execution, bench.store, bench.tune.
+Imports from: bench.errors, bench.registries, bench.config, bench.reporting, bench.execution, bench.store, bench.tuning.
 """
 from __future__ import annotations
 
@@ -151,23 +151,26 @@ def tune(grid: str | Selection = "demo", *, trials: int, space: PathLike | None 
          cache_dir: PathLike | None = None, cfg_options: Options | None = None, protocol: str = "validation",
          holdout: float = 0.2, storage: str | None = None, study: str | None = None, seed: int = 0,
          cluster: str = "local", workers: int | None = None, profile: str = "default",
-         include: PathLike | Sequence[PathLike] | None = None, batch: int = 1) -> Any:
-    """Tune one method of a grid's selection, as `bench tune` does (`bench.tune.study`): `trials` Optuna trials on
-    the tuning `protocol` (`validation`: `holdout` of each class's training images scored in place of the test set),
+         include: PathLike | Sequence[PathLike] | None = None, batch: int = 1, transfer_from: str | None = None,
+         final: bool = True) -> Any:
+    """Tune one method of a grid's selection, as `bench tune` does (`bench.tuning.study`): `trials` Optuna trials on
+    the tuning `protocol` (`validation`: `holdout` of each class's training images scored in place of the test set;
+    `transfer`: on `transfer_from`, another dataset or `order:N`, another class order, scored on held-out images),
     each an ordinary run of the selection with the trial's values, run on `cluster` as `bench.run` runs a grid.
     `space`: a JSON or YAML search space (default: the method's `_search_space` beside its presets). `storage`: an
     RDB URL (default: the journal file `<results>/tuning/<study>.journal`). `batch`: trials asked for at once and,
     for a method that learns them together (`batchable`, e.g. Baseline), run in this process as one batched
-    computation (`bench.protocol.batched`); 1, the default, runs them one at a time on `cluster`. Returns
-    `bench.tune.study.TuneOutcome`."""
+    computation (`bench.protocol.batched`); 1, the default, runs them one at a time on `cluster`. `final`: then run the
+    selection once with the best values, marked as tuned by the study (`tuning.study`). Returns
+    `bench.tuning.study.TuneOutcome`."""
     selection = Selection.of(grid, methods=methods, datasets=datasets, splits=splits, seeds=seeds,
                              backbones=backbones, results=results, data_root=data_root, cache_dir=cache_dir,
                              cfg_options=cfg_options)
     _use_plugins(include)
     from bench.execution.launch import launch, launch_batched
     from bench.execution.selection import expand_selection
-    from bench.tune.space import preset_space, read_space_file
-    from bench.tune.study import TuneOptions, tune as run_study
+    from bench.tuning.space import preset_space, read_space_file
+    from bench.tuning.study import TuneOptions, tune as run_study
 
     if space is not None:
         params = read_space_file(Path(space))
@@ -179,7 +182,7 @@ def tune(grid: str | Selection = "demo", *, trials: int, space: PathLike | None 
                              f"with --methods")
         params = preset_space(methods_named[0])
     options = TuneOptions(trials=trials, protocol=protocol, holdout=holdout, storage=storage, study=study, seed=seed,
-                          batch=batch)
+                          batch=batch, source=transfer_from, final=final)
     if batch > 1 and cluster == "slurm":
         raise BenchError(f"--batch {batch} runs a batch's trials together in the tuner's own process: use --cluster "
                          f"local or debug, or --batch 1 to run each trial on slurm")

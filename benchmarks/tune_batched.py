@@ -28,7 +28,7 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from bench.api import tune  # noqa: E402  (not `bench.tune`: once the package bench.tune is imported, it shadows the function)
+from bench import tune  # noqa: E402
 from bench.core.numerics import available_cores  # noqa: E402
 
 

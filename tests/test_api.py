@@ -313,3 +313,10 @@ def test_the_largest_seed_runs(tmp_path):
 
     outcome = bench.run("demo", methods="K-means", splits="2-step", seeds=MAX_SEED, cluster="debug", results=tmp_path)
     assert outcome.ok and len(outcome.done) == 1, outcome.failed
+
+
+def test_bench_tune_stays_the_function_once_the_tuning_package_is_imported():
+    import bench
+    import bench.tuning.study  # noqa: F401  (was `bench.tune`: importing it replaced the function)
+
+    assert callable(bench.tune) and bench.tune.__module__ == "bench.api"

@@ -98,17 +98,17 @@ SPACE = {"method.init": {"choices": ["random", "k-means++"]}, "method.max_iter":
 def test_a_study_runs_its_trials_as_runs_on_held_out_images_and_resumes_after_a_kill(tmp_path, capsys):
     import optuna
 
-    from bench.tune.space import parse_space
-    from bench.tune.study import TuneOptions, tune
+    from bench.tuning.space import parse_space
+    from bench.tuning.study import TuneOptions, tune
 
     params = parse_space(SPACE, "test")
     run, calls = _runner(kill_at=(2,))
     with pytest.raises(KeyboardInterrupt):
-        tune(_selection(tmp_path), params, TuneOptions(trials=3), run)
+        tune(_selection(tmp_path), params, TuneOptions(trials=3, final=False), run)
     journal = tmp_path / "results" / "tuning" / "smoke-K-means-synthetic-2-step-validation.journal"
     assert journal.exists()
     run, calls = _runner()
-    outcome = tune(_selection(tmp_path), params, TuneOptions(trials=3), run)
+    outcome = tune(_selection(tmp_path), params, TuneOptions(trials=3, final=False), run)
     # the killed trial (number 1) ran again first, then one new trial: three in all, none twice
     assert [t["number"] for t in outcome.trials] == [1, 2]
     study = optuna.load_study(study_name="smoke-K-means-synthetic-2-step-validation", storage=optuna.storages.journal.JournalStorage(
@@ -122,9 +122,48 @@ def test_a_study_runs_its_trials_as_runs_on_held_out_images_and_resumes_after_a_
     assert outcome.best_value == max(t.value for t in study.trials)
 
 
+def test_the_best_values_run_once_on_the_reported_protocol_marked_with_their_study(tmp_path, capsys):
+    from bench.tuning.space import parse_space
+    from bench.tuning.study import TuneOptions, tune
+
+    run, calls = _runner()
+    outcome = tune(_selection(tmp_path), parse_space(SPACE, "test"), TuneOptions(trials=2), run)
+    assert len(calls) == 3 and outcome.final is not None  # two trials, then the reported runs once
+    specs = [json.loads(p.read_text()) for p in (tmp_path / "results" / "runs").glob("*/spec.json")]
+    final = [s for s in specs if s["config"]["tuning"].get("study")]
+    assert len(final) == 1 and final[0]["config"]["tuning"]["holdout"] == 0.0  # the test set, as reported
+    assert final[0]["config"]["tuning"] == {"holdout": 0.0, "holdout_seed": 0, "study": outcome.study,
+                                            "study_protocol": "validation 0.2", "study_trials": 2}
+    assert {k: final[0]["config"]["method"][k.split(".")[1]] for k in outcome.best} == outcome.best
+    assert "the reported runs with them: A" in capsys.readouterr().out
+
+
+def test_the_transfer_protocol_tunes_on_another_class_order_or_dataset_never_on_the_reported_test_set(tmp_path):
+    from bench.tuning.space import parse_space
+    from bench.tuning.study import TuneOptions, trial_selection, tune
+
+    run, calls = _runner()
+    outcome = tune(_selection(tmp_path), parse_space(SPACE, "test"),
+                   TuneOptions(trials=1, protocol="transfer", source="order:3"), run)
+    trial, final = calls
+    assert trial.cfg_options["split.class_order_seed"] == 3 and trial.cfg_options["tuning.holdout"] == 0.2
+    assert "split.class_order_seed" not in final.cfg_options and "tuning.holdout" not in final.cfg_options
+    assert final.cfg_options["tuning.study_protocol"] == "transfer from class order 3, validation 0.2"
+    assert outcome.study.endswith("transfer-from-order-3")
+    other = trial_selection(_selection(tmp_path), {"method.max_iter": 5}, TuneOptions(1, "transfer", source="digits"))
+    assert other.datasets == ("digits",) and "tuning.holdout" not in other.cfg_options  # scored on digits' test set
+    for options, said in [(TuneOptions(1, "transfer"), "give --transfer-from DATASET or --transfer-from order:N"),
+                          (TuneOptions(1, "transfer", source="synthetic"), "the reported runs are on synthetic"),
+                          (TuneOptions(1, "transfer", source="order:x"), "order:N with N a class-order seed"),
+                          (TuneOptions(1, source="digits"), "only the transfer protocol tunes elsewhere")]:
+        with pytest.raises(BenchError, match=said):
+            tune(_selection(tmp_path), parse_space(SPACE, "test"), options, run)
+    assert len(calls) == 2  # nothing more ran
+
+
 def test_a_failing_trial_is_recorded_failed_and_the_study_goes_on(tmp_path, capsys):
-    from bench.tune.space import parse_space
-    from bench.tune.study import TuneOptions, tune
+    from bench.tuning.space import parse_space
+    from bench.tuning.study import TuneOptions, tune
 
     run, _ = _runner(fail_at=(1,))
     outcome = tune(_selection(tmp_path), parse_space(SPACE, "test"), TuneOptions(trials=2), run)
@@ -141,21 +180,21 @@ def test_a_failing_trial_is_recorded_failed_and_the_study_goes_on(tmp_path, caps
     ({"method.lr": {"low": 0.1, "high": 0.2, "step": 1}}, "a range has low and high"),
 ])
 def test_a_bad_search_space_is_one_line(space, said):
-    from bench.tune.space import parse_space
+    from bench.tuning.space import parse_space
 
     with pytest.raises(BenchError, match=said.replace("[", r"\[").replace("]", r"\]")):
         parse_space(space, "test")
 
 
 def test_bad_tuning_requests_are_refused_before_anything_runs(tmp_path):
-    from bench.tune.space import parse_space, read_space_file
-    from bench.tune.study import TuneOptions, tune
+    from bench.tuning.space import parse_space, read_space_file
+    from bench.tuning.study import TuneOptions, tune
 
     params = parse_space(SPACE, "test")
     run, calls = _runner()
     with pytest.raises(BenchError, match="a budget of 0 trials"):
         tune(_selection(tmp_path), params, TuneOptions(trials=0), run)
-    with pytest.raises(BenchError, match="unknown tuning protocol 'test-set'; known: validation"):
+    with pytest.raises(BenchError, match="unknown tuning protocol 'test-set'; known: transfer, validation"):
         tune(_selection(tmp_path), params, TuneOptions(trials=1, protocol="test-set"), run)
     with pytest.raises(BenchError, match="has no option|did you mean|method.max_iters"):
         tune(_selection(tmp_path), parse_space({"method.max_iters": {"low": 5, "high": 9, "int": True}}, "t"),
@@ -225,8 +264,8 @@ def test_runs_stepped_together_equal_each_run_alone(tmp_path, split, classes):
 
 def test_a_batch_of_trials_runs_together_and_a_method_without_batched_learning_one_at_a_time(tmp_path, capsys):
     from bench.execution.launch import RunOptions, launch_batched
-    from bench.tune.space import parse_space
-    from bench.tune.study import TuneOptions, tune
+    from bench.tuning.space import parse_space
+    from bench.tuning.study import TuneOptions, tune
 
     batched: list[int] = []
 
@@ -238,7 +277,7 @@ def test_a_batch_of_trials_runs_together_and_a_method_without_batched_learning_o
                          "method.temperature": {"low": 0.05, "high": 0.2}}, "test")
     run, calls = _runner()
     baseline = replace(_selection(tmp_path), methods=["Baseline"])
-    outcome = tune(baseline, space, TuneOptions(trials=5, batch=4), run, run_batch=run_batch)
+    outcome = tune(baseline, space, TuneOptions(trials=5, batch=4, final=False), run, run_batch=run_batch)
     # 5 trials: a batch of 4, then the one left, in this process too; none through the one-trial runner
     assert batched == [4, 1] and calls == [] and [t["number"] for t in outcome.trials] == list(range(5))
     assert all(t["value"] is not None for t in outcome.trials) and outcome.best is not None
@@ -246,7 +285,7 @@ def test_a_batch_of_trials_runs_together_and_a_method_without_batched_learning_o
     assert len(logs) == 5 and sum("stepped in one process with 3 other run(s)" in log for log in logs) == 4
     # K-means learns no heads: its trials run one at a time through the ordinary runner, and the study works
     run, calls = _runner()
-    outcome = tune(_selection(tmp_path), parse_space(SPACE, "test"), TuneOptions(trials=2, batch=4), run,
+    outcome = tune(_selection(tmp_path), parse_space(SPACE, "test"), TuneOptions(trials=2, batch=4, final=False), run,
                    run_batch=run_batch)
     assert len(calls) == 2 and batched == [4, 1] and outcome.best is not None
     assert "K-means does not learn trials together" in capsys.readouterr().out

@@ -6,7 +6,7 @@ before anything runs live there (`bench.execution.preflight`), so the command li
 input with the same one-line error.
 
 Imports from: bench.errors, bench.core, bench.splits, bench.registries, bench.data, bench.config, bench.features, bench.runs,
-bench.protocol, bench.reporting, bench.kit, bench.execution, bench.store, bench.tune, bench.api.
+bench.protocol, bench.reporting, bench.kit, bench.execution, bench.store, bench.tuning, bench.api.
 """
 from bench.cli.main import build_parser, main
 

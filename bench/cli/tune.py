@@ -18,7 +18,13 @@ def add_parser(sub: Any) -> None:
                      help="a JSON or YAML search space (default: the method's _search_space beside its presets)")
     tun.add_argument("--protocol", default="validation",
                      help="the tuning protocol: validation (held-out training images in place of the test set; "
-                          "default)")
+                          "default) or transfer (another dataset, or another class order, with --transfer-from)")
+    tun.add_argument("--transfer-from", metavar="DATASET|order:N",
+                     help="transfer: the dataset the trials run on (scored on its test set), or order:N, class order "
+                          "N of the selection's datasets (scored on held-out training images)")
+    tun.add_argument("--no-final", dest="final", action="store_false",
+                     help="do not run the selection with the best values after the study (by default it runs once, "
+                          "marked as tuned by the study)")
     tun.add_argument("--holdout", type=float, default=0.2, metavar="F",
                      help="validation: the fraction of each class's training images held out (default: %(default)s)")
     tun.add_argument("--study", metavar="NAME", help="the study's name (default: grid-method-datasets-splits-protocol)")
@@ -39,5 +45,6 @@ def command(args: argparse.Namespace) -> int:
 
     outcome = tune(selection(args), trials=args.trials, space=args.space, protocol=args.protocol,
                    holdout=args.holdout, storage=args.storage, study=args.study, seed=args.seed, cluster=args.cluster,
-                   workers=args.workers, profile=args.profile, batch=args.batch)
+                   workers=args.workers, profile=args.profile, batch=args.batch, transfer_from=args.transfer_from,
+                   final=args.final)
     return 0 if outcome.best is not None else 1

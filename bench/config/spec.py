@@ -85,6 +85,8 @@ LATER_KEYS: dict[tuple[str, str], Any] = {("features", "tokens"): "live", ("feat
                                           ("setting", "domains"): [],
                                           # continual SimGCD's and Happy's labelled step took ε before this key
                                           ("method", "labelled_memax_weight"): None,
+                                          # Happy++'s LoRA switch (its code preset's False: those runs keep their ids)
+                                          ("method", "lora_applied"): False,
                                           # the tuning protocol: every run before it scored the test set
                                           ("tuning", "holdout"): 0.0, ("tuning", "holdout_seed"): 0,
                                           # a run tuned by a bench study: every run before it held the preset's values

@@ -20,12 +20,14 @@ import pandas as pd
 
 from bench.config.selection import Selection
 from bench.errors import BenchError, first_line, unknown
-from bench.tune.space import Param, canonical, sample
+from bench.tuning.space import Param, canonical, sample
 
 Say = Callable[[str], None]
-# what each tuning protocol holds out, and why (docs/settings.md#tuning); `transfer` is not yet run
+# what each tuning protocol holds out, and why (docs/settings.md#tuning)
 PROTOCOLS = {"validation": "part of each class's training images held out and scored in place of the test set "
-                           "(tuning.holdout); the test images are never read"}
+                           "(tuning.holdout); the test images are never read",
+             "transfer": "the trials run on another dataset (scored on its own test set) or on another class order of "
+                         "the same one (scored on held-out training images); the reported runs read none of it"}
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,8 @@ class TuneOptions:
     study: str | None = None  # its name; None: from the method, datasets, splits and protocol
     seed: int = 0  # the sampler's
     batch: int = 1  # trials asked for at once and run together in one process, where the method batches
+    source: str | None = None  # transfer: a dataset's name, or `order:N` (class order N of the selection's datasets)
+    final: bool = True  # after the study, run the selection (the reported protocol) once with the best values
 
 
 @dataclass
@@ -46,10 +50,12 @@ class TuneOutcome:
     trials: list[dict[str, Any]] = field(default_factory=list)  # number, values, state, value, why
     best: dict[str, Any] | None = None
     best_value: float | None = None
+    final: float | None = None  # the reported runs' mean A with the best values (`TuneOptions.final`)
 
 
 def _name(selection: Selection, method: str, options: TuneOptions) -> str:
-    parts = [selection.grid or "all", method, *(selection.datasets or ()), *(selection.splits or ()), options.protocol]
+    parts = [selection.grid or "all", method, *(selection.datasets or ()), *(selection.splits or ()), options.protocol,
+             *([f"from-{options.source}"] if options.source else [])]
     return options.study or re.sub(r"[^A-Za-z0-9_.+-]+", "-", "-".join(parts)).strip("-")
 
 
@@ -65,9 +71,57 @@ def _storage(options: TuneOptions, results: Path, name: str) -> tuple[Any, str]:
 
 
 def trial_selection(selection: Selection, values: Mapping[str, Any], options: TuneOptions) -> Selection:
-    """The runs of one trial: the selection with the trial's values and the protocol's keys as `--cfg-options`."""
-    cfg = {**selection.cfg_options, **values, "tuning.holdout": options.holdout}
-    return replace(selection, cfg_options=cfg)
+    """The runs of one trial: the selection with the trial's values and the protocol's keys as `--cfg-options`
+    (transfer: on its source dataset, scored on that dataset's test set; or on its source class order, scored on
+    held-out training images)."""
+    cfg: dict[str, Any] = {**selection.cfg_options, **values}
+    if options.protocol == "transfer" and not str(options.source).startswith("order:"):
+        return replace(selection, datasets=(str(options.source),), cfg_options=cfg)
+    if options.protocol == "transfer":
+        cfg["split.class_order_seed"] = int(str(options.source).split(":", 1)[1])
+    return replace(selection, cfg_options={**cfg, "tuning.holdout": options.holdout})
+
+
+def tuned_on(options: TuneOptions) -> str:
+    """What a study tuned on, as the runs holding its values say it (`tuning.study_protocol`)."""
+    if options.protocol != "transfer":
+        return f"validation {options.holdout:g}"
+    source = str(options.source)
+    if source.startswith("order:"):
+        return f"transfer from class order {source.split(':', 1)[1]}, validation {options.holdout:g}"
+    return f"transfer from {source}"
+
+
+def check_source(selection: Selection, options: TuneOptions) -> None:
+    """The transfer protocol's source, before anything runs: given, and never what the reported runs read."""
+    if options.protocol != "transfer":
+        if options.source:
+            raise BenchError(f"--transfer-from {options.source}: only the transfer protocol tunes elsewhere; give "
+                             f"--protocol transfer")
+        return
+    source = options.source
+    if not source:
+        raise BenchError("the transfer protocol tunes on another dataset or class order: give --transfer-from DATASET "
+                         "or --transfer-from order:N")
+    if source.startswith("order:"):
+        seed = source.split(":", 1)[1]
+        if not seed.isdigit():
+            raise BenchError(f"--transfer-from {source}: order:N with N a class-order seed >= 0")
+        if selection.cfg_options.get("split.class_order_seed") == int(seed):
+            raise BenchError(f"--transfer-from {source}: the reported runs take that class order themselves; tune on "
+                             f"another one")
+        return
+    if source in (selection.datasets or ()):
+        raise BenchError(f"--transfer-from {source}: the reported runs are on {source}, whose test images the trials "
+                         f"would read; transfer from another dataset, or use --protocol validation")
+
+
+def final_selection(selection: Selection, name: str, values: Mapping[str, Any], options: TuneOptions) -> Selection:
+    """The reported runs with the study's best values, marked with the study (`tuning.study`: their own split label,
+    never averaged with runs tuned otherwise; the report's tuning block sets them beside the authors' tuning)."""
+    return replace(selection, cfg_options={**selection.cfg_options, **values, "tuning.study": name,
+                                           "tuning.study_protocol": tuned_on(options),
+                                           "tuning.study_trials": options.trials})
 
 
 def objective(directories: tuple[Path, ...]) -> tuple[float | None, str]:
@@ -106,6 +160,7 @@ def tune(selection: Selection, params: tuple[Param, ...], options: TuneOptions, 
     if not 0 < options.holdout < 1:
         raise BenchError(f"--holdout {options.holdout}: the validation protocol holds out a fraction in (0, 1) of "
                          f"each class's training images")
+    check_source(selection, options)
     # every value is checked before anything runs: the first trial's, at each range's low end
     probe = {p.key: p.choices[0] if p.choices else p.low for p in params}
     _, specs = expand_selection(trial_selection(selection, probe, options))
@@ -119,7 +174,7 @@ def tune(selection: Selection, params: tuple[Param, ...], options: TuneOptions, 
     study = optuna.create_study(study_name=name, storage=storage, direction="maximize", load_if_exists=True,
                                 sampler=TPESampler(seed=options.seed, constant_liar=options.batch > 1))
     # what a study is of: a second tuner of other runs, space or protocol on the same study is refused
-    held = {"method": methods[0], "space": canonical(params), "protocol": options.protocol, "holdout": options.holdout,
+    held = {"method": methods[0], "space": canonical(params), "protocol": tuned_on(options), "holdout": options.holdout,
             "selection": json.dumps({k: getattr(selection, k) for k in ("grid", "datasets", "splits", "seeds",
                                                                          "backbones")}
                                     | {"cfg_options": dict(selection.cfg_options)}, sort_keys=True, default=str)}
@@ -132,7 +187,7 @@ def tune(selection: Selection, params: tuple[Param, ...], options: TuneOptions, 
     for key, value in held.items():
         study.set_user_attr(key, value)
     outcome = TuneOutcome(name, where)
-    say(f"study {name} ({where}): {options.protocol} protocol ({PROTOCOLS[options.protocol]}), budget {options.trials} "
+    say(f"study {name} ({where}): {tuned_on(options)} ({PROTOCOLS[options.protocol]}), budget {options.trials} "
         f"trials, {len(study.trials)} in it already")
 
     batch = options.batch
@@ -166,7 +221,7 @@ def tune(selection: Selection, params: tuple[Param, ...], options: TuneOptions, 
             except Exception as err:
                 why = first_line(err)
             shown = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
-            say(f"trial {number}: {shown} -> " + (f"A {value:.2f} on held-out training images" if value is not None
+            say(f"trial {number}: {shown} -> " + (f"A {value:.2f} ({tuned_on(options)})" if value is not None
                                                    else f"failed: {why}"))
             outcome.trials.append({"number": number, "values": dict(values), "value": value, "why": why})
             got.append((value, why))
@@ -190,8 +245,18 @@ def tune(selection: Selection, params: tuple[Param, ...], options: TuneOptions, 
         best = max(complete, key=lambda t: t.value if t.value is not None else float("-inf"))
         outcome.best, outcome.best_value = dict(best.params), best.value
         shown = " ".join(f"{k}={json.dumps(v)}" for k, v in best.params.items())
-        say(f"best of {len(complete)} finished trial(s): trial {best.number}, A {best.value:.2f} on held-out "
-            f"training images, with {shown}; its number on the test set: `bench run` with --cfg-options {shown}")
+        say(f"best of {len(complete)} finished trial(s): trial {best.number}, A {best.value:.2f} ({tuned_on(options)}), "
+            f"with {shown}")
+        if options.final:  # the reported protocol, once, with them: the honest number
+            final = final_selection(selection, name, best.params, options)
+            try:
+                run(final)
+                value, why = objective(runs_to_report(final).directories)
+            except BenchError as err:
+                value, why = None, str(err)
+            outcome.final = value
+            say(f"the reported runs with them: A {value:.2f} (marked tuned, its own split label; `bench report` sets "
+                f"it beside the preset's runs)" if value is not None else f"the reported runs with them failed: {why}")
     else:
         say("no trial finished: every one failed (above)")
     return outcome
