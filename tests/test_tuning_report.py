@@ -36,6 +36,15 @@ def test_the_report_sets_the_tuned_runs_beside_the_authors_with_the_gap(tmp_path
     assert row["A (authors')"].startswith(f"{np.mean(authors):.1f} [")
     assert row["A (tuned)"].startswith(f"{np.mean(tuned):.1f} [")
     assert row["gap (tuned − authors')"].startswith(f"{np.mean(tuned) - np.mean(authors):.1f} [")
+    # a report of the grid finds them beside its own runs
+    from bench.config.selection import Selection
+    from bench.execution.selection import runs_to_report
+    from tests.helpers import TINY
+
+    selected = runs_to_report(Selection("smoke", methods=["Baseline"], splits=["2-step"], seeds=[0, 1],
+                                        backbones=["pixels"], results=tmp_path, cfg_options=TINY))
+    assert sorted(d.name for d in selected.directories) == sorted(s.run_id for s in [*tiny_specs(seeds=(0, 1)),
+                                                                                       *tuned_specs])
     site = _tuning_section(frame)
     assert 'id="tuning"' in site and row["A (tuned)"] in site
     assert _tuning_section(frame[~frame["split"].astype(str).str.contains("tuned")]) == ""  # nothing tuned: no block

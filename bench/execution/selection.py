@@ -63,7 +63,37 @@ def runs_to_report(selection: Selection) -> Selected:
     if not selection.grid:
         return finished_selection(selection)
     loaded, specs = expand_selection(selection)
-    return Selected(selection, loaded, tuple(specs), tuple(run_dir(selection.results, s) for s in specs))
+    directories = [run_dir(selection.results, s) for s in specs]
+    for spec, directory in tuned_companions(selection.results, specs):  # the honest track beside the grid's runs
+        specs.append(spec)
+        directories.append(directory)
+    return Selected(selection, loaded, tuple(specs), tuple(directories))
+
+
+def tuned_companions(results: Path, specs: Sequence[Any]) -> list[tuple[Any, Path]]:
+    """The finished runs under `results` that hold a `bench tune` study's best values (`tuning.study`) for a
+    (method, preset, dataset, split, seed, backbone) of `specs`: a report of a grid sets them beside its runs (the
+    tuning block, `bench.reporting.tuning`), whatever values the study found. None where no study ran."""
+    from bench.config.spec import RunSpec
+    from bench.runs.rundir import DONE
+
+    cells = {(s.method, s.preset, s.dataset, s.split, s.seed, s.backbone) for s in specs}
+    chosen = {s.run_id for s in specs}
+    found = []
+    for directory in sorted((Path(results) / "runs").glob("*/")):
+        if directory.name in chosen or not (directory / DONE).exists():
+            continue
+        try:
+            text = (directory / "spec.json").read_text()
+            if '"study"' not in text:  # most runs: no study's values (the JSON not even parsed)
+                continue
+            spec = RunSpec.from_json(text)
+        except Exception:  # unreadable: not a companion anyone can vouch for
+            continue
+        if spec.config.get("tuning", {}).get("study") and \
+                (spec.method, spec.preset, spec.dataset, spec.split, spec.seed, spec.backbone) in cells:
+            found.append((spec, directory))
+    return found
 
 
 def finished_selection(selection: Selection) -> Selected:
