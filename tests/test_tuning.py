@@ -316,3 +316,36 @@ def test_a_killed_batch_resumes_each_run_from_its_checkpoint_to_the_numbers_of_t
     assert all("resuming after step 0" in (out / "log.txt").read_text() for out in outs)
     a, b = pd.read_parquet(alone / "metrics.parquet"), pd.read_parquet(outs[1] / "metrics.parquet")
     np.testing.assert_allclose(b["value"].to_numpy(float), a["value"].to_numpy(float), rtol=1e-5)
+
+
+def test_two_tuners_share_a_study_and_only_a_dead_tuners_trials_are_taken_over(tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    import optuna
+
+    from bench.tuning.space import parse_space
+    from bench.tuning.study import OWNER, TuneOptions, tune
+
+    params = parse_space(SPACE, "test")
+    run, calls = _runner()
+    outcome = tune(_selection(tmp_path), params, TuneOptions(trials=1, final=False), run)
+    journal = tmp_path / "results" / "tuning" / f"{outcome.study}.journal"
+    study = optuna.load_study(study_name=outcome.study, storage=optuna.storages.journal.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(journal))))
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    try:
+        theirs, killed = study.ask(), study.ask()  # another tuner's trial, running; a killed tuner's
+        theirs.set_user_attr(OWNER, f"{socket.gethostname()}:{live.pid}")
+        killed.set_user_attr(OWNER, f"{socket.gethostname()}:{dead.pid}")
+        outcome = tune(_selection(tmp_path), params, TuneOptions(trials=4, final=False), run)
+    finally:
+        live.kill()
+    numbers = [t["number"] for t in outcome.trials]
+    # the killed tuner's trial ran again here; the live one's was left to it and counted in the budget
+    assert killed.number in numbers and theirs.number not in numbers and len(numbers) == 2
+    states = {t.number: t.state.name for t in study.get_trials()}
+    assert states[theirs.number] == "RUNNING" and states[killed.number] == "COMPLETE"

@@ -11,7 +11,9 @@ of the trial's runs (their `reported_A` rows, over datasets, splits and seeds), 
 from __future__ import annotations
 
 import json
+import os
 import re
+import socket
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -68,6 +70,30 @@ def _storage(options: TuneOptions, results: Path, name: str) -> tuple[Any, str]:
     path = Path(results) / "tuning" / f"{name}.journal"
     path.parent.mkdir(parents=True, exist_ok=True)
     return JournalStorage(JournalFileBackend(str(path))), str(path)
+
+
+OWNER = "owner"  # a trial's user attribute: the tuner running it, host:pid
+ME = f"{socket.gethostname()}:{os.getpid()}"
+
+
+def owner_alive(owner: str | None) -> bool:
+    """Whether the tuner `owner` (host:pid) may still be running its trial: a process of this host that is gone, or
+    this very process (a dead tuner's pid, reused), is not; one of another host is assumed to be (its tuner ends it,
+    or a tuner on that host takes it over). A trial without an owner is a killed tuner's of before owners were kept."""
+    if not owner:
+        return False
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname():
+        return True
+    if not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
 
 
 def trial_selection(selection: Selection, values: Mapping[str, Any], options: TuneOptions) -> Selection:
@@ -227,19 +253,37 @@ def tune(selection: Selection, params: tuple[Param, ...], options: TuneOptions, 
             got.append((value, why))
         return got
 
-    left = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))  # a killed tuner's
+    def tell(number: int, value: float | None) -> None:
+        try:
+            study.tell(number, value, state=TrialState.COMPLETE if value is not None else TrialState.FAIL)
+        except (RuntimeError, ValueError) as err:  # another tuner of the study told it first (both took it over)
+            say(f"trial {number} was already told by another tuner ({first_line(err)})")
+
+    # a killed tuner's trials (their owner's process is gone): this tuner takes them over; a live tuner's are its own
+    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    left = [t for t in running if not owner_alive(t.user_attrs.get(OWNER))]
+    for held_trial in left:
+        study._storage.set_trial_user_attr(held_trial._trial_id, OWNER, ME)
     for start in range(0, len(left), batch):
         chunk = left[start:start + batch]
         for held_trial, (value, _) in zip(chunk, evaluate([(t.number, t.params) for t in chunk])):
-            study.tell(held_trial.number, value if value is not None else None,
-                       state=TrialState.COMPLETE if value is not None else TrialState.FAIL)
-    while (ended := sum(t.state in (TrialState.COMPLETE, TrialState.FAIL) for t in study.trials)) < options.trials:
+            tell(held_trial.number, value)
+
+    def taken() -> int:
+        """Trials ended, and those another live tuner is running (theirs to end): what the budget counts."""
+        trials = study.get_trials(deepcopy=False)
+        return sum(t.state in (TrialState.COMPLETE, TrialState.FAIL)
+                   or (t.state == TrialState.RUNNING and owner_alive(t.user_attrs.get(OWNER))) for t in trials)
+
+    while (ended := taken()) < options.trials:
         asked = [study.ask() for _ in range(min(batch, options.trials - ended))]
+        for trial in asked:
+            trial.set_user_attr(OWNER, ME)
         values = [sample(trial, params) for trial in asked]
         for trial, (value, why) in zip(asked, evaluate([(t.number, v) for t, v in zip(asked, values)])):
             if value is None:
                 trial.set_user_attr("why", why)
-            study.tell(trial, value, state=TrialState.COMPLETE if value is not None else TrialState.FAIL)
+            tell(trial.number, value)
     complete = [t for t in study.trials if t.state == TrialState.COMPLETE]
     if complete:
         best = max(complete, key=lambda t: t.value if t.value is not None else float("-inf"))
