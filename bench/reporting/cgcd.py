@@ -61,13 +61,13 @@ def domain_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def render(table: pd.DataFrame, fmt: str, title: str = "",
-           what_of: str = "the mixed setting's accuracies (%)") -> str:
+           what_of: str = "the mixed setting's accuracies (%), mean ± std over seeds") -> str:
     """The table as csv, LaTeX (booktabs) or markdown; cells as shown (never re-parsed as numbers). `title` (the
     report's: its grid and `--cfg-options`) heads the markdown (a caption) and the LaTeX (a comment); csv is tidy data,
     without a preamble."""
     if fmt == "csv":
         return table.to_csv(index=False)
-    what = f"{title}: {what_of}, mean ± std over seeds" if title else ""
+    what = f"{title}: {what_of}" if title else ""
     if fmt == "latex":
         from bench.reporting.table import escape_latex
 

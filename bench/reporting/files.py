@@ -119,7 +119,7 @@ def write_report(frame: pd.DataFrame, out_dir: Path, fmt: str, title: str,
     if not domains.empty:  # a domain-shifted stream's runs, by domain
         paths.append(out_dir / f"cgcd_domains.{SUFFIX[fmt]}")
         write_atomic(paths[-1], render(domains, fmt, title, "accuracy (%) after the last stage on each domain's test "
-                                                            "images of the classes seen"))
+                                                            "images of the classes seen, mean ± std over seeds"))
     return paths + (write_figures(frame, out_dir, order, scores) if figures else [])
 
 
