@@ -13,6 +13,9 @@ Metric rows (percent), all computed from what is stored in `predictions.npz`, so
   score instead the semi-supervised k-means clusters of its own training images, and the test images' rows
   are kept under the flavours `inductive`, `inductive_hard`, `inductive_soft` (step 0 is scored on the test
   images either way: the labelled step has no unlabelled image to cluster).
+- with a domain-shifted stream (`setting.domains`): the rows above score the test images of the domains of steps
+  0..t, and a `domain` row per domain of the stream (metric: its name) scores that domain's images alone, under a
+  match of its own (the stream's accuracy matrix, future domains included).
 - per unlabelled step: `k` rows, `true` (new classes the step brings) and `given` (what the method was
   told: the true count, or the estimate of `setting.k`).
 - summary (flavour `cgcd`): `All`, `Old_hard`, `New_hard`, `Old_soft`, `New_soft`, the means over the
