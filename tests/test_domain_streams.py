@@ -5,6 +5,7 @@ runs one end to end, and the per-domain rows recompute from the predictions."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -125,6 +126,15 @@ def test_a_domainnet_stream_draws_each_stage_from_its_own_domain(tmp_path):
         assert (where.images[rows] == where.stages[s]).all()
     with pytest.raises(BenchError, match="names real, which the dataset as read does not hold"):
         shifted(data, stream_of(["real"] * 6, 6, "domainnet"), tmp_path, {}, lambda _: None)
+    # a corruption stream over file-backed images: every domain decoded alike, the clean one too
+    one = build_dataset("domainnet", {"domains": "sketch"}, str(root))
+    one = replace(one, train=one.train.subset(np.arange(12)), test=one.test.subset(np.arange(4)))  # a few suffice
+    view = shifted(one, stream_of(["clean", "fog:1", "clean", "fog:1", "fog:1", "clean"], 6), tmp_path,
+                   {"dataset": "domainnet-sketch"}, lambda _: None)
+    n = len(one.train)
+    assert view.train.in_memory and view.train.images.shape[0] == 2 * n
+    assert np.array_equal(view.train.images[:n], one.train.load(np.arange(n)))
+    assert not np.array_equal(view.train.images[n:], view.train.images[:n])
 
 
 MIXED_METHODS = [m for m in method_names() if "mixed" in known_method(m).runs_on.settings]

@@ -12,7 +12,7 @@ it again. A dataset's own domains (DomainNet) are its images of that domain, sho
 Corruptions come from `imagecorruptions` (the ImageNet-C family's functions; the maintained fork
 `imagecorruptions-imaug` on PyPI, `pip install 'bench[domains]'`). They need images of at least 32 pixels a side.
 File-backed images (CUB, DomainNet) are corrupted as `ImageSet.load` decodes them (256 pixels, the centre square) and
-kept in memory thereafter.
+kept in memory thereafter; their clean copies in a corruption stream are decoded the same way.
 """
 from __future__ import annotations
 
@@ -93,12 +93,12 @@ def _cached(images: ImageSet, domain: Domain, key: dict[str, Any], cache: Path, 
 
 
 def _stack(parts: Sequence[ImageSet]) -> ImageSet:
+    """The domains' copies one after another. File-backed clean images beside corrupted ones are decoded as the
+    corrupted ones were (`ImageSet.load`: 256 pixels, the centre square), so that every domain shows the same crop."""
     labels = np.concatenate([p.labels for p in parts])
-    if all(p.in_memory for p in parts):
-        return ImageSet(np.concatenate([np.asarray(p.images) for p in parts]), labels)
     if any(p.in_memory for p in parts):
-        raise BenchError("a stream mixing clean file-backed images with corrupted ones: corrupt every stage, or "
-                         "use a dataset held in memory")
+        pixels = [np.asarray(p.images) if p.in_memory else p.load(np.arange(len(p))) for p in parts]
+        return ImageSet(np.concatenate(pixels), labels)
     return ImageSet([f for p in parts for f in p.images], labels)
 
 
