@@ -4,7 +4,9 @@
     python benchmarks/happy_pp_reference.py --happy-repo DIR [--protogcd-repo DIR2]
 
 DIR is a checkout of github mashijie1028/Happy-CGCD at a commit that has `train_happy_plus_plus.py`: its
-`models/ema.py` (`EMA`) and `models/lora.py` (`Linear`, its LoRA layer) are imported from there, never copied. The confident self-distillation the script calls,
+`models/ema.py` (`EMA`) and `models/lora.py` (`Linear`, its LoRA layer; commit 6ed5306 has it, some later snapshots
+do not, and then LoRA is skipped with a note) are imported from there, never copied. The confident self-distillation
+the script calls,
 `DistillLoss_ratio`, is imported from DIR's `models/utils_simgcd.py` where that file has it, else from DIR2, a
 checkout of github mashijie1028/ProtoGCD (`models/loss.py`, the class's origin). The script's other switches are
 inline expressions of `train_online` (the L2 on the old rows, STCH) or torch's own (`SWALR`): those are checked
@@ -143,9 +145,29 @@ def lora(lora_module: ModuleType, gen: torch.Generator) -> dict[str, float]:
     out.pow(2).sum().backward()
     grads = max(float((a.grad - b.grad).abs().max())
                 for a, b in ((their_terms[1].a, ours.terms[1].a), (their_terms[1].b, ours.terms[1].b)))
+    flags = [p.requires_grad for p in (theirs.weight, theirs.bias, *(t for term in their_terms for t in (term.a, term.b)))]
+    same_flags = flags == [p.requires_grad for p in ours.parameters()]  # W, b, the first term frozen; the newest trains
+    print(f"models/lora.py after two init_lora: {len(theirs.lora_layers)} terms its forward reads, "
+          f"{len(list(theirs.lora_layers.children()))} registered; trainable flags as bench's: {same_flags}")
     return {"its forward (the plain layer) vs code's frozen layer" + ("" if frozen else ": FROZEN FLAGS DIFFER"): code,
-            "its terms summed vs LoRALinear (equations): output": equations,
+            "its terms summed vs LoRALinear (equations): output" + ("" if same_flags else ": FLAGS DIFFER"): equations,
             "its terms summed vs LoRALinear (equations): the new term's gradients": grads}
+
+
+def lora_init(lora_module: ModuleType, seed: int = 7) -> float:
+    """A new term's starting values: the script's `init_lora` draws A from torch's global generator, bench's
+    `add_term` from the generator it is handed; seeded alike they must draw the same A (Kaiming-uniform, a = √5),
+    both B zero and both scalings 1 (the script passes no α). float32, the dtype both draw in."""
+    from bench.methods.lora import LoRALinear
+
+    theirs, ours = lora_module.Linear(6, 4), LoRALinear(torch.nn.Linear(6, 4))
+    torch.manual_seed(seed)
+    theirs.init_lora(0, r=3)
+    ours.add_term(3, None, torch.Generator().manual_seed(seed))
+    term, mine = theirs.lora_layers._modules["0"], ours.terms[0]
+    if term.scaling != mine.scaling or bool(term.b.any()) or bool(mine.b.any()):
+        return math.inf
+    return float((term.a - mine.a).abs().max())
 
 
 def main() -> None:
@@ -168,7 +190,9 @@ def main() -> None:
             "SWA rate (torch SWALR after CosineAnnealingLR)": swa()}
     lora_file = args.happy_repo / "models" / "lora.py"
     if lora_file.exists():
-        rows.update({f"LoRA (models/lora.py): {k}": v for k, v in lora(module_at(lora_file, "happy_lora"), gen).items()})
+        lora_module = module_at(lora_file, "happy_lora")
+        rows.update({f"LoRA (models/lora.py): {k}": v for k, v in lora(lora_module, gen).items()})
+        rows["LoRA (models/lora.py): a new term's A, same seed (B zero, s = 1)"] = lora_init(lora_module)
     else:
         print(f"{lora_file} is not there (a commit before Happy++'s LoRA): LoRA not compared")
     for name, worst in rows.items():

@@ -14,7 +14,9 @@ never shifts another's (a wider projector does not change the loader's orders, n
 Their seeds are those each stream had before it was injected, so a run's numbers did not change: `init` is
 seeded `seed·1000 + t`, the value the step loop seeds torch's global generator with before step t
 (`bench.protocol.runner.seed_everything`), which those weights were drawn from first; `train` is `seed·1000 +
-300 + t`, the loader's generator's; `kmeans` is `seed·1000 + t` as scikit-learn takes it.
+300 + t`, the loader's generator's; `kmeans` is `seed·1000 + t` as scikit-learn takes it. Happy++'s LoRA terms
+draw their A from a generator of their own, `seed·1000 + 600 + t` (`methods.happy_pp`): drawn from `init` before the
+projector, they would shift the projector's weights whenever the switch is on.
 """
 from __future__ import annotations
 
