@@ -6,12 +6,11 @@
 DIR is a checkout of github mashijie1028/Happy-CGCD at a commit that has `train_happy_plus_plus.py`: its
 `models/ema.py` (`EMA`) and `models/lora.py` (`Linear`, its LoRA layer; commit 6ed5306 has it, some later snapshots
 do not, and then LoRA is skipped with a note) are imported from there, never copied. The confident self-distillation
-the script calls,
-`DistillLoss_ratio`, is imported from DIR's `models/utils_simgcd.py` where that file has it, else from DIR2, a
-checkout of github mashijie1028/ProtoGCD (`models/loss.py`, the class's origin). The script's other switches are
-inline expressions of `train_online` (the L2 on the old rows, STCH) or torch's own (`SWALR`): those are checked
-against torch's `weight_norm` layer and schedulers, the objects the script applies them to. Prints the largest
-absolute difference per piece.
+the script calls, `DistillLoss_ratio`, is imported from DIR's `models/utils_simgcd.py` where that file has it,
+else from DIR2, a checkout of github mashijie1028/ProtoGCD (`models/loss.py`, the class's origin). The script's
+other switches are inline expressions of `train_online` (the L2 on the old rows, STCH) or torch's own (`SWALR`):
+those are checked against torch's `weight_norm` layer and schedulers, the objects the script applies them to.
+Prints the largest absolute difference per piece.
 """
 from __future__ import annotations
 
